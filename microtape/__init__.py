@@ -1,0 +1,26 @@
+"""microtape: an educational autograd engine you can see and check.
+
+A :class:`Tape` records every operation — on single :class:`Scalar` numbers
+or whole :class:`Tensor` arrays — and runs the backward pass over it.
+``microtape.nn`` builds Linear and MultiHeadAttention from those operations,
+``microtape.check`` checks derivatives step by step, ``microtape.viz`` draws
+graphs and heatmaps.
+"""
+
+from . import ops
+from .scalar import Scalar
+from .tape import Tape, module_scope
+from .tensor import Tensor
+
+__all__ = ["Scalar", "Tensor", "Tape", "module_scope", "ops", "check", "nn", "viz", "__version__"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Subpackages load on first use, so `import microtape` stays fast
+    # (viz pulls in graphviz and matplotlib only when asked for).
+    if name in ("check", "nn", "viz", "exercises"):
+        import importlib
+
+        return importlib.import_module(f"microtape.{name}")
+    raise AttributeError(f"module 'microtape' has no attribute {name!r}")

@@ -1,0 +1,143 @@
+"""Scalar: one float that records its arithmetic (the micrograd-sized lesson).
+
+This module lets you differentiate expressions of single numbers::
+
+    >>> import microtape as mt
+    >>> a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    >>> y = (a * b + a ** 2).tanh()
+    >>> y.backward()
+    >>> round(a.grad, 6), round(b.grad, 6)
+    (0.070651, 0.141302)
+
+Every operator runs a primitive from :mod:`microtape.ops` through the same
+recording function as ``Tensor`` does, so a Scalar computation lands on the
+same kind of tape and is differentiated by the same backward loop.
+"""
+
+import math
+import numbers
+
+from . import ops
+from .tape import Node, _apply
+
+__all__ = ["Scalar"]
+
+
+def _number(value, what):
+    if value.__class__ is float:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what}: expected a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+class Scalar(Node):
+    """A float on the tape. ``.data`` is the value, ``.grad`` its gradient."""
+
+    __slots__ = ()
+    _output_data = float
+
+    def __init__(self, value, name=None):
+        if isinstance(value, Scalar):
+            value = value.data
+        self._init_leaf(_number(value, "Scalar(value)"), True, name)
+
+    @classmethod
+    def _constant(cls, value):
+        """A number used inside an expression (``2 * a``): it needs no gradient."""
+        constant = cls.__new__(cls)
+        constant._init_leaf(_number(value, "Scalar arithmetic"), False, None)
+        return constant
+
+    def __repr__(self):
+        label = f"{self.name}=" if self.name else ""
+        grad = "" if self.grad is None else f", grad={self.grad:.6g}"
+        return f"Scalar({label}{self.data:.6g}{grad})"
+
+    def __float__(self):
+        return self.data
+
+    # Order comparisons look at values (used to pick a max); equality stays
+    # identity, so Scalars can be dictionary keys in the backward pass.
+    def __lt__(self, other):
+        return self.data < _value(other)
+
+    def __le__(self, other):
+        return self.data <= _value(other)
+
+    def __gt__(self, other):
+        return self.data > _value(other)
+
+    def __ge__(self, other):
+        return self.data >= _value(other)
+
+    # -- arithmetic: each operator is one primitive op
+
+    def __add__(self, other):
+        return _apply(ops.add, (self, _lift(other)))
+
+    def __radd__(self, other):
+        return _apply(ops.add, (_lift(other), self))
+
+    def __sub__(self, other):
+        return _apply(ops.sub, (self, _lift(other)))
+
+    def __rsub__(self, other):
+        return _apply(ops.sub, (_lift(other), self))
+
+    def __mul__(self, other):
+        return _apply(ops.mul, (self, _lift(other)))
+
+    def __rmul__(self, other):
+        return _apply(ops.mul, (_lift(other), self))
+
+    def __truediv__(self, other):
+        return _apply(ops.div, (self, _lift(other)))
+
+    def __rtruediv__(self, other):
+        return _apply(ops.div, (_lift(other), self))
+
+    def __neg__(self):
+        return _apply(ops.neg, (self,))
+
+    def __pow__(self, exponent):
+        if isinstance(exponent, Scalar):
+            raise TypeError("Scalar ** Scalar is not supported: the exponent must be a plain number")
+        exponent = _number(exponent, "Scalar ** exponent")
+        if self.data <= 0.0 and not exponent.is_integer():
+            raise ValueError(f"Scalar ** {exponent}: a non-integer power of {self.data} is not a real number")
+        return _apply(ops.pow_, (self,), {"exponent": exponent})
+
+    def exp(self):
+        return _apply(ops.exp, (self,))
+
+    def log(self):
+        if self.data <= 0.0:
+            raise ValueError(f"Scalar.log(): log of {self.data} is undefined; expected a positive value")
+        return _apply(ops.log, (self,))
+
+    def tanh(self):
+        return _apply(ops.tanh, (self,))
+
+    def relu(self):
+        return _apply(ops.relu, (self,))
+
+    def sqrt(self):
+        return self**0.5
+
+    @property
+    def is_finite(self):
+        return math.isfinite(self.data)
+
+
+def _lift(value):
+    """Use a Scalar as it is; wrap a plain number as a constant."""
+    if value.__class__ is Scalar:
+        return value
+    if isinstance(value, Scalar):
+        return value
+    return Scalar._constant(value)
+
+
+def _value(value):
+    return value.data if isinstance(value, Scalar) else value

@@ -1,0 +1,303 @@
+"""Tensor: a numpy array that records its operations on the tape.
+
+This module lets you differentiate whole-array computations::
+
+    >>> import numpy as np, microtape as mt
+    >>> x = mt.Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True, name="x")
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([[ 0.,  2.,  4.],
+           [ 6.,  8., 10.]])
+
+``tensor.data`` is the numpy array (no copy is made of an array you pass in:
+the Tensor shares its memory, like ``torch.from_numpy``), ``tensor.grad`` the
+gradient (a numpy array, or None before backward). Every method runs one
+primitive from :mod:`microtape.ops`; numpy broadcasting works everywhere and
+the backward pass sums gradients back to each input's shape.
+"""
+
+import numbers
+
+import numpy as np
+
+from . import ops
+from .tape import Node, _apply
+
+__all__ = ["Tensor"]
+
+
+def _as_float_array(data, what):
+    """``data`` as a float numpy array: float32/float64 kept, ints become float64."""
+    array = np.asarray(data)
+    if array.dtype.kind == "f":
+        return array
+    if array.dtype.kind in "biu":
+        return array.astype(np.float64)
+    raise TypeError(f"{what}: expected real numbers (a float array, list or number), got dtype {array.dtype}")
+
+
+class Tensor(Node):
+    """An array on the tape. ``requires_grad=True`` marks it as something to differentiate."""
+
+    __slots__ = ()
+    _output_data = staticmethod(np.asarray)
+    # Make numpy defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
+    __array_priority__ = 100
+
+    def __init__(self, data, requires_grad=False, name=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if isinstance(data, Node):
+            raise TypeError(f"Tensor(data): expected an array, got {type(data).__name__}")
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"Tensor(requires_grad=...): expected True or False, got {requires_grad!r}")
+        self._init_leaf(_as_float_array(data, "Tensor(data)"), requires_grad, name)
+
+    @classmethod
+    def zeros(cls, shape, dtype=np.float64, requires_grad=False, name=None):
+        """A tensor of zeros of the given shape."""
+        return cls(np.zeros(shape, dtype=dtype), requires_grad, name)
+
+    @classmethod
+    def full(cls, shape, value, dtype=np.float64, requires_grad=False, name=None):
+        """A tensor of the given shape filled with ``value``."""
+        return cls(np.full(shape, value, dtype=dtype), requires_grad, name)
+
+    @classmethod
+    def _constant(cls, value, dtype):
+        constant = cls.__new__(cls)
+        array = _as_float_array(value, "Tensor arithmetic")
+        if array.ndim == 0:
+            # A plain number takes the tensor's dtype (float32 stays float32).
+            array = array.astype(dtype)
+        constant._init_leaf(array, False, None)
+        return constant
+
+    # -- numpy-like facts
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def size(self):
+        return self.data.size
+
+    def __len__(self):
+        return len(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and dtype != self.data.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
+    def item(self):
+        return self.data.item()
+
+    def numpy(self):
+        return self.data
+
+    def __repr__(self):
+        label = f", name={self.name!r}" if self.name else ""
+        grad = ", requires_grad=True" if self.requires_grad and self.is_leaf else ""
+        made_by = f", op={self.op.name}" if self.op is not None else ""
+        body = np.array2string(self.data, precision=4, separator=", ", threshold=20, prefix="Tensor(")
+        return f"Tensor({body}{label}{grad}{made_by})"
+
+    # -- elementwise arithmetic
+
+    def _lift(self, other, opname):
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, Node) or not isinstance(other, (numbers.Real, np.ndarray, list, tuple)):
+            raise TypeError(
+                f"Tensor {opname}: cannot combine a Tensor with {type(other).__name__}; "
+                "expected a Tensor, numpy array or number"
+            )
+        return Tensor._constant(other, self.data.dtype)
+
+    def _binary(self, op, other, opname, reflected=False):
+        other = self._lift(other, opname)
+        if self.data.shape != other.data.shape:
+            try:
+                np.broadcast_shapes(self.data.shape, other.data.shape)
+            except ValueError:
+                left, right = (other, self) if reflected else (self, other)
+                raise ValueError(
+                    f"Tensor {opname}: shapes {left.shape} and {right.shape} do not broadcast "
+                    "(each axis, aligned from the right, must match or be 1)"
+                ) from None
+        inputs = (other, self) if reflected else (self, other)
+        return _apply(op, inputs)
+
+    def __add__(self, other):
+        return self._binary(ops.add, other, "+")
+
+    def __radd__(self, other):
+        return self._binary(ops.add, other, "+", reflected=True)
+
+    def __sub__(self, other):
+        return self._binary(ops.sub, other, "-")
+
+    def __rsub__(self, other):
+        return self._binary(ops.sub, other, "-", reflected=True)
+
+    def __mul__(self, other):
+        return self._binary(ops.mul, other, "*")
+
+    def __rmul__(self, other):
+        return self._binary(ops.mul, other, "*", reflected=True)
+
+    def __truediv__(self, other):
+        return self._binary(ops.div, other, "/")
+
+    def __rtruediv__(self, other):
+        return self._binary(ops.div, other, "/", reflected=True)
+
+    def __neg__(self):
+        return _apply(ops.neg, (self,))
+
+    def __pow__(self, exponent):
+        if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
+            raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
+        return _apply(ops.pow_, (self,), {"exponent": float(exponent)})
+
+    def exp(self, name=None):
+        return _apply(ops.exp, (self,), name=name)
+
+    def log(self, name=None):
+        return _apply(ops.log, (self,), name=name)
+
+    def tanh(self, name=None):
+        return _apply(ops.tanh, (self,), name=name)
+
+    def relu(self, name=None):
+        return _apply(ops.relu, (self,), name=name)
+
+    def scale(self, factor, name=None):
+        """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
+        return _apply(ops.scale, (self,), {"factor": factor}, name=name)
+
+    def add_constant(self, constant, name=None):
+        """Add a constant array (a mask) that receives no gradient."""
+        constant = self._lift(constant, "add_constant")
+        if constant.requires_grad:
+            raise ValueError("Tensor.add_constant(constant): the constant must not require a gradient")
+        if constant.shape != self.shape:
+            try:
+                np.broadcast_shapes(self.shape, constant.shape)
+            except ValueError:
+                raise ValueError(
+                    f"Tensor.add_constant: constant of shape {constant.shape} does not broadcast to {self.shape}"
+                ) from None
+        return _apply(ops.add_constant, (self, constant), name=name)
+
+    def dropout(self, keep, name=None):
+        """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
+        keep = self._lift(keep, "dropout")
+        if keep.shape != self.shape:
+            raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
+        return _apply(ops.dropout, (self, keep), name=name)
+
+    # -- reductions
+
+    def _axis(self, axis, what):
+        if axis is None:
+            return None
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        for a in axes:
+            if not isinstance(a, (int, np.integer)) or not -self.ndim <= a < self.ndim:
+                raise ValueError(f"Tensor.{what}(axis={axis!r}): axis out of range for a tensor of shape {self.shape}")
+        return axis
+
+    def sum(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "sum")
+        return _apply(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def mean(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "mean")
+        return _apply(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def max(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "max")
+        return _apply(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def softmax(self, axis=-1, name=None):
+        """Softmax along ``axis`` as one fused, numerically stable op."""
+        axis = self._axis(axis, "softmax")
+        return _apply(ops.softmax, (self,), {"axis": axis}, name=name)
+
+    # -- linear algebra and shape
+
+    def matmul(self, other, name=None):
+        other = self._lift(other, "@")
+        return _matmul(self, other, name)
+
+    def __matmul__(self, other):
+        return _matmul(self, self._lift(other, "@"), None)
+
+    def __rmatmul__(self, other):
+        return _matmul(self._lift(other, "@"), self, None)
+
+    def reshape(self, *shape, name=None):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        shape = tuple(int(n) for n in shape)
+        known = int(np.prod([n for n in shape if n != -1]))
+        free = shape.count(-1)
+        fits = (free == 0 and known == self.size) or (free == 1 and known > 0 and self.size % known == 0)
+        if free > 1 or not fits or any(n < -1 for n in shape):
+            raise ValueError(
+                f"Tensor.reshape{shape}: cannot reshape a tensor of shape {self.shape} ({self.size} values)"
+            )
+        return _apply(ops.reshape, (self,), {"shape": shape}, name=name)
+
+    def transpose(self, *axes, name=None):
+        """Permute axes like ``numpy.transpose`` (no axes: reverse them)."""
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        if not axes:
+            axes = tuple(range(self.ndim - 1, -1, -1))
+        if sorted(a % self.ndim if isinstance(a, int) else a for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}")
+        return _apply(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
+
+    def swapaxes(self, axis1, axis2, name=None):
+        axes = list(range(self.ndim))
+        try:
+            axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        except (IndexError, TypeError):
+            raise ValueError(f"Tensor.swapaxes({axis1}, {axis2}): axes out of range for shape {self.shape}") from None
+        return self.transpose(tuple(axes), name=name)
+
+    @property
+    def T(self):
+        """The transpose (all axes reversed, as in numpy)."""
+        return self.transpose()
+
+
+def _matmul(a, b, name):
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"Tensor @: matmul needs arrays of rank >= 1, got shapes {a.shape} and {b.shape}")
+    inner_a = a.shape[-1]
+    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"Tensor @: shapes {a.shape} and {b.shape} do not match for matmul: "
+            f"a's last axis ({inner_a}) must equal b's second-to-last ({inner_b})"
+        )
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"Tensor @: batch axes of {a.shape} and {b.shape} do not broadcast") from None
+    return _apply(ops.matmul, (a, b), name=name)
+
