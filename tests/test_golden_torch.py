@@ -66,7 +66,7 @@ def test_expression_fixtures_match_definitions():
     fixtures = load_expression_fixtures()
     assert list(fixtures) == EXPRESSION_NAMES
     for expression in EXPRESSIONS:
-        for stored, fresh in zip(fixtures[expression.name]["inputs"], expression.make_inputs()):
+        for stored, fresh in zip(fixtures[expression.name]["inputs"], expression.make_inputs(), strict=True):
             np.testing.assert_array_equal(stored, fresh)
 
 
@@ -138,6 +138,4 @@ def test_self_attention_same_object_three_times(name):
     output = attention_forward(attn, case, self_call="same_object")
     check_attention_forward(attn, case, output)
     returned_grad = attn.backward(case["grad_output"])
-    np.testing.assert_allclose(
-        np.asarray(returned_grad), case["input_grads"]["x"], rtol=1e-10, atol=1e-10
-    )
+    np.testing.assert_allclose(np.asarray(returned_grad), case["input_grads"]["x"], rtol=1e-10, atol=1e-10)

@@ -47,9 +47,7 @@ FIXTURE_TOLERANCE = 1e-12
 
 
 def assert_same_arrays(live, stored, what):
-    np.testing.assert_allclose(
-        stored, live, rtol=FIXTURE_TOLERANCE, atol=FIXTURE_TOLERANCE, err_msg=what
-    )
+    np.testing.assert_allclose(stored, live, rtol=FIXTURE_TOLERANCE, atol=FIXTURE_TOLERANCE, err_msg=what)
 
 
 # --------------------------------------------------------------------------
@@ -63,7 +61,7 @@ def test_expression_fixture_is_current(expression):
     stored = load_expression_fixtures()[expression.name]
     assert_same_arrays(live["output"], stored["output"], "output")
     assert_same_arrays(live["upstream"], stored["upstream"], "upstream")
-    for index, (live_grad, stored_grad) in enumerate(zip(live["grads"], stored["grads"])):
+    for index, (live_grad, stored_grad) in enumerate(zip(live["grads"], stored["grads"], strict=True)):
         assert_same_arrays(live_grad, stored_grad, f"grad of input {index}")
 
 

@@ -38,9 +38,7 @@ MASKED = -1e9
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 """The four Linear layers of the attention block, in the order q, k, v, out."""
 
-PARAMETER_NAMES = tuple(
-    f"{projection}.{part}" for projection in PROJECTIONS for part in ("weight", "bias")
-)
+PARAMETER_NAMES = tuple(f"{projection}.{part}" for projection in PROJECTIONS for part in ("weight", "bias"))
 """``q_proj.weight, q_proj.bias, ..., out_proj.bias``: weights ``[E, E]``, biases ``[E]``."""
 
 INPUT_NAMES_BY_KIND = {

@@ -32,8 +32,8 @@ Inputs are float64 numpy arrays; a scalar input is a 0-d array (shape ``()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class Expression:
         generators = {"normal": normal, "positive": positive}
         return [
             generators[kind](rng, shape)
-            for shape, kind in zip(self.input_shapes, self.input_kinds)
+            for shape, kind in zip(self.input_shapes, self.input_kinds, strict=True)
         ]
 
 

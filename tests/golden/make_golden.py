@@ -88,9 +88,7 @@ def build_torch_attention(E: int, H: int, params: dict[str, np.ndarray]):
     ``[3E, E]`` (rows ``0:E`` are q, ``E:2E`` k, ``2E:3E`` v) and one
     ``in_proj_bias`` ``[3E]``; the output projection is ``out_proj``.
     """
-    module = torch.nn.MultiheadAttention(
-        E, H, dropout=0.0, bias=True, batch_first=True, dtype=torch.float64
-    )
+    module = torch.nn.MultiheadAttention(E, H, dropout=0.0, bias=True, batch_first=True, dtype=torch.float64)
     in_proj_weight = np.concatenate(
         [params["q_proj.weight"], params["k_proj.weight"], params["v_proj.weight"]], axis=0
     )

@@ -26,9 +26,7 @@ def assert_close(actual, expected, what: str) -> None:
     assert actual is not None, f"{what}: microtape gave None, expected an array"
     actual = np.asarray(actual, dtype=np.float64)
     expected = np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, (
-        f"{what}: shape {actual.shape} but torch has {expected.shape}"
-    )
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} but torch has {expected.shape}"
     np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=ATOL, err_msg=what)
 
 
@@ -74,7 +72,7 @@ def check_expression(mt, expression: Expression, reference: dict, use_tape: bool
             output.backward(upstream)
 
     assert_close(output.data, reference["output"], f"{expression.name}: output")
-    for index, (value, expected_grad) in enumerate(zip(inputs, reference["grads"])):
+    for index, (value, expected_grad) in enumerate(zip(inputs, reference["grads"], strict=True)):
         assert_close(value.grad, expected_grad, f"{expression.name}: grad of input {index}")
 
 
