@@ -1,0 +1,168 @@
+"""ScalarArray: an array of Scalars that behaves like a Tensor.
+
+This module lets you run tensor code at *scalar granularity*: every multiply,
+add and exp inside a matrix product or a softmax becomes its own equation on
+the tape, as in micrograd. It is the bridge from the micrograd-sized lesson
+to the real layer::
+
+    >>> import numpy as np
+    >>> from microtape.scalar_array import ScalarArray
+    >>> x = ScalarArray.leaves(np.array([[1.0, 2.0]]), name="x")
+    >>> y = (x @ x.T).sum()          # 2 multiplies and 1 add, each a Scalar op
+    >>> y.backward()
+    >>> x.grad()
+    array([[2., 4.]])
+
+How: a numpy array of ``dtype=object`` holding ``Scalar``s already knows how
+to broadcast, transpose, reshape and matmul — it calls the Scalars' own ``*``
+and ``+``. This class adds the few Tensor methods numpy's object arrays lack
+(``exp``, ``softmax``, ``scale``, ``add_constant``, ``dropout``), so code
+written against Tensor's methods runs unchanged on either. Reshapes and
+transposes move Scalars around without computing anything, so they leave no
+trace: the scalar graph shows only arithmetic.
+"""
+
+import numpy as np
+
+from .scalar import Scalar
+
+__all__ = ["ScalarArray"]
+
+
+class ScalarArray:
+    """A numpy object array of :class:`~microtape.Scalar` with Tensor's methods."""
+
+    __slots__ = ("items", "name")
+
+    def __init__(self, items, name=None):
+        self.items = np.asarray(items, dtype=object)
+        self.name = name  # kept for symmetry with Tensor; the Scalars carry their own
+
+    @classmethod
+    def leaves(cls, array, name=None):
+        """One differentiable Scalar per entry, named ``name[i,j]``."""
+        array = np.asarray(array, dtype=np.float64)
+        items = np.empty(array.shape, dtype=object)
+        for index in np.ndindex(array.shape):
+            label = f"{name}[{','.join(map(str, index))}]" if name else None
+            items[index] = Scalar(float(array[index]), name=label)
+        return cls(items)
+
+    # -- facts
+
+    @property
+    def shape(self):
+        return self.items.shape
+
+    @property
+    def ndim(self):
+        return self.items.ndim
+
+    @property
+    def data(self):
+        """The values as a float64 numpy array."""
+        return _values(self.items, "data")
+
+    def grad(self):
+        """The gradients as a float64 numpy array (0 where none arrived)."""
+        return _values(self.items, "grad")
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self):
+        return f"ScalarArray({np.array2string(self.data, precision=4)})"
+
+    # -- arithmetic: numpy's object arrays call the Scalars' operators
+
+    def __add__(self, other):
+        return ScalarArray(self.items + _items(other))
+
+    def __radd__(self, other):
+        return ScalarArray(_items(other) + self.items)
+
+    def __sub__(self, other):
+        return ScalarArray(self.items - _items(other))
+
+    def __mul__(self, other):
+        return ScalarArray(self.items * _items(other))
+
+    def __rmul__(self, other):
+        return ScalarArray(_items(other) * self.items)
+
+    def __truediv__(self, other):
+        return ScalarArray(self.items / _items(other))
+
+    def __matmul__(self, other):
+        return ScalarArray(np.matmul(self.items, _items(other)))
+
+    def matmul(self, other, name=None):
+        return self @ other
+
+    def exp(self, name=None):
+        return ScalarArray(_exp(self.items))
+
+    def scale(self, factor, name=None):
+        return ScalarArray(self.items * float(factor))
+
+    def add_constant(self, constant, name=None):
+        # Adding plain floats: the Scalars treat them as constants.
+        return ScalarArray(self.items + np.asarray(constant, dtype=np.float64).astype(object))
+
+    def dropout(self, keep, name=None):
+        return ScalarArray(self.items * np.asarray(keep, dtype=np.float64).astype(object))
+
+    def sum(self, axis=None, keepdims=False, name=None):
+        total = np.sum(self.items, axis=axis, keepdims=keepdims)
+        return total if isinstance(total, Scalar) else ScalarArray(total)
+
+    def max(self, axis=None, keepdims=False, name=None):
+        # Picks the largest Scalar itself (no new op): the gradient then flows
+        # through whichever entry won, which is what max's VJP says too.
+        return ScalarArray(np.max(self.items, axis=axis, keepdims=keepdims))
+
+    def softmax(self, axis=-1, name=None):
+        """Softmax composed from primitives: shift by the max, exp, normalise."""
+        shifted = self - self.max(axis=axis, keepdims=True)
+        exps = shifted.exp()
+        return exps / exps.sum(axis=axis, keepdims=True)
+
+    # -- shape: pure rearrangements, nothing recorded
+
+    def reshape(self, *shape, name=None):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return ScalarArray(self.items.reshape(shape))
+
+    def transpose(self, *axes, name=None):
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return ScalarArray(self.items.transpose(axes or None))
+
+    def swapaxes(self, axis1, axis2, name=None):
+        return ScalarArray(self.items.swapaxes(axis1, axis2))
+
+    @property
+    def T(self):
+        return ScalarArray(self.items.T)
+
+    def backward(self, grad=None):
+        """Backpropagate ``sum(grad * self)`` (``grad`` defaults to ones)."""
+        grad = np.ones(self.shape) if grad is None else np.asarray(grad, dtype=np.float64)
+        if grad.shape != self.shape:
+            raise ValueError(f"ScalarArray.backward(grad): grad has shape {grad.shape}, expected {self.shape}")
+        total = np.sum(self.items * grad.astype(object))
+        total.backward()
+
+
+def _items(value):
+    return value.items if isinstance(value, ScalarArray) else value
+
+
+_exp = np.frompyfunc(lambda s: s.exp(), 1, 1)
+
+
+def _values(items, field):
+    out = np.zeros(items.shape)
+    for index in np.ndindex(items.shape):
+        value = getattr(items[index], field)
+        out[index] = 0.0 if value is None else value
+    return out
