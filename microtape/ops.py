@@ -373,6 +373,8 @@ def _swap_last(a):
 
 def _matmul_vjp(g, ans, a, b):
     # C = A B  gives  grad_A = g B^T  and  grad_B = A^T g  (batched over leading axes).
+    if a.ndim == 1 and b.ndim == 1:
+        return g * b, g * a  # the dot product: c = Σ a_i b_i
     # A 1-D operand is a row (for a) or column (for b) vector in disguise.
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b

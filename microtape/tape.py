@@ -189,7 +189,8 @@ def _seed_gradient(root, grad):
         )
     if not np.issubdtype(grad.dtype, np.number) or np.issubdtype(grad.dtype, np.complexfloating):
         raise TypeError(f"backward(grad=...): expected a real-valued array, got dtype {grad.dtype}")
-    return grad.astype(data.dtype, copy=False)
+    # A copy: the caller's array must never become (or alias) some node's .grad.
+    return np.array(grad, dtype=data.dtype)
 
 
 def _backprop(nodes_in_order, root, grad):
@@ -230,8 +231,21 @@ def _backprop(nodes_in_order, root, grad):
         yield node, g, input_grads
     # What is left belongs to leaves (or to nodes recorded before the tape began).
     finished.extend(grads.items())
+    # VJPs may pass the same array (or views of it) to several inputs — add's
+    # g goes to both operands. Each .grad gets memory of its own, so changing
+    # one gradient in place never changes another.
+    owners = set()
     for node, g in finished:
-        node.grad = g if node.grad is None else node.grad + g
+        if node.grad is not None:
+            node.grad = node.grad + g
+            continue
+        if g.__class__ is np.ndarray:
+            memory = id(g if g.base is None else g.base)
+            if memory in owners:
+                g = g.copy()
+                memory = id(g)
+            owners.add(memory)
+        node.grad = g
 
 
 def _exhaust(steps):

@@ -132,7 +132,7 @@ class Linear:
         if self._last_input is None:
             raise RuntimeError("Linear.backward(): call forward() first")
         x = self._last_input.data
-        grad_output = np.asarray(getattr(grad_output, "data", grad_output))
+        grad_output = np.asarray(getattr(grad_output, "data", grad_output)).astype(self.dtype, copy=False)
         expected = x.shape[:-1] + (self.out_features,)
         if grad_output.shape != expected:
             raise ValueError(f"Linear.backward(grad_output): shape {grad_output.shape}, expected {expected}")
