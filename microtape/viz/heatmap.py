@@ -1,0 +1,347 @@
+"""Heatmaps of attention: the weights each head gives, and their gradients.
+
+This module lets you look inside a multi-head attention layer::
+
+    attn = mt.nn.MultiHeadAttention(16, 4, causal=True, seed=0)
+    y = attn(x)
+    fig = mt.viz.attention_heatmaps(attn, tokens=["the", "cat", "sat"])
+    attn.backward(g)
+    fig = mt.viz.attention_heatmaps(attn, which="grad_scores")        # dS
+    fig = mt.viz.attention_heatmaps(attn, which=("grad_weights", "grad_scores"))
+    fig.savefig("heads.png")
+
+One panel per head (row = query token, column = key token), one colour scale
+shared by all the panels of a row of pictures, with its colorbar:
+
+* ``which="weights"``: ``P = softmax(S)``, from 0 (white) to the largest weight
+  shown; ``"dropped"``: the weights after dropout (scaled by ``1/(1-p)``);
+* ``which="grad_weights"`` (``dP``) and ``"grad_scores"`` (``dS``): gradients,
+  in a diverging map centred at 0 with symmetric limits, so red is "raising
+  this would raise the loss", blue the opposite, and white exactly zero.
+
+Masked cells (mask value ``<= -1e4`` or ``-inf``: the key is hidden from that
+query) are grey and hatched, and left out of the colour limits — they are
+not "weight 0 by choice". The mask comes from the layer (``attn.last_mask``)
+or is passed as ``mask=`` (an additive ``[Tq, Tk]`` array).
+
+You may pass the numbers directly instead of a layer: an array
+``[B, H, Tq, Tk]``, ``[H, Tq, Tk]`` or ``[Tq, Tk]``; ``which`` then only says
+what they are (which colour map to use). The figure is a plain
+``matplotlib.figure.Figure`` (no pyplot state): Jupyter shows it, and
+``fig.savefig(path)`` writes it.
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = ["attention_heatmaps", "WHICH", "MASKED_AT"]
+
+MASKED_AT = -1e4  # an additive mask value at or below this hides the cell
+WHICH = ("weights", "dropped", "grad_scores", "grad_weights")
+GRADIENTS = ("grad_scores", "grad_weights")
+TITLES = {
+    "weights": "attention weights  P = softmax(S)",
+    "dropped": "attention weights after dropout",
+    "grad_weights": "gradient of the weights  dP = ∂L/∂P",
+    "grad_scores": "gradient of the scores  dS = ∂L/∂S",
+}
+COLORBAR = {
+    "weights": "weight",
+    "dropped": "weight after dropout",
+    "grad_weights": "dP",
+    "grad_scores": "dS",
+}
+MASK_GREY = "#d0d0d0"
+
+
+def attention_heatmaps(
+    attn_or_weights,
+    *,
+    batch=0,
+    heads=None,
+    tokens=None,
+    key_tokens=None,
+    mask=True,
+    which="weights",
+    annotate="auto",
+    ncols=4,
+    title=None,
+):
+    """One heatmap per head, shared colour scale and colorbar; returns a ``Figure``.
+
+    ``attn_or_weights``: a MultiHeadAttention (after a forward; after a
+    backward for gradients) or an array ``[B,H,Tq,Tk]`` / ``[H,Tq,Tk]`` /
+    ``[Tq,Tk]``. ``batch``: which batch entry. ``heads``: an int, a list, or
+    None for all. ``tokens``: labels of the queries (and of the keys unless
+    ``key_tokens`` is given). ``mask``: True (the layer's mask, if any), False,
+    or an additive ``[Tq, Tk]`` array. ``which``: one of ``"weights"``,
+    ``"dropped"``, ``"grad_scores"``, ``"grad_weights"``, or a sequence of
+    them (one row of panels each). ``annotate``: write the numbers in the
+    cells (``"auto"``: weights of small maps, up to 10 × 10).
+    """
+    whiches = (which,) if isinstance(which, str) else tuple(which)
+    if not whiches or any(w not in WHICH for w in whiches):
+        raise ValueError(f"attention_heatmaps(which=...): expected one of {', '.join(WHICH)}, got {which!r}")
+    is_layer = _is_layer(attn_or_weights)
+    if not is_layer and len(whiches) > 1:
+        raise ValueError("attention_heatmaps: several `which` need a layer; an array is just one kind of map")
+    arrays = [_array_for(attn_or_weights, w, is_layer) for w in whiches]
+    shape = arrays[0].shape
+    for w, a in zip(whiches, arrays, strict=True):
+        if a.shape != shape:
+            raise ValueError(f"attention_heatmaps: {w} has shape {a.shape}, expected {shape}")
+    B, H, Tq, Tk = shape
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or not -B <= batch < B:
+        raise ValueError(f"attention_heatmaps(batch={batch!r}): expected an integer in 0..{B - 1}")
+    head_list = _heads(heads, H)
+    query_labels = _labels(tokens, Tq, "tokens")
+    key_labels = _labels(key_tokens, Tk, "key_tokens") if key_tokens is not None else None
+    if key_labels is None:
+        if tokens is not None and Tk != Tq:
+            raise ValueError(
+                f"attention_heatmaps: {Tq} query tokens but {Tk} keys; pass key_tokens=... for the keys"
+            )
+        key_labels = _labels(tokens, Tk, "tokens")
+    masked = _masked_cells(attn_or_weights, mask, is_layer, shape)[batch]  # [H, Tq, Tk] bool
+    if annotate not in ("auto", True, False):
+        raise ValueError(
+            f"attention_heatmaps(annotate=...): expected 'auto', True or False, got {annotate!r}"
+        )
+    if isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1:
+        raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer, got {ncols!r}")
+
+    from matplotlib.collections import PatchCollection
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    cols = min(len(head_list), int(ncols))
+    rows = -(-len(head_list) // cols)
+    panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
+    label_room = 0.3 + 0.06 * max(len(s) for s in query_labels + key_labels)
+    block_height = rows * (panel + label_room) + 0.8
+    fig = Figure(
+        figsize=(cols * (panel + label_room) + 1.3, len(whiches) * block_height + 0.4),
+        layout="constrained",
+    )
+    # One sub-figure per kind of map: its own title, panels and colorbar.
+    blocks = [fig] if len(whiches) == 1 else list(fig.subfigures(len(whiches), 1).flat)
+    for block, w, array in zip(blocks, whiches, arrays, strict=True):
+        data = array[batch][head_list]  # [h, Tq, Tk]
+        hidden = masked[head_list]
+        vmin, vmax, cmap = _colour_scale(w, data, hidden)
+        write = annotate is True or (annotate == "auto" and w not in GRADIENTS and max(Tq, Tk) <= 10)
+        axes = list(block.subplots(rows, cols, squeeze=False).flat)
+        image = None
+        for k, h in enumerate(head_list):
+            ax = axes[k]
+            values = np.ma.masked_array(data[k], mask=hidden[k])
+            image = ax.imshow(
+                values, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal"
+            )
+            ax.set_title(f"head {h}", fontsize=10)
+            _ticks(ax, query_labels, key_labels, first_col=k % cols == 0, bottom=k >= len(head_list) - cols)
+            cells = np.argwhere(hidden[k])
+            if len(cells) and Tq * Tk <= 64 * 64:
+                patches = [Rectangle((c - 0.5, r - 0.5), 1, 1) for r, c in cells]
+                ax.add_collection(
+                    PatchCollection(patches, facecolor="none", edgecolor="#8a8a8a", hatch="///", linewidth=0)
+                )
+            if write:
+                _annotate(ax, data[k], hidden[k], image)
+        for ax in axes[len(head_list) :]:
+            block.delaxes(ax)
+        bar = block.colorbar(image, ax=axes[: len(head_list)], shrink=0.85, pad=0.02)
+        bar.set_label(COLORBAR[w], fontsize=9)
+        bar.ax.tick_params(labelsize=8)
+        if len(whiches) > 1:
+            block.suptitle(TITLES[w], fontsize=10, fontweight="bold")
+    if title is None:
+        title = TITLES[whiches[0]] if len(whiches) == 1 else "attention gradients"
+        title += f"   (batch {batch % B}"
+        if masked.any():
+            title += "; hatched = masked"
+        title += ")"
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _is_layer(source):
+    return hasattr(source, "attention_weights")
+
+
+def _as_bhqk(array, what):
+    array = np.asarray(getattr(array, "data", array), dtype=np.float64)
+    if array.ndim == 2:
+        array = array[None, None]
+    elif array.ndim == 3:
+        array = array[None]
+    if array.ndim != 4:
+        raise ValueError(
+            f"attention_heatmaps: {what} must have shape [B, H, Tq, Tk], [H, Tq, Tk] or [Tq, Tk], "
+            f"got {array.shape}"
+        )
+    return array
+
+
+def _array_for(source, which, is_layer):
+    if not is_layer:
+        if source is None or isinstance(source, (str, bytes, dict)):
+            raise TypeError(
+                "attention_heatmaps: expected a MultiHeadAttention or an array [B, H, Tq, Tk], "
+                f"got {type(source).__name__}"
+            )
+        return _as_bhqk(source, "the array")
+    weights = source.attention_weights
+    if weights is None:
+        raise ValueError(
+            "attention_heatmaps: the layer has no attention weights yet; run a forward pass first"
+        )
+    weights = _as_bhqk(weights, "attention_weights")
+    if which == "weights":
+        return weights
+    if which == "dropped":
+        dropped = getattr(source, "dropped_attention_weights", None)
+        if dropped is None:
+            dropped = _tape_value(source, "dropped_weights", grad=False)
+        if dropped is None:
+            raise ValueError(
+                "attention_heatmaps(which='dropped'): the layer keeps no post-dropout weights "
+                "(dropout=0 or eval mode?); use which='weights'"
+            )
+        return np.asarray(dropped, dtype=np.float64).reshape(weights.shape)
+    method = getattr(source, which, None)  # grad_scores() / grad_weights()
+    grad = method() if callable(method) else None
+    if grad is None:
+        # Read it off the tape: dP is the gradient of "weights", dS that of
+        # the softmax's input.
+        grad = _tape_value(source, "weights", grad=True, softmax_input=which == "grad_scores")
+    if grad is None:
+        raise ValueError(
+            f"attention_heatmaps(which={which!r}): no gradient yet; run attn.backward(grad_output) first"
+        )
+    return np.asarray(grad, dtype=np.float64).reshape(weights.shape)
+
+
+def _tape_value(layer, name, grad, softmax_input=False):
+    tape = getattr(layer, "tape", None)
+    if tape is None:
+        return None
+    try:
+        node = tape.find(name).output
+    except (KeyError, AttributeError):
+        return None
+    if softmax_input:
+        node = node.inputs[0] if node.inputs else None
+        if node is None:
+            return None
+    return node.grad if grad else node.data
+
+
+def _masked_cells(source, mask, is_layer, shape):
+    """Boolean [B, H, Tq, Tk]: True where the additive mask hides the cell."""
+    if mask is False or mask is None:
+        return np.zeros(shape, dtype=bool)
+    if mask is True:
+        mask = getattr(source, "last_mask", None) if is_layer else None
+        if mask is None:
+            return np.zeros(shape, dtype=bool)
+    mask = np.asarray(getattr(mask, "data", mask))
+    if mask.dtype == bool:
+        raise TypeError(
+            "attention_heatmaps(mask=...): a boolean mask is ambiguous; pass the additive float mask "
+            "(0 = allowed, -1e9 or -inf = hidden), e.g. microtape.nn.masks.from_bool(allowed)"
+        )
+    if not np.issubdtype(mask.dtype, np.number):
+        raise TypeError(f"attention_heatmaps(mask=...): expected a float array, got dtype {mask.dtype}")
+    try:
+        hidden = np.broadcast_to(mask <= MASKED_AT, shape)
+    except ValueError:
+        raise ValueError(
+            f"attention_heatmaps(mask=...): mask of shape {mask.shape} does not fit maps of shape "
+            f"{shape[-2:]} (expected [Tq, Tk])"
+        ) from None
+    return hidden | np.broadcast_to(np.isneginf(mask), shape)
+
+
+def _heads(heads, H):
+    if heads is None:
+        return list(range(H))
+    items = [heads] if isinstance(heads, numbers.Integral) and not isinstance(heads, bool) else heads
+    try:
+        items = list(items)
+    except TypeError:
+        raise TypeError(
+            f"attention_heatmaps(heads=...): expected an int or a list of ints, got {heads!r}"
+        ) from None
+    if not items:
+        raise ValueError("attention_heatmaps(heads=...): the list of heads is empty")
+    for h in items:
+        if isinstance(h, bool) or not isinstance(h, numbers.Integral) or not 0 <= h < H:
+            raise ValueError(f"attention_heatmaps(heads=...): head {h!r} is not in 0..{H - 1}")
+    return [int(h) for h in items]
+
+
+def _labels(tokens, n, what):
+    if tokens is None:
+        return [str(i) for i in range(n)]
+    if isinstance(tokens, str):
+        raise TypeError(f"attention_heatmaps({what}=...): expected a list of labels, not one string")
+    labels = [str(t) for t in tokens]
+    if len(labels) != n:
+        raise ValueError(f"attention_heatmaps({what}=...): {len(labels)} labels for {n} positions")
+    return labels
+
+
+# ---------------------------------------------------------------- drawing
+
+
+def _colour_scale(which, data, hidden):
+    """Shared limits over the visible cells of every panel, and the colour map."""
+    import matplotlib
+
+    visible = data[~hidden]
+    peak = float(np.max(np.abs(visible))) if visible.size else 0.0
+    if which in GRADIENTS:
+        limit = peak if peak > 0 else 1.0
+        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASK_GREY)
+        return -limit, limit, cmap
+    top = float(np.max(visible)) if visible.size else 1.0
+    cmap = matplotlib.colormaps["Blues"].with_extremes(bad=MASK_GREY)
+    return 0.0, top if top > 0 else 1.0, cmap
+
+
+def _ticks(ax, query_labels, key_labels, first_col, bottom):
+    """One tick per token (or about eight evenly spaced ones when there are many)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator
+
+    for axis, labels in ((ax.xaxis, key_labels), (ax.yaxis, query_labels)):
+        if len(labels) <= 16:
+            axis.set_major_locator(FixedLocator(range(len(labels))))
+            axis.set_major_formatter(FixedFormatter(labels))
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+    long = max(len(s) for s in key_labels) > 2
+    ax.tick_params(length=0, labelsize=8)
+    if long and len(key_labels) <= 16:
+        for label in ax.get_xticklabels():
+            label.set_rotation(45)
+            label.set_horizontalalignment("right")
+    if bottom:
+        ax.set_xlabel("key", fontsize=9)
+    if first_col:
+        ax.set_ylabel("query", fontsize=9)
+
+
+def _annotate(ax, values, hidden, image):
+    """Write each visible value in its cell, dark or light for contrast."""
+    norm, cmap = image.norm, image.cmap
+    for (r, c), v in np.ndenumerate(values):
+        if hidden[r, c]:
+            continue
+        red, green, blue, _ = cmap(norm(v))
+        light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.55
+        ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color="#1a1a1a" if light else "white")

@@ -1,0 +1,108 @@
+"""Write a graph to a file (SVG, PNG, PDF), with a clear message when Graphviz is missing.
+
+This module lets you save what :func:`microtape.viz.graph` draws::
+
+    from microtape.viz import graph, render
+    render(graph(tape), "forward.svg")          # the format follows the suffix
+    render(graph(tape), "forward.png", dpi=150)
+
+Drawing needs Graphviz's ``dot`` program (the Python package ``graphviz``
+only writes the DOT text). Without it, :func:`render` still saves the DOT
+source next to the requested file (``forward.dot``), then raises
+:class:`GraphvizNotFound` saying how to install Graphviz — never a stack trace
+from inside the graphviz package.
+"""
+
+import os
+from pathlib import Path
+
+__all__ = ["render", "svg", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
+
+FORMATS = ("svg", "png", "pdf", "dot")
+
+INSTALL_HINT = (
+    "Install Graphviz (the `dot` program):\n"
+    "  Debian/Ubuntu:  sudo apt-get install graphviz\n"
+    "  Fedora:         sudo dnf install graphviz\n"
+    "  macOS:          brew install graphviz\n"
+    "  conda:          conda install -c conda-forge graphviz\n"
+    "  Windows:        winget install graphviz   (then reopen the terminal)\n"
+    "The Python package alone (`pip install graphviz`) is not enough. "
+    "Check with `dot -V`."
+)
+
+
+class GraphvizNotFound(RuntimeError):
+    """Graphviz's ``dot`` program is not on ``PATH``; ``.dot_path`` is where the source went."""
+
+    def __init__(self, message, dot_path=None):
+        super().__init__(message)
+        self.dot_path = dot_path
+
+
+def _format_of(path, format):
+    if format is None:
+        suffix = Path(path).suffix.lower().lstrip(".")
+        format = suffix if suffix in FORMATS else "svg"
+    if not isinstance(format, str) or format.lower() not in FORMATS:
+        raise ValueError(f"render(format=...): expected one of {', '.join(FORMATS)}, got {format!r}")
+    return format.lower()
+
+
+def _pipe(digraph, format, dpi=None):
+    """Run ``dot`` on the graph and return the bytes; GraphvizNotFound if there is no ``dot``."""
+    import graphviz
+
+    source = digraph
+    if dpi is not None and format == "png":
+        source = digraph.copy()
+        source.attr(dpi=str(dpi))
+    try:
+        return source.pipe(format=format)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizNotFound(
+            "Graphviz's `dot` program was not found on PATH, so the graph could not be drawn.\n"
+            + INSTALL_HINT
+        ) from None
+    except graphviz.CalledProcessError as error:
+        stderr = (error.stderr or b"").decode(errors="replace").strip()
+        raise RuntimeError(f"Graphviz's `dot` failed to draw this graph: {stderr or error}") from None
+
+
+def render(digraph, path, format=None, *, dpi=None):
+    """Write ``digraph`` to ``path`` and return the path (a ``pathlib.Path``).
+
+    ``format``: ``"svg"``, ``"png"``, ``"pdf"`` or ``"dot"`` (the source only);
+    by default it follows the file's suffix (``.svg`` when there is none).
+    ``dpi`` sets the resolution of a PNG. The file is written exactly at
+    ``path`` (no extra suffix is added). If ``dot`` is missing, the DOT source
+    is written to ``path`` with the suffix ``.dot`` and
+    :class:`GraphvizNotFound` is raised.
+    """
+    if not hasattr(digraph, "source") or not hasattr(digraph, "pipe"):
+        raise TypeError(f"render(digraph, ...): expected a graphviz.Digraph, got {type(digraph).__name__}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"render(..., path): expected a file path, got {type(path).__name__}")
+    path = Path(path)
+    format = _format_of(path, format)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if format == "dot":
+        path.write_text(digraph.source, encoding="utf-8")
+        return path
+    try:
+        data = _pipe(digraph, format, dpi)
+    except GraphvizNotFound as error:
+        dot_path = path.with_suffix(".dot")
+        dot_path.write_text(digraph.source, encoding="utf-8")
+        raise GraphvizNotFound(
+            f"{error}\nThe graph's DOT source was saved to {dot_path}; once Graphviz is installed, "
+            f"draw it with:  dot -T{format} {dot_path} -o {path}",
+            dot_path=dot_path,
+        ) from None
+    path.write_bytes(data)
+    return path
+
+
+def svg(digraph):
+    """The graph drawn as an SVG string (raises GraphvizNotFound without ``dot``)."""
+    return _pipe(digraph, "svg").decode("utf-8")
