@@ -1,0 +1,155 @@
+"""What every benchmark shares: isolated worker processes, timing, statistics, tables.
+
+The parent process (``python -m benchmarks``) never imports numpy, microtape,
+micrograd or torch. It starts one worker process per measurement::
+
+    python -m benchmarks.<module> '<json spec>'
+
+with one BLAS/OpenMP thread set in the environment *before* the worker
+starts (numpy reads it when it is first imported). The worker prints one JSON
+object on its last line of output; :func:`run_worker` returns it as a dict.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Environment variables that pin BLAS/OpenMP libraries to one thread.
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+def child_env():
+    """The parent's environment, with one BLAS thread and the repo importable."""
+    env = dict(os.environ)
+    env.update(ONE_THREAD)
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + path if path else "")
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process exited with an error (its stderr is in the message)."""
+
+
+def run_worker(module, spec, python=None, timeout=900):
+    """Run ``python -m benchmarks.<module> <spec>`` in a fresh process; return its JSON."""
+    command = [python or sys.executable, "-m", f"benchmarks.{module}", json.dumps(spec)]
+    try:
+        done = subprocess.run(
+            command, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise WorkerFailed(f"timed out after {timeout} s") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise WorkerFailed(f"exit {done.returncode}: {tail}")
+    return json.loads(lines[-1])
+
+
+def emit(result):
+    """Print a worker's result as the last line of its output (read by :func:`run_worker`)."""
+    print(json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_calls(fn, repeats, budget, min_repeats=3, warmup=1):
+    """Call ``fn()`` up to ``repeats`` times (fewer if ``budget`` seconds run out).
+
+    Returns the list of wall-clock times (``time.perf_counter``). At least
+    ``min_repeats`` calls are timed, whatever the budget.
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    started = time.perf_counter()
+    while len(times) < repeats:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= min_repeats and time.perf_counter() - started > budget:
+            break
+    return times
+
+
+def quantile(values, q):
+    """The ``q`` quantile of ``values`` (linear interpolation, like numpy's default)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summary(times):
+    """Median, quartiles, min, max and count of a list of times."""
+    return {
+        "median": quantile(times, 0.5),
+        "q1": quantile(times, 0.25),
+        "q3": quantile(times, 0.75),
+        "min": min(times),
+        "max": max(times),
+        "n": len(times),
+    }
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def seconds(value):
+    """A duration with a sensible unit: ``812 µs``, ``3.41 ms``, ``1.20 s``."""
+    if value is None:
+        return "—"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} µs"
+    if value < 1.0:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def megabytes(value):
+    if value is None:
+        return "—"
+    return f"{value / 2**20:.1f} MB" if value >= 2**20 / 10 else f"{value / 2**10:.0f} kB"
+
+
+def rate(value):
+    """A throughput: ``153k/s``, ``1.2M/s``."""
+    if value is None:
+        return "—"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M/s"
+    if value >= 1e3:
+        return f"{value / 1e3:.0f}k/s"
+    return f"{value:.0f}/s"
+
+
+def spread(stats):
+    """The interquartile range as ``[q1 … q3]``."""
+    return f"[{seconds(stats['q1'])} … {seconds(stats['q3'])}]"
+
+
+def table(headers, rows):
+    """A Markdown table (readable as plain text too)."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
+    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
+    return "\n".join(lines)

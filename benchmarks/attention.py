@@ -1,0 +1,154 @@
+"""Attention forward + backward: microtape (tape, analytic) vs numpy by hand vs PyTorch.
+
+Each (implementation, size, dtype) is measured in a process of its own::
+
+    python -m benchmarks.attention '{"impl": "tape", "B": 4, "T": 32, "E": 64, "H": 4, "dtype": "float32"}'
+
+``impl`` is one of
+
+``numpy``     :mod:`benchmarks.numpy_attention` — the reference every ratio is against;
+``tape``      ``MultiHeadAttention(x)`` then ``.backward(g)`` (replays the tape);
+``analytic``  the same forward, then ``.backward(g, method="analytic")``;
+``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager).
+
+All run self-attention with no mask and no dropout, on the same inputs and
+weights. One step is forward + backward with every gradient produced
+(``dx`` and the eight parameter gradients). The worker
+
+1. checks its ``dx`` against the numpy reference on a tiny case (a benchmark
+   of wrong math is worthless), which also warms up BLAS and lazy imports;
+2. measures memory on one step: the tracemalloc peak (what numpy and Python
+   allocate; blind to torch's allocator) and the growth of the process's peak
+   RSS (``ru_maxrss``);
+3. times ``repeats`` steps (after one warm-up step), within a time budget.
+"""
+
+import gc
+import resource
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from . import numpy_attention
+from ._harness import emit, summary, time_calls
+
+TINY = {"B": 1, "T": 8, "E": 16, "H": 2}
+
+
+def _case(B, T, E, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((B, T, E)).astype(dtype)
+    grad_y = rng.standard_normal((B, T, E)).astype(dtype)
+    return x, grad_y, numpy_attention.init_params(E, dtype, seed=seed + 1)
+
+
+def _make_numpy(x, grad_y, params, heads):
+    def step():
+        y, saved = numpy_attention.forward(x, params, heads)
+        return numpy_attention.backward(grad_y, saved, params, heads)[0]
+
+    return step
+
+
+def _make_microtape(x, grad_y, params, heads, method):
+    import microtape as mt
+
+    embed = x.shape[-1]
+    attn = mt.nn.MultiHeadAttention(embed, heads, seed=0, dtype=x.dtype)
+    for letter, projection in zip(
+        "qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True
+    ):
+        projection.weight.data[...] = params["W" + letter]
+        projection.bias.data[...] = params["b" + letter]
+
+    def step():
+        attn.zero_grad()
+        attn(x)
+        return attn.backward(grad_y, method=method)
+
+    return step
+
+
+def _make_torch(x, grad_y, params, heads):
+    import torch
+
+    from . import torch_attention
+
+    tx = torch.from_numpy(x).requires_grad_(True)
+    tg = torch.from_numpy(grad_y)
+    tparams = {name: torch.from_numpy(value).requires_grad_(True) for name, value in params.items()}
+
+    def step():
+        return torch_attention.step(tx, tparams, tg, heads).numpy()
+
+    return step
+
+
+def make_step(impl, x, grad_y, params, heads):
+    """A function running one forward + backward; returns dx as a numpy array."""
+    if impl == "numpy":
+        return _make_numpy(x, grad_y, params, heads)
+    if impl in ("tape", "analytic"):
+        return _make_microtape(x, grad_y, params, heads, impl)
+    if impl == "torch":
+        return _make_torch(x, grad_y, params, heads)
+    raise ValueError(f"unknown impl {impl!r}")
+
+
+def _max_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kB
+
+
+def worker(spec):
+    impl, dtype = spec["impl"], np.dtype(spec["dtype"])
+    B, T, E, H = spec["B"], spec["T"], spec["E"], spec["H"]
+
+    # 1. Correctness on a tiny case (and warm-up).
+    x, grad_y, params = _case(TINY["B"], TINY["T"], TINY["E"], dtype)
+    expected = _make_numpy(x, grad_y, params, TINY["H"])()
+    got = make_step(impl, x, grad_y, params, TINY["H"])()
+    error = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
+    tolerance = 1e-4 if dtype == np.float32 else 1e-10
+    if not error < tolerance:
+        raise AssertionError(f"{impl}: dx differs from the numpy reference by {error:.3g} (relative)")
+
+    # 2. Memory of one step at the real size.
+    x, grad_y, params = _case(B, T, E, dtype)
+    step = make_step(impl, x, grad_y, params, H)
+    gc.collect()
+    rss_before = _max_rss_bytes()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    result = step()
+    first = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss_growth = _max_rss_bytes() - rss_before
+    del result
+
+    # 3. Time.
+    times = time_calls(
+        step, spec.get("repeats", 20), spec.get("budget", 10.0), min_repeats=spec.get("min_repeats", 3)
+    )
+    return {
+        "impl": impl,
+        "dtype": dtype.name,
+        "B": B,
+        "T": T,
+        "E": E,
+        "H": H,
+        "time": summary(times),
+        "first_step": first,
+        "tracemalloc_peak": None if impl == "torch" else peak,
+        "rss_growth": rss_growth,
+        "score_bytes": B * H * T * T * dtype.itemsize,
+        "check_error": error,
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    emit(worker(json.loads(sys.argv[1])))

@@ -1,0 +1,93 @@
+"""Multi-head self-attention, forward and backward, by hand in plain numpy.
+
+The reference the tape is measured against. It is written independently of
+microtape (it imports nothing but numpy) and the way one would write it by
+hand: the forward keeps only what the backward reads (the input, the three
+head-split projections, the softmax weights and the merged context), and the
+few in-place updates are the obvious ones (a softmax normalised in place,
+``dS`` computed in the buffer it was born in). No fused kernels, no tiling.
+
+The math, with ``x`` of shape ``[B, T, E]``, ``H`` heads of ``D = E / H``::
+
+    Q, K, V = x Wqᵀ + bq,  x Wkᵀ + bk,  x Wvᵀ + bv        then split to [B·H, T, D]
+    S = Q Kᵀ / √D,   P = softmax(S),   C = P V,   y = merge(C) Woᵀ + bo
+
+    dP = dC Vᵀ,  dV = Pᵀ dC,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),
+    dQ = dS K / √D,  dK = dSᵀ Q / √D,  dx = dQ' Wq + dK' Wk + dV' Wv
+"""
+
+import numpy as np
+
+NAMES = ("q", "k", "v", "o")
+
+
+def init_params(embed, dtype=np.float64, seed=0):
+    """``{"Wq": [E, E], "bq": [E], ...}`` drawn uniformly from ±1/√E."""
+    rng = np.random.default_rng(seed)
+    bound = 1.0 / np.sqrt(embed)
+    params = {}
+    for name in NAMES:
+        params["W" + name] = rng.uniform(-bound, bound, (embed, embed)).astype(dtype)
+        params["b" + name] = rng.uniform(-bound, bound, embed).astype(dtype)
+    return params
+
+
+def _split(t, heads):
+    batch, length, embed = t.shape
+    return (
+        t.reshape(batch, length, heads, embed // heads)
+        .transpose(0, 2, 1, 3)
+        .reshape(batch * heads, length, -1)
+    )
+
+
+def _merge(t, batch):
+    heads_total, length, depth = t.shape
+    heads = heads_total // batch
+    return t.reshape(batch, heads, length, depth).transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
+
+
+def forward(x, params, heads):
+    """Self-attention of ``x`` ``[B, T, E]``; returns ``(y, saved)``."""
+    batch, _, embed = x.shape
+    scale = 1.0 / np.sqrt(embed // heads)
+    q = _split(x @ params["Wq"].T + params["bq"], heads)
+    k = _split(x @ params["Wk"].T + params["bk"], heads)
+    v = _split(x @ params["Wv"].T + params["bv"], heads)
+    scores = q @ k.transpose(0, 2, 1)
+    scores *= scale
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores, out=scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    merged = _merge(weights @ v, batch)
+    y = merged @ params["Wo"].T + params["bo"]
+    return y, (x, q, k, v, weights, merged)
+
+
+def _linear_backward(grad_y, x, weight):
+    rows_g = grad_y.reshape(-1, grad_y.shape[-1])
+    rows_x = x.reshape(-1, x.shape[-1])
+    return grad_y @ weight, rows_g.T @ rows_x, rows_g.sum(axis=0)
+
+
+def backward(grad_y, saved, params, heads):
+    """Gradients of ``sum(grad_y * y)``: returns ``(dx, {"Wq": dWq, "bq": dbq, ...})``."""
+    x, q, k, v, weights, merged = saved
+    batch = x.shape[0]
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    grads = {}
+    grad_merged, grads["Wo"], grads["bo"] = _linear_backward(grad_y, merged, params["Wo"])
+    grad_context = _split(grad_merged, heads)
+    grad_v = weights.transpose(0, 2, 1) @ grad_context
+    grad_weights = grad_context @ v.transpose(0, 2, 1)
+    grad_scores = grad_weights - (grad_weights * weights).sum(axis=-1, keepdims=True)
+    grad_scores *= weights
+    grad_q = (grad_scores @ k) * scale
+    grad_k = (grad_scores.transpose(0, 2, 1) @ q) * scale
+    grad_x = 0
+    for name, grad_heads in (("q", grad_q), ("k", grad_k), ("v", grad_v)):
+        grad_x_part, grads["W" + name], grads["b" + name] = _linear_backward(
+            _merge(grad_heads, batch), x, params["W" + name]
+        )
+        grad_x = grad_x + grad_x_part
+    return grad_x, grads
