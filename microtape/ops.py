@@ -411,6 +411,18 @@ matmul = define(
 # ---------------------------------------------------------------- shape
 
 
+cast = define(
+    "cast",
+    lambda x, dtype: x.astype(dtype),
+    # The gradient goes back in the input's own precision.
+    lambda g, ans, x, dtype: (g.astype(x.dtype),),
+    "grad_x = g, in x's dtype",
+    r"\bar x = \bar y",
+    arity=1,
+    example_params={"dtype": "float32"},
+)
+
+
 reshape = define(
     "reshape",
     lambda x, shape: np.reshape(x, shape),

@@ -210,6 +210,13 @@ class Tensor(Node):
             raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
         return _apply(ops.dropout, (self, keep), name=name)
 
+    def astype(self, dtype, name=None):
+        """The same values in another float dtype (recorded: gradients flow back)."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"Tensor.astype({dtype}): expected a float dtype such as float32 or float64")
+        return _apply(ops.cast, (self,), {"dtype": dtype}, name=name)
+
     # -- reductions
 
     def _axis(self, axis, what):

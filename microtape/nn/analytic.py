@@ -24,6 +24,8 @@ Backward, given dy (written ``dX`` for the gradient of the loss w.r.t. ``X``):
     dQ  = dS K / √d,   dK = dSᵀ Q / √d
 """
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -99,7 +101,7 @@ def attention_forward(query, key, value, params, num_heads, mask=None, keep=None
     k = linear_forward(key, params["k_proj.weight"], params["k_proj.bias"])
     v = linear_forward(value, params["v_proj.weight"], params["v_proj.bias"])
     q_heads, k_heads, v_heads = (split_heads(t, num_heads) for t in (q, k, v))
-    scores = q_heads @ k_heads.transpose(0, 2, 1) / np.sqrt(depth)
+    scores = q_heads @ k_heads.transpose(0, 2, 1) / math.sqrt(depth)
     if mask is not None:
         scores = scores + mask
     scores = scores - scores.max(axis=-1, keepdims=True)
@@ -138,7 +140,7 @@ def attention_backward(grad_output, cache, self_attention=False):
     weights, keep = cache["weights"], cache["keep"]
     batch = cache["query"].shape[0]
     num_heads = cache["num_heads"]
-    scale = 1.0 / np.sqrt(q_heads.shape[-1])
+    scale = 1.0 / math.sqrt(q_heads.shape[-1])  # a Python float: keeps float32 float32
     grads = {"output": grad_output}
 
     # Output projection, then undo the head merge.

@@ -361,8 +361,9 @@ class MultiHeadAttention:
 
     def _input_node(self, value, role):
         """The Tensor the tape starts from for this input (shares memory; no copy)."""
-        if isinstance(value, Tensor) and value.dtype == self.dtype and value.requires_grad:
-            return value  # part of a larger taped computation: keep it connected
+        if isinstance(value, Tensor) and value.requires_grad:
+            # Part of a larger taped computation: keep it connected (a cast is recorded too).
+            return value if value.dtype == self.dtype else value.astype(self.dtype)
         data = value.data if isinstance(value, Tensor) else value
         return Tensor(data.astype(self.dtype, copy=False), requires_grad=True, name=role)
 

@@ -113,8 +113,9 @@ class Linear:
             )
         if data.dtype.kind not in "fiu":
             raise TypeError(f"Linear.forward(x): expected real numbers, got dtype {data.dtype}")
-        if isinstance(x, Tensor) and x.dtype == self.dtype:
-            return x
+        if isinstance(x, Tensor) and (x.dtype == self.dtype or x.requires_grad):
+            # A taped input stays connected; a cast to our dtype is recorded too.
+            return x if x.dtype == self.dtype else x.astype(self.dtype)
         return Tensor(data.astype(self.dtype, copy=False), name="x")
 
     def forward(self, x, name=None):
