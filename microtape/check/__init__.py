@@ -1,8 +1,36 @@
 """Checking derivatives: finite differences, and step-by-step reports.
 
-``gradcheck`` compares a taped gradient with central finite differences.
+* ``gradcheck`` compares a taped gradient with central finite differences.
+* ``attention_report`` differentiates one attention forward twice — by the
+  tape and by the hand-derived formulas — and compares every named step
+  (``dC, dP, dV, dS, dQ, dK``, each projection's ``dW, db``, the inputs).
+* ``compare`` does the same for your own hand-derived gradients of any taped
+  computation, by node name.
+* ``walk`` goes through the backward pass one tape step at a time.
+* ``MISTAKES`` are deliberately wrong formulas, for teaching
+  (``attention_report(..., mistakes={"forgot_scale"})``).
+* ``command`` holds the ``microtape check`` command line.
 """
 
+from .compare import NameNotOnTape, compare
 from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
+from .mistakes import MISTAKES, Mistake
+from .report import AttentionReport, attention_report
+from .rows import GradientReport, Row
+from .walk import WalkStep, walk
 
-__all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]
+__all__ = [
+    "gradcheck",
+    "GradcheckResult",
+    "numeric_gradient",
+    "attention_report",
+    "AttentionReport",
+    "compare",
+    "NameNotOnTape",
+    "GradientReport",
+    "Row",
+    "walk",
+    "WalkStep",
+    "MISTAKES",
+    "Mistake",
+]

@@ -1,0 +1,164 @@
+"""Check your own hand-derived gradients against the tape, by name.
+
+This module lets a student (or an exercise) derive gradients on paper, type
+them in numpy, and see which ones the tape agrees with::
+
+    >>> import numpy as np, microtape as mt
+    >>> x = mt.Tensor(np.array([[1.0, 2.0, 0.5]]), requires_grad=True, name="x")
+    >>> with mt.Tape() as tape:
+    ...     p = x.softmax(-1, name="p")
+    ...     loss = (p * p).sum(name="loss")
+    >>> P = p.data
+    >>> dP = 2 * P                                      # d(sum p²)/dp
+    >>> dx = P * (dP - (dP * P).sum(-1, keepdims=True))  # softmax's VJP, by hand
+    >>> report = mt.check.compare(tape, loss, {"p": dP, "x": dx})
+    >>> report.ok
+    True
+
+Names are the ``name=`` given to nodes on the tape (``tape.find`` finds them)
+or to its leaves (inputs and parameters, e.g. ``"q_proj.weight"``). Rows come
+in backward order, and the report prints and renders exactly like
+:func:`microtape.check.attention_report`'s. No ``.grad`` is changed: the tape
+is replayed (:mod:`microtape.check.replay`) and every gradient restored.
+"""
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..tape import Node, Tape
+from .replay import replay
+from .rows import GradientReport, default_tolerance, make_row
+
+__all__ = ["compare", "NameNotOnTape", "named_values"]
+
+
+class NameNotOnTape(KeyError, ValueError):
+    """A gradient was given for a name the tape does not have (the message lists those it has).
+
+    Both a ``KeyError`` (a lookup failed) and a ``ValueError`` (a bad argument).
+    """
+
+    def __str__(self):  # KeyError would print the message inside quotes
+        return str(self.args[0])
+
+
+def named_values(tape):
+    """``{name: node}`` for every named node and named leaf of ``tape``.
+
+    A name used more than once means its last recorded node (as
+    :meth:`Tape.find` does); a recorded node wins over a leaf of the same name.
+    """
+    named = {}
+    for leaf in tape.leaves():
+        if leaf.name and leaf.requires_grad:
+            named[leaf.name] = leaf
+    for node in tape.nodes:
+        if node.name:
+            named[node.name] = node
+    return named
+
+
+def _shape(node):
+    return np.shape(node.data)
+
+
+def _consumer_formula(tape, node, output):
+    """How the tape computes ``node``'s gradient: the VJP of every op that used it."""
+    if node is output:
+        return "seed: the upstream gradient", r"\bar y"
+    ops = []
+    for consumer in tape.nodes:
+        if any(x is node for x in consumer.inputs) and consumer.op not in ops:
+            ops.append(consumer.op)
+    if not ops:
+        return "(not used on this tape)", r"\text{(unused)}"
+    text = "; ".join(f"via {op.name}: {op.formula}" for op in ops)
+    latex = r" \;+\; ".join(op.latex for op in ops)
+    return text, latex
+
+
+def _dtype_of(node):
+    return np.float64 if node.data.__class__ is float else np.asarray(node.data).dtype
+
+
+def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
+    """Line up hand-derived gradients with the tape's, name by name.
+
+    ``analytic`` maps node names to your gradient of ``sum(grad * output)``
+    with respect to that node (``grad`` defaults to ones, as in
+    :meth:`Tape.backward`). ``atol`` and ``rtol`` default to 1e-10 for a
+    float64 output, 1e-4 for float32. Returns a
+    :class:`~microtape.check.rows.GradientReport`; no ``.grad`` changes.
+
+    Raises :class:`NameNotOnTape` for a name the tape does not have (listing
+    the names it has) and ``ValueError`` for a gradient of the wrong shape.
+    """
+    if not isinstance(tape, Tape):
+        raise TypeError(f"compare(tape, ...): expected a microtape Tape, got {type(tape).__name__}")
+    if not isinstance(output, Node):
+        raise TypeError(
+            f"compare(tape, output, ...): output must be a Scalar or Tensor, got {type(output).__name__}"
+        )
+    if not isinstance(analytic, Mapping):
+        raise TypeError(
+            f"compare(tape, output, analytic): analytic must be a dict {{node name: gradient}}, "
+            f"got {type(analytic).__name__}"
+        )
+    default = default_tolerance(_dtype_of(output))
+    atol = default if atol is None else _tolerance(atol, "atol")
+    rtol = default if rtol is None else _tolerance(rtol, "rtol")
+
+    # Check every name and shape before running anything.
+    named = named_values(tape)
+    wanted = []
+    for name, value in analytic.items():
+        if name not in named:
+            available = ", ".join(named) or "(none: give nodes a name=...)"
+            raise NameNotOnTape(
+                f"compare(): no node named {name!r} on this tape; the named nodes are: {available}"
+            )
+        array = np.asarray(getattr(value, "data", value))
+        if array.dtype.kind not in "fiu":
+            raise TypeError(f"compare(): analytic[{name!r}] must hold real numbers, got dtype {array.dtype}")
+        node = named[name]
+        if array.shape != _shape(node):
+            raise ValueError(
+                f"compare(): analytic[{name!r}] has shape {array.shape}, but the tape's {name!r} has shape "
+                f"{_shape(node)}; a gradient has the shape of the value it belongs to"
+            )
+        wanted.append((name, node, array))
+
+    replayed = replay(tape, output, grad)
+    recorded = {id(node) for node in tape.nodes}
+    rows = []
+    for order, (name, node, array) in enumerate(wanted):
+        taped = replayed.gradient_of(node)
+        note = ""
+        if taped is None:
+            taped = np.zeros(_shape(node))
+            note = "no gradient reaches this node from the output: the tape's gradient is zero"
+        formula, latex = _consumer_formula(tape, node, output)
+        row = make_row(name, name, formula, latex, array, taped, atol=atol, rtol=rtol,
+                       step=replayed.completed_at(node), note=note)  # fmt: skip
+        # Backward order: later steps first; at one step, the node's own gradient
+        # before the leaves its VJP completes; unreached nodes last.
+        step = row.step if row.step is not None else -1
+        rows.append(((-step, id(node) not in recorded, order), row))
+    rows = [row for _, row in sorted(rows, key=lambda pair: pair[0])]
+
+    upstream = "ones (the default)" if grad is None else "given (grad)"
+    details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
+    return GradientReport(
+        rows, atol=atol, rtol=rtol, details=details, replay=replayed, analytic=dict(analytic)
+    )
+
+
+def _label(tape, node):
+    return tape.variable_names().get(node, node.name or "output")
+
+
+def _tolerance(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"compare({what}={value!r}): expected a number with 0 <= {what} < 1")
+    return float(value)

@@ -1,0 +1,333 @@
+"""Rows and reports: one gradient, two opinions, and a table that shows them.
+
+This module holds the machinery every step-by-step check shares. A
+:class:`Row` lines up two opinions of one gradient — the hand-derived
+(*analytic*) value and the *taped* value — and, optionally, a third: a
+finite-difference estimate at a few sampled entries. A
+:class:`GradientReport` is a list of rows in backward order, printable as an
+aligned text table (``str(report)``), an HTML table in Jupyter
+(``report._repr_html_()``) and a plain dict (``report.to_dict()``).
+
+When does a row pass? With ``t`` the taped gradient and ``a`` the analytic one,
+
+    max |a − t|  <=  atol + rtol · max |t|
+
+— numpy's ``allclose`` rule, except that the relative part uses the *row's*
+largest entry: a gradient entry that should be 0 and is 1e-17 is agreement,
+not an infinite relative error. ``max_rel_error`` is reported the same way:
+``max |a − t| / max |t|``.
+"""
+
+import html
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Row", "GradientReport", "make_row", "default_tolerance"]
+
+#: The default tolerance per dtype: float64 checks are exact to rounding;
+#: float32 keeps about 7 digits, and a backward chain loses a few of them.
+DEFAULT_TOLERANCE = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-4}
+
+
+def default_tolerance(dtype):
+    """The tolerance a check uses for gradients of ``dtype`` (1e-10 or 1e-4)."""
+    return DEFAULT_TOLERANCE.get(np.dtype(dtype), 1e-10)
+
+
+@dataclass
+class Row:
+    """One gradient checked two (or three) ways.
+
+    ``label`` is the name a student knows (``dQ``), ``name`` the tape node it
+    belongs to (``Q_heads``). ``passed`` is the verdict: the two routes agree
+    and, when finite differences ran, the estimate agrees with the tape too.
+    ``step`` is the tape index of the backward step after which the taped value
+    is complete (what :func:`microtape.check.walk` attaches the row to).
+    """
+
+    label: str
+    name: str
+    formula: str
+    latex: str
+    shape: tuple
+    analytic_norm: float
+    taped_norm: float
+    max_abs_error: float
+    max_rel_error: float
+    routes_agree: bool
+    step: int | None = None
+    note: str = ""
+    fd_error: float | None = None  # max |finite difference − taped| over the sampled entries
+    fd_agrees: bool | None = None
+    fd_entries: list = field(default_factory=list, repr=False)  # (index, fd, taped, analytic)
+    analytic: np.ndarray = field(default=None, repr=False)
+    taped: np.ndarray = field(default=None, repr=False)
+
+    @property
+    def passed(self):
+        return self.routes_agree and self.fd_agrees is not False
+
+    @property
+    def fd_samples(self):
+        return len(self.fd_entries)
+
+    def to_dict(self):
+        """The row as plain Python values (no arrays), e.g. for JSON."""
+        return {
+            "label": self.label,
+            "name": self.name,
+            "formula": self.formula,
+            "latex": self.latex,
+            "shape": list(self.shape),
+            "analytic_norm": self.analytic_norm,
+            "taped_norm": self.taped_norm,
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "routes_agree": self.routes_agree,
+            "fd_error": self.fd_error,
+            "fd_samples": self.fd_samples,
+            "fd_agrees": self.fd_agrees,
+            "passed": self.passed,
+            "step": self.step,
+            "note": self.note,
+        }
+
+
+def make_row(label, name, formula, latex, analytic, taped, *, atol, rtol, step=None, note=""):
+    """Compare ``analytic`` with ``taped`` (same shape) and return a :class:`Row`."""
+    analytic = np.asarray(analytic)
+    taped = np.asarray(taped)
+    assert analytic.shape == taped.shape, f"{label}: analytic {analytic.shape} vs taped {taped.shape}"
+    a = analytic.astype(np.float64)
+    t = taped.astype(np.float64)
+    # A wrong formula may produce inf or NaN: that is a failed row, not a warning.
+    with np.errstate(invalid="ignore", over="ignore"):
+        difference = np.abs(a - t)
+        max_abs = float(np.max(difference)) if difference.size else 0.0
+        scale = float(np.max(np.abs(t))) if t.size else 0.0
+        passed = bool(max_abs <= atol + rtol * scale)
+        if max_abs == 0.0:
+            max_rel = 0.0
+        elif scale > 0.0:
+            max_rel = max_abs / scale
+        else:
+            max_rel = float("inf")
+        analytic_norm = float(np.linalg.norm(a)) if a.size else 0.0
+        taped_norm = float(np.linalg.norm(t)) if t.size else 0.0
+    return Row(
+        label=label,
+        name=name,
+        formula=formula,
+        latex=latex,
+        shape=tuple(taped.shape),
+        analytic_norm=analytic_norm,
+        taped_norm=taped_norm,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        routes_agree=passed,
+        step=step,
+        note=note,
+        analytic=analytic,
+        taped=taped,
+    )
+
+
+def _shape_text(shape):
+    return "scalar" if shape == () else "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def _number(value, digits=3):
+    return "-" if value is None else f"{value:.{digits}e}"
+
+
+class GradientReport:
+    """A list of checked gradients, in backward order.
+
+    ``ok`` is True when every row passed; ``first_failure`` is the label of the
+    earliest failing row (the place to look: later rows usually inherit its
+    error); ``report["dQ"]`` finds a row by label or tape name. ``details`` are
+    the lines printed above the table (what was run, the tolerance, …).
+    """
+
+    title = "Gradient check: hand-derived against the tape"
+
+    def __init__(self, rows, *, atol, rtol, details=(), replay=None, analytic=None, fd_text=None):
+        self.rows = list(rows)
+        self.atol = atol
+        self.rtol = rtol
+        self.details = list(details)
+        self.replay = replay  # the backward pass the taped values came from (walk() reads it)
+        self.analytic = analytic if analytic is not None else {}
+        self.fd_text = fd_text  # how finite differences were run, or None
+
+    # -- verdicts
+
+    @property
+    def ok(self):
+        return all(row.passed for row in self.rows)
+
+    def __bool__(self):
+        return self.ok
+
+    @property
+    def failures(self):
+        """The failing rows, in backward order."""
+        return [row for row in self.rows if not row.passed]
+
+    @property
+    def first_failure(self):
+        """The label of the earliest failing row in backward order (None if all pass)."""
+        failures = self.failures
+        return failures[0].label if failures else None
+
+    @property
+    def first_failing_row(self):
+        failures = self.failures
+        return failures[0] if failures else None
+
+    def __getitem__(self, key):
+        for row in self.rows:
+            if key in (row.label, row.name):
+                return row
+        labels = ", ".join(row.label for row in self.rows)
+        raise KeyError(f"no row labelled or named {key!r}; rows are: {labels}")
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self):
+        return len(self.rows)
+
+    @property
+    def tolerance_text(self):
+        return f"a row passes when max|analytic - taped| <= {self.atol:g} + {self.rtol:g} * max|taped|"
+
+    def verdict_text(self):
+        if self.ok:
+            return f"all {len(self.rows)} rows agree"
+        row = self.first_failing_row
+        why = (
+            "finite differences disagree with the tape"
+            if row.routes_agree
+            else (f"max abs error {row.max_abs_error:.3e}")
+        )
+        return (
+            f"{len(self.failures)} of {len(self.rows)} rows FAIL; first failure: {row.label} "
+            f"({row.name}): {why}. Look there first: rows after it inherit its error."
+        )
+
+    # -- text
+
+    def _columns(self):
+        columns = [
+            ("gradient", lambda r: r.label, "<"),
+            ("tape node", lambda r: r.name, "<"),
+            ("formula", lambda r: r.formula, "<"),
+            ("shape", lambda r: _shape_text(r.shape), "<"),
+            ("|analytic|", lambda r: f"{r.analytic_norm:.4g}", ">"),
+            ("|taped|", lambda r: f"{r.taped_norm:.4g}", ">"),
+            ("max abs err", lambda r: _number(r.max_abs_error), ">"),
+            ("max rel err", lambda r: _number(r.max_rel_error), ">"),
+        ]
+        if any(row.fd_entries for row in self.rows):
+            columns.append(("FD err", lambda r: _number(r.fd_error) if r.fd_entries else "-", ">"))
+        columns.append(("result", lambda r: "ok" if r.passed else "FAIL", "<"))
+        return columns
+
+    def table(self):
+        """The rows as an aligned text table (no title or details)."""
+        columns = self._columns()
+        cells = [[getter(row) for _, getter, _ in columns] for row in self.rows]
+        widths = [
+            max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)
+        ]
+
+        def line(values):
+            parts = [f"{v:{align}{w}}" for v, (_, _, align), w in zip(values, columns, widths, strict=True)]
+            return "  ".join(parts).rstrip()
+
+        lines = [line([header for header, _, _ in columns]), "  ".join("-" * w for w in widths)]
+        first = self.first_failing_row
+        for row, values in zip(self.rows, cells, strict=True):
+            text = line(values)
+            if row is first:
+                text += "   <-- first failure"
+            lines.append(text)
+        return "\n".join(lines)
+
+    def __str__(self):
+        lines = [self.title]
+        lines += [f"  {detail}" for detail in self.details]
+        lines.append(f"  tolerance: {self.tolerance_text}")
+        if self.fd_text:
+            lines.append(f"  finite differences: {self.fd_text}")
+        lines += ["", self.table(), ""]
+        notes = [f"  {row.label}: {row.note}" for row in self.rows if row.note]
+        if notes:
+            lines += ["notes:", *notes, ""]
+        lines.append(("OK: " if self.ok else "FAILED: ") + self.verdict_text())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        verdict = "ok" if self.ok else f"first failure {self.first_failure}"
+        return f"<{type(self).__name__}: {len(self.rows)} rows, {verdict}>"
+
+    # -- HTML (Jupyter)
+
+    def _repr_html_(self):
+        escape = html.escape
+        columns = self._columns()
+        header = "".join(
+            f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns
+        )
+        body = []
+        first = self.first_failing_row
+        for row in self.rows:
+            cells = []
+            for title, getter, align in columns:
+                if title == "formula":
+                    # MathJax (Jupyter) typesets $…$; the plain formula is the tooltip.
+                    content = f"<span title='{escape(row.formula)}'>${escape(row.latex)}$</span>"
+                else:
+                    content = escape(getter(row))
+                    if title == "result" and row is first:
+                        content += " &#9664; first failure"
+                cells.append(f"<td style='text-align:{_css_align(align)}'>{content}</td>")
+            style = "" if row.passed else " style='background:#f8d7da;color:#721c24;font-weight:bold'"
+            marker = " title='first failure: look here first'" if row is first else ""
+            body.append(f"<tr{style}{marker}>{''.join(cells)}</tr>")
+        color = "#155724" if self.ok else "#721c24"
+        details = "".join(f"<li>{escape(d)}</li>" for d in self.details)
+        details += f"<li>tolerance: {escape(self.tolerance_text)}</li>"
+        if self.fd_text:
+            details += f"<li>finite differences: {escape(self.fd_text)}</li>"
+        notes = "".join(f"<li><b>{escape(r.label)}</b>: {escape(r.note)}</li>" for r in self.rows if r.note)
+        notes_html = f"<p>Notes:</p><ul>{notes}</ul>" if notes else ""
+        return (
+            "<div class='microtape-report'>"
+            f"<p><b>{escape(self.title)}</b></p><ul>{details}</ul>"
+            "<table><thead><tr>" + header + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+            f"{notes_html}<p style='color:{color};font-weight:bold'>{'OK' if self.ok else 'FAILED'}: "
+            f"{escape(self.verdict_text())}</p></div>"
+        )
+
+    # -- plain data
+
+    def to_dict(self):
+        """Everything the table shows, as plain Python values (JSON-ready)."""
+        return {
+            "title": self.title,
+            "ok": self.ok,
+            "first_failure": self.first_failure,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "tolerance": self.tolerance_text,
+            "details": list(self.details),
+            "finite_differences": self.fd_text,
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+
+def _css_align(align):
+    return "right" if align == ">" else "left"

@@ -1,0 +1,170 @@
+"""Walk the backward pass one tape step at a time, checking as you go.
+
+This module lets a notebook (or the graph's step-through frames) follow the
+backward pass equation by equation::
+
+    >>> import numpy as np, microtape as mt
+    >>> attn = mt.nn.MultiHeadAttention(8, 2, seed=0)
+    >>> x = np.random.default_rng(0).standard_normal((1, 3, 8))
+    >>> steps = mt.check.walk(attn, x)      # or walk(report), or walk(tape, output, analytic)
+    >>> print(steps[0])                     # doctest: +SKIP
+    step 1 of 28: tape[22]  output = add(%21, out_proj.bias)   [out_proj]
+      incoming gradient d(output): float64[1, 3, 8], norm 4.76
+      ...
+
+Each :class:`WalkStep` is one equation ``y = op(inputs)`` as the backward
+pass meets it, in reverse tape order: the gradient arriving at ``y`` (the
+incoming ``g``), the VJP formula the tape applies, what it sends to each
+input — and every checked row whose taped value is complete at this step,
+with the hand-derived value beside it and their error. A named intermediate
+is checked at its own step; a leaf (a parameter, an input) at the last step
+that adds to its gradient.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..nn.attention import MultiHeadAttention
+from ..tape import Tape
+from .compare import compare
+from .replay import replay
+from .report import attention_report
+from .rows import GradientReport
+
+__all__ = ["WalkStep", "walk"]
+
+
+def _describe_array(value):
+    if value is None:
+        return "none (a constant)"
+    if value.__class__ is float or np.ndim(value) == 0:
+        return f"{float(value):.6g}"
+    value = np.asarray(value)
+    return f"{value.dtype.name}{list(value.shape)}, norm {np.linalg.norm(value):.4g}"
+
+
+@dataclass
+class WalkStep:
+    """One equation of the backward pass, and the checks completed there."""
+
+    number: int  # 1, 2, … in backward order
+    total: int  # how many steps the pass has
+    index: int  # the equation's position on the tape
+    name: str  # the equation's output variable (its name, or %index)
+    op: str
+    formula: str  # the VJP the tape applies at this step
+    latex: str
+    module: str
+    input_names: tuple
+    grad_output: object  # g: the gradient arriving at the output
+    grad_inputs: tuple  # what the VJP sends to each input (None for constants)
+    rows: list = field(default_factory=list)  # checked rows completed at this step
+
+    @property
+    def row(self):
+        """The check of this step's own output, if it has a named counterpart (else None)."""
+        for row in self.rows:
+            if row.name == self.name:
+                return row
+        return None
+
+    @property
+    def analytic(self):
+        """The hand-derived gradient of this step's output (None without a counterpart)."""
+        row = self.row
+        return None if row is None else row.analytic
+
+    @property
+    def max_abs_error(self):
+        row = self.row
+        return None if row is None else row.max_abs_error
+
+    @property
+    def passed(self):
+        """True/False when some check completes here; None when there is nothing to check."""
+        if not self.rows:
+            return None
+        return all(row.passed for row in self.rows)
+
+    @property
+    def equation(self):
+        return f"{self.name} = {self.op}({', '.join(self.input_names)})"
+
+    def __str__(self):
+        where = f"   [{self.module}]" if self.module else ""
+        lines = [
+            f"step {self.number} of {self.total}: tape[{self.index}]  {self.equation}{where}",
+            f"  incoming gradient d({self.name}): {_describe_array(self.grad_output)}",
+            f"  VJP applied: {self.formula}",
+        ]
+        for input_name, grad in zip(self.input_names, self.grad_inputs, strict=True):
+            lines.append(f"    sends to {input_name}: {_describe_array(grad)}")
+        for row in self.rows:
+            verdict = "ok" if row.passed else "FAIL"
+            lines.append(
+                f"  check {row.label} ({row.name}): analytic norm {row.analytic_norm:.4g}, taped norm "
+                f"{row.taped_norm:.4g}, max abs error {row.max_abs_error:.3e}  {verdict}"
+            )
+        return "\n".join(lines)
+
+
+def walk(source, *args, **kwargs):
+    """The backward pass as a list of :class:`WalkStep`, in reverse tape order.
+
+    ``source`` may be:
+
+    * a report (from :func:`attention_report` or :func:`compare`): walks the
+      backward pass that report checked;
+    * a ``MultiHeadAttention``: the remaining arguments go to
+      :func:`attention_report` (``walk(attn, x, causal_mask...)``);
+    * a ``Tape``: ``walk(tape, output, analytic=None, grad=None)`` — with
+      ``analytic`` (``{name: gradient}``) the steps carry :func:`compare`'s checks.
+
+    No ``.grad`` is changed.
+    """
+    if isinstance(source, GradientReport):
+        if args or kwargs:
+            raise TypeError("walk(report): a report takes no further arguments")
+        return _steps(source.replay, source.rows)
+    if isinstance(source, MultiHeadAttention):
+        return walk(attention_report(source, *args, **kwargs))
+    if isinstance(source, Tape):
+        return _walk_tape(source, *args, **kwargs)
+    raise TypeError(
+        f"walk(source): expected a report, a MultiHeadAttention or a Tape, got {type(source).__name__}"
+    )
+
+
+def _walk_tape(tape, output, analytic=None, grad=None, **tolerances):
+    if analytic:
+        return walk(compare(tape, output, analytic, grad, **tolerances))
+    return _steps(replay(tape, output, grad), [])
+
+
+def _steps(replayed, rows):
+    names = replayed.tape.variable_names()
+    by_step = {}
+    for row in rows:
+        by_step.setdefault(row.step, []).append(row)
+    steps = []
+    total = len(replayed.steps)
+    for number, step in enumerate(replayed.steps, start=1):
+        equation = step.equation
+        steps.append(
+            WalkStep(
+                number=number,
+                total=total,
+                index=step.index,
+                name=names[equation.output],
+                op=equation.op.name,
+                formula=equation.op.formula,
+                latex=equation.op.latex,
+                module=equation.module,
+                input_names=tuple(names.get(x, x.name or "const") for x in equation.inputs),
+                grad_output=step.grad_output,
+                grad_inputs=tuple(step.grad_inputs),
+                rows=by_step.get(step.index, []),
+            )
+        )
+    return steps
