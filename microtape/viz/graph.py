@@ -63,6 +63,8 @@ import html
 import math
 import warnings
 
+import numpy as np
+
 from ._trace import collect, fmt, grad_summary, leaf_kind, shape_text, trace_backward, value_summary
 
 __all__ = ["graph", "GraphCollapsedWarning", "MAX_NODES", "SHAPE_OPS"]
@@ -328,9 +330,9 @@ class _Builder:
         """Group equations by module (cut into stretches when there are no modules)."""
         equations = self.program.equations
         keys = [node.module if self.group == "module" else "" for node in equations]
-        if len(dict.fromkeys(keys)) < 4:
-            # Too little module structure to be a useful summary: cut the tape
-            # into about eight consecutive stretches per module instead.
+        if len(dict.fromkeys(keys)) == 1:
+            # No module structure: cut the tape into about eight consecutive
+            # stretches instead of drawing one box.
             size = max(1, math.ceil(len(equations) / 8))
             keys = [f"{key}#{i // size}" for i, key in enumerate(keys)]
         self.summary = keys
@@ -394,16 +396,18 @@ class _Builder:
         leaf = self.program.leaves[j]
         kind = self.kinds[j]
         is_scalar = leaf.data.__class__ is float
+        # An unnamed one-number constant (the 2 in 2 * a) is called by its value.
+        number = kind == "constant" and not leaf.name and np.size(leaf.data) == 1
         if leaf.name:
             name = leaf.name
-        elif kind == "constant" and is_scalar:
-            name = fmt(leaf.data)
+        elif number:
+            name = fmt(np.reshape(leaf.data, -1)[0])
         else:
             name = f"x{j}"
         lines = [(name, "name")]
         if small:
             return lines
-        info = kind if is_scalar else f"{kind} {shape_text(leaf.data)}"
+        info = kind if (is_scalar or number) else f"{kind} {shape_text(leaf.data)}"
         if leaf.op is not None:
             info += " (computed earlier)"
         lines.append((info, "info"))
@@ -413,9 +417,8 @@ class _Builder:
             shape = shape_text(self.program.equations[members[-1]].data)
             lines.append(("used transposed" if ops == "transpose" else f"used as {ops} {shape}", "info"))
         if self.values:
-            if not (kind == "constant" and is_scalar and not leaf.name):
-                if not self.backward or is_scalar or kind == "constant":
-                    lines.append((value_summary(leaf.data, constant=kind == "constant"), "value"))
+            if not number and (not self.backward or is_scalar or kind == "constant"):
+                lines.append((value_summary(leaf.data, constant=kind == "constant"), "value"))
             if self.backward and kind != "constant" and self.leaf_state(j) == "done":
                 lines.append((grad_summary(self.leaf_grads.get(j)), "grad"))
         return lines
@@ -709,7 +712,7 @@ def _label(item):
     """An HTML-like graphviz label: the name in bold, then smaller lines."""
     rows = []
     for text, role in item.lines:
-        text = html.escape(str(text))
+        text = html.escape(str(text), quote=False)
         if role == "name":
             rows.append(f"<b>{text}</b>")
         elif role == "grad":
@@ -724,7 +727,7 @@ def _caption(builder, title, note, legend):
     """The graph's label: title, legend of the box styles, and any note."""
     rows = []
     if title:
-        rows.append(f'<tr><td align="left"><b>{html.escape(title)}</b></td></tr>')
+        rows.append(f'<tr><td align="left"><b>{html.escape(title, quote=False)}</b></td></tr>')
     if legend:
         if builder.whole:
             keys = [("done", "has its gradient"), ("pending", "not on the path to the output")]
@@ -735,7 +738,7 @@ def _caption(builder, title, note, legend):
         keys.append(("constant", "constant (no gradient)"))
         cells = "".join(
             f'<td bgcolor="{STYLE[k][0]}" border="1" color="{STYLE[k][1]}"><font point-size="9">'
-            f"{html.escape(text)}</font></td>"
+            f"{html.escape(text, quote=False)}</font></td>"
             for k, text in keys
         )
         if builder.backward and not builder.whole and len(builder.trace):
@@ -746,7 +749,9 @@ def _caption(builder, title, note, legend):
             f"<tr>{cells}</tr></table></td></tr>"
         )
     if note:
-        rows.append(f'<tr><td align="left"><font point-size="9">{html.escape(note)}</font></td></tr>')
+        rows.append(
+            f'<tr><td align="left"><font point-size="9">{html.escape(note, quote=False)}</font></td></tr>'
+        )
     if not rows:
         return None
     return '<<table border="0" cellspacing="0" cellpadding="0">' + "".join(rows) + "</table>>"

@@ -214,7 +214,12 @@ def _array_for(source, which, is_layer):
             )
         return np.asarray(dropped, dtype=np.float64).reshape(weights.shape)
     method = getattr(source, which, None)  # grad_scores() / grad_weights()
-    grad = method() if callable(method) else None
+    grad = None
+    if callable(method):
+        try:
+            grad = method()
+        except RuntimeError:  # the layer's way of saying "no backward yet"
+            grad = None
     if grad is None:
         # Read it off the tape: dP is the gradient of "weights", dS that of
         # the softmax's input.

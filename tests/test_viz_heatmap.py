@@ -1,0 +1,206 @@
+"""microtape.viz.attention_heatmaps: one honest panel per head.
+
+The figure is inspected, not looked at: which axes hold an image, what array
+each image shows, its colour limits and map, which cells are masked and
+hatched, and the tick labels.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+import microtape as mt  # noqa: E402
+from microtape.viz import attention_heatmaps  # noqa: E402
+
+CAUSAL = np.triu(np.full((5, 5), -1e9), 1)
+
+
+def image_axes(fig):
+    return [ax for ax in fig.axes if ax.images]
+
+
+def softmax_rows(rng, shape, mask=None):
+    scores = rng.standard_normal(shape)
+    if mask is not None:
+        scores = scores + mask
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.fixture
+def layer():
+    """A real causal attention after forward and backward."""
+    attn = mt.nn.MultiHeadAttention(8, 4, causal=True, seed=1)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 8))
+    attn(x)
+    attn.backward(rng.standard_normal((2, 5, 8)))
+    return attn
+
+
+def test_one_image_axis_per_head_with_shared_limits():
+    weights = softmax_rows(np.random.default_rng(0), (1, 3, 5, 5))
+    fig = attention_heatmaps(weights)
+    axes = image_axes(fig)
+    assert len(axes) == 3
+    assert [ax.get_title() for ax in axes] == ["head 0", "head 1", "head 2"]
+    limits = {im.get_clim() for ax in axes for im in ax.images}
+    assert limits == {(0.0, weights.max())}  # from 0, shared by every head
+    for h, ax in enumerate(axes):
+        np.testing.assert_array_equal(ax.images[0].get_array().data, weights[0, h])
+    # One colorbar for all of them.
+    assert len(fig.axes) == 4
+
+
+def test_heads_selection_and_three_dimensional_input():
+    weights = softmax_rows(np.random.default_rng(0), (6, 4, 4))  # [H, Tq, Tk]
+    fig = attention_heatmaps(weights, heads=[1, 4])
+    axes = image_axes(fig)
+    assert [ax.get_title() for ax in axes] == ["head 1", "head 4"]
+    np.testing.assert_array_equal(axes[1].images[0].get_array().data, weights[4])
+    assert len(image_axes(attention_heatmaps(weights, heads=2))) == 1
+
+
+def test_masked_cells_are_masked_hatched_and_left_out_of_the_limits():
+    rng = np.random.default_rng(2)
+    weights = softmax_rows(rng, (1, 2, 5, 5), CAUSAL)
+    weights[0, 0, 0, 4] = 0.0  # a masked cell, whatever it holds, must not set the scale
+    fig = attention_heatmaps(weights, mask=CAUSAL)
+    hidden = CAUSAL <= -1e4
+    for ax in image_axes(fig):
+        shown = ax.images[0].get_array()
+        np.testing.assert_array_equal(np.ma.getmaskarray(shown), hidden)
+        (hatching,) = ax.collections
+        assert hatching.get_hatch() == "///"
+        assert len(hatching.get_paths()) == int(hidden.sum()) == 10
+    assert "hatched = masked" in fig._suptitle.get_text()
+    # -inf counts as masked too.
+    minus_inf = np.where(hidden, -np.inf, 0.0)
+    fig = attention_heatmaps(weights, mask=minus_inf)
+    np.testing.assert_array_equal(np.ma.getmaskarray(image_axes(fig)[0].images[0].get_array()), hidden)
+    # mask=False marks nothing.
+    fig = attention_heatmaps(weights, mask=False)
+    assert not np.ma.getmaskarray(image_axes(fig)[0].images[0].get_array()).any()
+    assert not image_axes(fig)[0].collections
+
+
+def test_layer_weights_and_mask_come_from_the_last_forward(layer):
+    fig = attention_heatmaps(layer, batch=1)
+    axes = image_axes(fig)
+    assert len(axes) == 4
+    for h, ax in enumerate(axes):
+        np.testing.assert_array_equal(ax.images[0].get_array().data, layer.attention_weights[1, h])
+        np.testing.assert_array_equal(np.ma.getmaskarray(ax.images[0].get_array()), layer.last_mask <= -1e4)
+    visible = layer.attention_weights[1][:, layer.last_mask > -1e4]
+    assert axes[0].images[0].get_clim() == (0.0, visible.max())
+
+
+def test_gradient_heatmaps_show_exactly_dS_and_dP(layer):
+    for which, expected in (("grad_scores", layer.grad_scores()), ("grad_weights", layer.grad_weights())):
+        fig = attention_heatmaps(layer, which=which)
+        axes = image_axes(fig)
+        assert len(axes) == 4
+        peak = np.abs(expected[0][:, layer.last_mask > -1e4]).max()
+        for h, ax in enumerate(axes):
+            image = ax.images[0]
+            np.testing.assert_array_equal(image.get_array().data, expected[0, h])
+            assert image.get_clim() == (-peak, peak)  # symmetric: white is exactly zero
+            assert image.get_cmap().name.startswith("RdBu_r")
+
+
+def test_gradient_heatmaps_match_the_attention_report():
+    attn = mt.nn.MultiHeadAttention(8, 2, causal=True, seed=4)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 8))
+    grad_output = rng.standard_normal((1, 4, 8))
+    report = mt.check.attention_report(attn, x, grad_output=grad_output)
+    rows = {row.label: row for row in report.rows}
+    attn(x)
+    attn.backward(grad_output)
+    fig = attention_heatmaps(attn, which=("grad_weights", "grad_scores"))
+    axes = image_axes(fig)
+    assert len(axes) == 4  # two rows of two heads
+    for row, block in (("dP", axes[:2]), ("dS", axes[2:])):
+        expected = rows[row].analytic.reshape(1, 2, 4, 4)
+        for h, ax in enumerate(block):
+            np.testing.assert_allclose(ax.images[0].get_array().data, expected[0, h], rtol=0, atol=1e-12)
+    # Each row has its own colour scale.
+    assert axes[0].images[0].get_clim() != axes[2].images[0].get_clim()
+
+
+def test_gradients_are_read_off_the_tape_when_the_layer_has_no_accessor():
+    """A layer-like object with only a tape: dP is the gradient of "weights", dS of its input."""
+
+    class Minimal:
+        pass
+
+    attn = mt.nn.MultiHeadAttention(8, 2, seed=5)
+    x = np.random.default_rng(5).standard_normal((1, 3, 8))
+    attn(x)
+    attn.backward(np.ones((1, 3, 8)))
+    minimal = Minimal()
+    minimal.tape = attn.tape
+    minimal.attention_weights = attn.attention_weights
+    P, dP = attn.attention_weights, attn.grad_weights()
+    dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+    fig = attention_heatmaps(minimal, which="grad_scores")
+    for h, ax in enumerate(image_axes(fig)):
+        np.testing.assert_allclose(ax.images[0].get_array().data, dS[0, h], rtol=0, atol=1e-12)
+
+
+def test_dropped_weights(layer):
+    attn = mt.nn.MultiHeadAttention(8, 2, dropout=0.5, seed=3)
+    attn(np.random.default_rng(3).standard_normal((1, 4, 8)))
+    fig = attention_heatmaps(attn, which="dropped")
+    dropped = attn.dropped_attention_weights
+    for h, ax in enumerate(image_axes(fig)):
+        np.testing.assert_array_equal(ax.images[0].get_array().data, dropped[0, h])
+    assert image_axes(fig)[0].images[0].get_clim() == (
+        0.0,
+        dropped[0].max(),
+    )  # can exceed 1: scaled by 1/(1-p)
+
+
+def test_token_labels_and_values_in_small_maps():
+    weights = softmax_rows(np.random.default_rng(0), (1, 1, 3, 4))
+    fig = attention_heatmaps(weights, tokens=["a", "b", "c"], key_tokens=["w", "x", "y", "z"])
+    (ax,) = image_axes(fig)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "x", "y", "z"]
+    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
+    assert len(ax.texts) == 12  # every weight written in its cell
+    assert len(image_axes(attention_heatmaps(weights, annotate=False))[0].texts) == 0
+
+
+def test_bad_input_is_refused_clearly():
+    weights = np.full((1, 2, 3, 3), 1 / 3)
+    with pytest.raises(TypeError, match="boolean"):
+        attention_heatmaps(weights, mask=np.tri(3, dtype=bool))
+    with pytest.raises(ValueError, match="does not fit"):
+        attention_heatmaps(weights, mask=np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="head 5"):
+        attention_heatmaps(weights, heads=[5])
+    with pytest.raises(ValueError, match="batch"):
+        attention_heatmaps(weights, batch=1)
+    with pytest.raises(ValueError, match="which"):
+        attention_heatmaps(weights, which="scores")
+    with pytest.raises(ValueError, match=r"\[B, H, Tq, Tk\]"):
+        attention_heatmaps(np.ones(5))
+    with pytest.raises(ValueError, match="2 labels for 3"):
+        attention_heatmaps(weights, tokens=["a", "b"])
+    with pytest.raises(TypeError, match="MultiHeadAttention"):
+        attention_heatmaps("weights.npy")
+    with pytest.raises(ValueError, match="backward"):
+        attn = mt.nn.MultiHeadAttention(8, 2, seed=0)
+        attn(np.ones((1, 2, 8)))
+        attention_heatmaps(attn, which="grad_scores")
+
+
+def test_the_figure_is_not_registered_with_pyplot():
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    fig = attention_heatmaps(np.full((1, 1, 2, 2), 0.5))
+    assert plt.get_fignums() == before
+    assert type(fig).__name__ == "Figure"
