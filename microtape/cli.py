@@ -1,36 +1,124 @@
-"""The `microtape` command: `microtape demo | check | graph | heatmap`."""
+"""The `microtape` command (also `python -m microtape`).
+
+::
+
+    microtape demo [--out DIR]        the default attention: graphs, frames, heatmaps, step-check table
+    microtape check [options]         check each hand-derived derivative against the tape (exit 1 if one disagrees)
+    microtape graph [options] FILE    one graph of the default attention (forward or backward, or a frozen step)
+    microtape heatmap [options] FILE  one heatmap figure of the default attention
+    microtape exercises ...           list, hand out and check the classroom derivative exercises
+
+Each sub-command lives with the part of the package it shows: this file only
+parses arguments and calls it.
+"""
 
 import argparse
 import sys
+from pathlib import Path
 
-import numpy as np
-
-import microtape as mt
+__all__ = ["main", "build_parser"]
 
 
 def _demo(args):
-    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
-    with mt.Tape() as tape:
-        y = (a * b + a**2).tanh()
-        y.name = "y"
-    print(tape)
-    tape.backward(y)
-    print(f"\ndy/da = {a.grad:.6f}   dy/db = {b.grad:.6f}")
+    import numpy as np
+
+    from .check import attention_report
+    from .viz.demo import DEMO, demo_attention, write_pictures, _tokens
+    from .viz.render import GraphvizNotFound
+
+    attn, x, grad_output = demo_attention(**DEMO)
+    print(f"The default attention: {attn!r}, x of shape {list(np.shape(x))}\n")
+    print(attn.tape.listing())
+    print()
+    status = 0
+    try:
+        paths = write_pictures(attn, grad_output, args.out, tokens=_tokens(DEMO["seq"]))
+    except GraphvizNotFound as error:
+        paths = error.paths
+        print(str(error), file=sys.stderr)
+        status = 0  # the heatmaps and .dot sources are there; the message said how to get SVGs
+    report = attention_report(attn, x, grad_output=grad_output)
+    print(report)
+    print()
+    width = max(len(name) for name in paths)
+    print(f"Wrote into {Path(args.out).resolve()}:")
+    for name, path in paths.items():
+        print(f"  {name:<{width}}  {path}")
+    return status if report.ok else 1
+
+
+def _graph(args):
+    from .viz.demo import DEMO, render_graph
+    from .viz.render import GraphvizNotFound
+
+    attention = dict(DEMO, seq=args.seq)
+    try:
+        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, **attention)
+    except GraphvizNotFound as error:
+        print(str(error), file=sys.stderr)
+        return 1
+    print(f"Wrote {path}")
+    return 0
+
+
+def _heatmap(args):
+    from .viz.demo import DEMO, render_heatmap
+
+    which = tuple(args.which) if len(args.which) > 1 else args.which[0]
+    path = render_heatmap(args.file, which=which, **dict(DEMO, seq=args.seq))
+    print(f"Wrote {path}")
     return 0
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="microtape", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="render the default attention example")
+    parser = argparse.ArgumentParser(
+        prog="microtape",
+        description="An educational autograd engine you can see and check.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("::", 1)[1].split("Each sub-command", 1)[0],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}")
+
+    demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
     demo.add_argument("--out", default="demo-output", help="folder for the pictures (default: demo-output)")
     demo.set_defaults(run=_demo)
+
+    from .check import command as check_command
+
+    check = commands.add_parser("check", help="check each hand-derived attention derivative against the tape")
+    check_command.add_arguments(check)
+    check.set_defaults(run=check_command.run)
+
+    graph = commands.add_parser("graph", help="draw the default attention's computational graph")
+    graph.add_argument("file", nargs="?", default="graph.svg", help="output file; .svg, .png or .pdf (default: graph.svg)")
+    graph.add_argument("--backward", action="store_true", help="annotate with gradients and VJP formulas")
+    graph.add_argument("--step", type=int, default=None, help="freeze the backward pass after this step")
+    graph.add_argument("--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise")
+    graph.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
+    graph.set_defaults(run=_graph)
+
+    heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
+    heatmap.add_argument("file", nargs="?", default="heatmap.png", help="output image (default: heatmap.png)")
+    heatmap.add_argument(
+        "--which",
+        nargs="+",
+        default=["weights"],
+        choices=("weights", "dropped", "grad_scores", "grad_weights"),
+        help="what to draw (several: one row each)",
+    )
+    heatmap.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
+    heatmap.set_defaults(run=_heatmap)
+
+    from .exercises import command as exercises_command
+
+    exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
+    exercises_command.add_arguments(exercises)
+    exercises.set_defaults(run=exercises_command.run)
     return parser
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    np.set_printoptions(precision=4, suppress=True)
     return args.run(args)
 
 
