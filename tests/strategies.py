@@ -1,0 +1,231 @@
+"""Hypothesis strategies: inputs and parameters for every primitive op.
+
+``OP_CASES`` maps each op name in :data:`microtape.ops.OPS` to a strategy
+that draws an :class:`OpCase` — float64 numpy inputs (one per operand) and
+the op's keyword parameters. ``tests/test_ops.py`` loops over the registry
+and fails for any op that has no entry here, so a newly registered op cannot
+slip through untested: add its strategy below.
+
+The inputs are chosen so that central finite differences are a fair judge:
+
+* "real" inputs have magnitudes in [0.25, 2]: far from relu's kink at 0 and
+  from division's pole, and small enough that exp() stays tame;
+* "positive" inputs (an op's ``domain``) lie in [0.5, 2.5];
+* inputs of ``max`` are distinct multiples of 1/8, so no two entries are
+  within a finite-difference step of a tie.
+
+Binary ops get shapes that broadcast (``mutually_broadcastable_shapes``),
+including 0-d arrays and operands of different rank.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from microtape.ops import OPS
+
+__all__ = [
+    "OpCase",
+    "OP_CASES",
+    "CONSTANT_INPUTS",
+    "real_arrays",
+    "positive_arrays",
+    "shapes",
+    "broadcastable_pair",
+    "axis_params",
+]
+
+MAX_SIDE = 4
+MAX_DIMS = 3
+
+# Inputs an op treats as constants (masks): their VJP entry must be None.
+CONSTANT_INPUTS = {"add_constant": (1,), "dropout": (1,)}
+
+
+class OpCase(NamedTuple):
+    """One drawn call of an op: its inputs (numpy arrays) and its parameters."""
+
+    inputs: tuple
+    params: dict
+
+
+# ---------------------------------------------------------------- elements and arrays
+
+REAL = st.one_of(
+    st.floats(-2.0, -0.25, allow_nan=False, allow_infinity=False),
+    st.floats(0.25, 2.0, allow_nan=False, allow_infinity=False),
+)
+POSITIVE = st.floats(0.5, 2.5, allow_nan=False, allow_infinity=False)
+
+
+def shapes(min_dims=0, max_dims=MAX_DIMS):
+    """Array shapes with up to ``max_dims`` axes of 1..MAX_SIDE entries."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=MAX_SIDE)
+
+
+def real_arrays(shape):
+    return hnp.arrays(np.float64, shape, elements=REAL)
+
+
+def positive_arrays(shape):
+    return hnp.arrays(np.float64, shape, elements=POSITIVE)
+
+
+def _domain_arrays(op, shape):
+    if op.domain == "positive":
+        return positive_arrays(shape)
+    if op.domain == "real":
+        return real_arrays(shape)
+    raise ValueError(f"tests/strategies.py: unknown domain {op.domain!r} of op {op.name!r}")
+
+
+@st.composite
+def distinct_arrays(draw, shape):
+    """Arrays whose entries are pairwise at least 1/8 apart (no near-ties)."""
+    size = int(np.prod(shape, dtype=int))
+    values = draw(st.lists(st.integers(-40, 40), min_size=size, max_size=size, unique=True))
+    return np.array(values, dtype=np.float64).reshape(shape) / 8.0
+
+
+def broadcastable_pair(min_dims=0, max_dims=MAX_DIMS):
+    """Two shapes that broadcast against each other (ranks may differ)."""
+    return hnp.mutually_broadcastable_shapes(
+        num_shapes=2, min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=MAX_SIDE
+    ).map(lambda result: result.input_shapes)
+
+
+@st.composite
+def axis_params(draw, ndim, example):
+    """``{"axis": ..., "keepdims": ...}``: the op's example, or None, an int or a tuple of axes."""
+    choice = draw(st.sampled_from(["example", "none", "int", "tuple"]))
+    keepdims = draw(st.booleans())
+    if choice == "example":
+        return dict(example)
+    if choice == "none":
+        return {"axis": None, "keepdims": keepdims}
+    if choice == "int":
+        return {"axis": draw(st.integers(-ndim, ndim - 1)), "keepdims": keepdims}
+    axes = draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+    return {"axis": tuple(axes), "keepdims": keepdims}
+
+
+# ---------------------------------------------------------------- per-op cases
+
+
+def _unary(op, params=None):
+    """One input of any shape (0-d included) from the op's domain."""
+    params = st.just(dict(op.example_params)) if params is None else params
+    return st.builds(
+        lambda x, p: OpCase((x,), p),
+        shapes().flatmap(lambda shape: _domain_arrays(op, shape)),
+        params,
+    )
+
+
+@st.composite
+def _binary(draw, op):
+    shape_a, shape_b = draw(broadcastable_pair())
+    return OpCase((draw(_domain_arrays(op, shape_a)), draw(_domain_arrays(op, shape_b))), {})
+
+
+@st.composite
+def _add_constant(draw):
+    shape_x, shape_mask = draw(broadcastable_pair())
+    return OpCase((draw(real_arrays(shape_x)), draw(real_arrays(shape_mask))), {})
+
+
+@st.composite
+def _dropout(draw):
+    shape = draw(shapes())
+    p = draw(st.sampled_from([0.25, 0.5]))
+    kept = draw(hnp.arrays(np.bool_, shape))
+    keep = kept / (1.0 - p)  # inverted dropout: the saved mask is pre-scaled
+    return OpCase((draw(real_arrays(shape)), keep), {})
+
+
+@st.composite
+def _reduction(draw, op, distinct=False):
+    shape = draw(shapes(min_dims=1))
+    x = draw(distinct_arrays(shape) if distinct else _domain_arrays(op, shape))
+    return OpCase((x,), draw(axis_params(len(shape), op.example_params)))
+
+
+@st.composite
+def _softmax(draw, op):
+    shape = draw(shapes(min_dims=1))
+    axis = draw(st.one_of(st.just(op.example_params["axis"]), st.integers(-len(shape), len(shape) - 1)))
+    return OpCase((draw(real_arrays(shape)),), {"axis": axis})
+
+
+@st.composite
+def _matmul(draw):
+    """[..., n, k] @ [..., k, m] with broadcast batch axes, and the 1-D cases."""
+    n, k, m = draw(st.integers(1, MAX_SIDE)), draw(st.integers(1, MAX_SIDE)), draw(st.integers(1, MAX_SIDE))
+    batch_a, batch_b = draw(broadcastable_pair(max_dims=2))
+    a_is_vector, b_is_vector = draw(st.booleans()), draw(st.booleans())
+    shape_a = (k,) if a_is_vector else (*batch_a, n, k)
+    shape_b = (k,) if b_is_vector else (*batch_b, k, m)
+    return OpCase((draw(real_arrays(shape_a)), draw(real_arrays(shape_b))), {})
+
+
+@st.composite
+def _reshape(draw, op):
+    shape = draw(shapes())
+    size = int(np.prod(shape, dtype=int))
+    target = draw(
+        st.sampled_from(
+            [
+                tuple(op.example_params["shape"]),
+                (size,),
+                (1, size),
+                (size, -1),
+                tuple(reversed(shape)),
+                (*shape, 1),
+            ]
+        )
+    )
+    return OpCase((draw(real_arrays(shape)),), {"shape": target})
+
+
+@st.composite
+def _transpose(draw, op):
+    shape = draw(shapes())
+    axes = draw(st.one_of(st.just(op.example_params["axes"]), st.permutations(range(len(shape))).map(tuple)))
+    return OpCase((draw(real_arrays(shape)),), {"axes": axes})
+
+
+def _build_cases():
+    cases = {}
+    for name in ("neg", "exp", "log", "tanh", "relu"):
+        cases[name] = _unary(OPS[name])
+    cases["pow"] = _unary(
+        OPS["pow"],
+        st.sampled_from(
+            [OPS["pow"].example_params, {"exponent": 2.0}, {"exponent": -1.5}, {"exponent": 3.0}]
+        ),
+    )
+    cases["scale"] = _unary(
+        OPS["scale"],
+        st.one_of(st.just(OPS["scale"].example_params), st.floats(-3, 3).map(lambda f: {"factor": f})),
+    )
+    cases["cast"] = _unary(
+        OPS["cast"],
+        st.sampled_from([OPS["cast"].example_params, {"dtype": "float64"}, {"dtype": np.dtype(np.float32)}]),
+    )
+    for name in ("add", "sub", "mul", "div"):
+        cases[name] = _binary(OPS[name])
+    cases["add_constant"] = _add_constant()
+    cases["dropout"] = _dropout()
+    cases["sum"] = _reduction(OPS["sum"])
+    cases["mean"] = _reduction(OPS["mean"])
+    cases["max"] = _reduction(OPS["max"], distinct=True)
+    cases["softmax"] = _softmax(OPS["softmax"])
+    cases["matmul"] = _matmul()
+    cases["reshape"] = _reshape(OPS["reshape"])
+    cases["transpose"] = _transpose(OPS["transpose"])
+    return cases
+
+
+OP_CASES = _build_cases()
