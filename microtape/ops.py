@@ -324,7 +324,7 @@ def _max_vjp(g, ans, x, axis=None, keepdims=False):
     # The gradient goes to the arg-max; ties share it equally.
     peak = ans if (keepdims or axis is None) else np.expand_dims(ans, axis)
     winners = x == peak
-    share = winners / np.sum(winners, axis=axis, keepdims=True)
+    share = winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
     return (_expand_like(g, x, axis, keepdims) * share,)
 
 

@@ -169,12 +169,23 @@ class Tensor(Node):
     def __pow__(self, exponent):
         if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
             raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
-        return _apply(ops.pow_, (self,), {"exponent": float(exponent)})
+        exponent = float(exponent)
+        if not exponent.is_integer() and np.any(self.data < 0):
+            raise ValueError(
+                f"Tensor ** {exponent}: a non-integer power of a negative number is not real; "
+                "all entries must be >= 0"
+            )
+        return _apply(ops.pow_, (self,), {"exponent": exponent})
 
     def exp(self, name=None):
         return _apply(ops.exp, (self,), name=name)
 
     def log(self, name=None):
+        if np.any(self.data <= 0):
+            where = tuple(int(i) for i in np.argwhere(self.data <= 0)[0])
+            raise ValueError(
+                f"Tensor.log(): log of {self.data[where]} at index {where} is undefined; expected positive values"
+            )
         return _apply(ops.log, (self,), name=name)
 
     def tanh(self, name=None):
@@ -187,7 +198,8 @@ class Tensor(Node):
         """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
         if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
             raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
-        return _apply(ops.scale, (self,), {"factor": factor}, name=name)
+        # A plain float: numpy 2 would let an np.float64 factor promote float32 data.
+        return _apply(ops.scale, (self,), {"factor": float(factor)}, name=name)
 
     def add_constant(self, constant, name=None):
         """Add a constant array (a mask) that receives no gradient."""
@@ -206,6 +218,8 @@ class Tensor(Node):
     def dropout(self, keep, name=None):
         """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
         keep = self._lift(keep, "dropout")
+        if keep.requires_grad:
+            raise ValueError("Tensor.dropout(keep): the keep mask is a constant and must not require a gradient")
         if keep.shape != self.shape:
             raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
         return _apply(ops.dropout, (self, keep), name=name)
@@ -259,6 +273,9 @@ class Tensor(Node):
 
     def reshape(self, *shape, name=None):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        for n in shape:
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+                raise TypeError(f"Tensor.reshape{tuple(shape)}: sizes must be integers, got {n!r}")
         shape = tuple(int(n) for n in shape)
         known = int(np.prod([n for n in shape if n != -1]))
         free = shape.count(-1)
@@ -274,7 +291,8 @@ class Tensor(Node):
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         if not axes:
             axes = tuple(range(self.ndim - 1, -1, -1))
-        if sorted(a % self.ndim if isinstance(a, int) else a for a in axes) != list(range(self.ndim)):
+        valid = all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes)
+        if not valid or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
             raise ValueError(f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}")
         return _apply(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
 

@@ -83,7 +83,10 @@ def _as_float64_array(value, position):
         value = value.data
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"gradcheck input {position}: expected numbers, got a bool")
-    array = np.array(value, dtype=np.float64)  # a copy: we perturb it in place
+    raw = np.asarray(value)
+    if raw.dtype.kind not in "biuf":
+        raise TypeError(f"gradcheck input {position}: expected real numbers, got dtype {raw.dtype} ({value!r:.60})")
+    array = np.array(raw, dtype=np.float64)  # a copy: we perturb it in place
     if not np.all(np.isfinite(array)):
         raise ValueError(f"gradcheck input {position}: contains NaN or infinity")
     return array
