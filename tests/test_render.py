@@ -93,6 +93,9 @@ def test_backward_frames_page(tmp_path):
     assert 'type="range" min="0" max="3"' in page
     assert page.count('<img src="frame_') == 4
     assert "ArrowRight" in page  # keyboard stepping
+    # The same frames write the same page.
+    backward_frames(tape, out_dir=tmp_path / "again")
+    assert (tmp_path / "again" / "index.html").read_text() == page
     # The inline version (what Jupyter shows) embeds the SVGs themselves.
     inline = frames._repr_html_()
     assert inline.count("<svg") == 4 and "<?xml" not in inline

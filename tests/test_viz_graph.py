@@ -468,3 +468,10 @@ def test_scalar_trace_of_a_tiny_attention_is_summarised_by_module():
     titles = {label(a).split(" ")[0] for i, a in nodes(source).items() if i.startswith("s")}
     assert titles == {"q_proj", "k_proj", "v_proj", "attention", "out_proj"}
     assert reaches_all(source, [i for i, a in nodes(source).items() if label(a).startswith("out_proj")][0])
+
+
+def test_values_false_draws_structure_only():
+    tape, *_ = scalar_expression()
+    boxes = nodes(graph(tape, values=False, backward=True).source)
+    assert label(boxes["n0"]) == "c mul"
+    assert label(boxes["x0"]) == "a input"

@@ -198,9 +198,11 @@ def test_bad_input_is_refused_clearly():
 
 
 def test_the_figure_is_not_registered_with_pyplot():
+    import matplotlib.figure
     import matplotlib.pyplot as plt
 
     before = plt.get_fignums()
     fig = attention_heatmaps(np.full((1, 1, 2, 2), 0.5))
     assert plt.get_fignums() == before
-    assert type(fig).__name__ == "Figure"
+    assert isinstance(fig, matplotlib.figure.Figure)
+    assert fig._repr_png_()[:4] == b"\x89PNG"  # Jupyter can show it without pyplot

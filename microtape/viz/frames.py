@@ -173,10 +173,13 @@ class BackwardFrames:
         With ``sources`` (file names) the page shows those files; otherwise the
         SVGs are put inline and the page stands alone.
         """
-        return _PAGE.format(body=self._fragment(sources), title="microtape: backward pass, step by step")
+        body = self._fragment(sources, uid="microtape-frames")
+        return _PAGE.format(body=body, title="microtape: backward pass, step by step")
 
-    def _fragment(self, sources=None):
-        uid = "mt" + uuid.uuid4().hex[:8]
+    def _fragment(self, sources=None, uid=None):
+        # A page holds one player (a fixed id keeps saved files stable); a
+        # notebook may hold many, so each inline player gets its own id.
+        uid = uid or "mt" + uuid.uuid4().hex[:8]
         if sources is None:
             pictures = [_strip_xml_header(s) for s in self.svgs()]
         else:

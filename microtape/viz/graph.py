@@ -636,10 +636,10 @@ class _Builder:
         dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="10")
         dot.attr("node", margin="0.08,0.03", height="0.3")
         dot.attr("edge", color=EDGE, arrowsize="0.6", fontname="Helvetica", fontsize="8")
-        caption = _caption(self, title, note, legend)
+        items = self.boxes()
+        caption = _caption(self, items, title, note, legend)
         if caption:
             dot.attr(label=caption)
-        items = self.boxes()
         # Clusters: one subgraph per module path, nested by dotted prefix.
         paths = []
         for item in items:
@@ -723,19 +723,27 @@ def _label(item):
     return "<" + "<br/>".join(rows) + ">"
 
 
-def _caption(builder, title, note, legend):
-    """The graph's label: title, legend of the box styles, and any note."""
+def _caption(builder, items, title, note, legend):
+    """The graph's label: title, legend of the box styles in use, and any note."""
     rows = []
     if title:
         rows.append(f'<tr><td align="left"><b>{html.escape(title, quote=False)}</b></td></tr>')
     if legend:
+        kinds = {item.kind for item in items}
+        states = {item.state for item in items}
         if builder.whole:
-            keys = [("done", "has its gradient"), ("pending", "not on the path to the output")]
+            keys = [("done", "has its gradient")]
+            if "pending" in states:
+                keys.append(("pending", "not on the path to the output"))
         elif builder.backward:
             keys = [("done", "gradient done"), ("current", "current step"), ("pending", "not yet")]
         else:
-            keys = [("op", "operation"), ("input", "input"), ("parameter", "parameter")]
-        keys.append(("constant", "constant (no gradient)"))
+            keys = [("op", "operation")]
+            if "summary" in kinds:
+                keys.append(("summary", "summary of a module"))
+            keys += [(k, k) for k in ("input", "parameter") if k in kinds]
+        if "constant" in kinds:
+            keys.append(("constant", "constant (no gradient)"))
         cells = "".join(
             f'<td bgcolor="{STYLE[k][0]}" border="1" color="{STYLE[k][1]}"><font point-size="9">'
             f"{html.escape(text, quote=False)}</font></td>"

@@ -112,7 +112,6 @@ def attention_heatmaps(
         raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer, got {ncols!r}")
 
     from matplotlib.collections import PatchCollection
-    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     cols = min(len(head_list), int(ncols))
@@ -120,7 +119,7 @@ def attention_heatmaps(
     panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
     label_room = 0.3 + 0.06 * max(len(s) for s in query_labels + key_labels)
     block_height = rows * (panel + label_room) + 0.8
-    fig = Figure(
+    fig = _figure_class()(
         figsize=(cols * (panel + label_room) + 1.3, len(whiches) * block_height + 0.4),
         layout="constrained",
     )
@@ -164,6 +163,28 @@ def attention_heatmaps(
         title += ")"
     fig.suptitle(title, fontsize=11)
     return fig
+
+
+_FIGURE_CLASS = []
+
+
+def _figure_class():
+    """A matplotlib Figure that Jupyter shows even when pyplot was never imported."""
+    if not _FIGURE_CLASS:
+        import io
+
+        from matplotlib.figure import Figure
+
+        class HeatmapFigure(Figure):
+            """A plain ``Figure`` (no pyplot state) that knows how to show itself in Jupyter."""
+
+            def _repr_png_(self):
+                buffer = io.BytesIO()
+                self.savefig(buffer, format="png", dpi=100)
+                return buffer.getvalue()
+
+        _FIGURE_CLASS.append(HeatmapFigure)
+    return _FIGURE_CLASS[0]
 
 
 # ---------------------------------------------------------------- inputs
