@@ -36,7 +36,8 @@ turned round (``dir=back``: the gradient flows from the output to the leaves)
 and labels every edge with its part of the op's VJP formula. Each node shows
 its gradient (a scalar's value, a tensor's norm and largest entry).
 ``step=k`` freezes the pass after step ``k`` (``0`` handles the output):
-finished nodes in orange, the current one highlighted, the rest grey.
+finished nodes in orange, the current one highlighted (its VJP has just sent
+gradients along its orange edges), the rest grey.
 
 The gradients come from one *private* replay of the backward pass (see
 :mod:`microtape.viz._trace`): no ``.grad`` field is touched. The pass starts
@@ -46,10 +47,18 @@ from ``grad`` if given, else from the output's ``.grad`` (so after
 Readable at any size
 --------------------
 ``detail="auto"`` (the default) merges chains of ``reshape``/``transpose`` into
-one light box each (they only move numbers around), and when a graph would
-still have more than ``max_nodes`` (150) boxes it draws one summary box per
-module instead, with a warning (and a note on the picture) saying how to get
-everything: ``detail="full"``. ``detail="summary"`` asks for the summary view.
+one light box each (they only move numbers around; a chain that starts at a
+leaf used nowhere else, like a Linear's ``W.T``, folds into the leaf's box),
+and when a graph would still have more than ``max_nodes`` (150) boxes it draws
+one summary box per module instead (a graph without modules is cut into about
+eight consecutive stretches of the tape), with a warning and a note on the
+picture saying how to get everything: ``detail="full"``. ``detail="summary"``
+asks for the summary view. Summaries keep every connection, so the smaller
+graph stays connected. Graphs of up to 12 boxes are laid out left to right,
+larger ones top to bottom (``rankdir=`` chooses).
+
+``step=k`` counts steps of the engine's backward pass (one per equation the
+output depends on); :func:`microtape.viz.backward_frames` draws them all.
 In large graphs (over 60 equations) a leaf used many times — a weight read
 by every token of a scalar-level trace — is drawn once *per use*, as a small
 copy next to its user: one hub with hundreds of edges is what makes ``dot``
@@ -724,10 +733,19 @@ def _label(item):
 
 
 def _caption(builder, items, title, note, legend):
-    """The graph's label: title, legend of the box styles in use, and any note."""
-    rows = []
+    """The graph's label, one row: title and note, then the legend of the styles in use.
+
+    (One row, because graphviz stretches the cells of a table row to the
+    width of the widest row.)
+    """
+    cells = []
+    text = []
     if title:
-        rows.append(f'<tr><td align="left"><b>{html.escape(title, quote=False)}</b></td></tr>')
+        text.append(f"<b>{html.escape(title, quote=False)}</b>")
+    if note:
+        text.append(f'<font point-size="9">{html.escape(note, quote=False)}</font>')
+    if text:
+        cells.append('<td align="left" balign="left">' + "<br/>".join(text) + "</td>")
     if legend:
         kinds = {item.kind for item in items}
         states = {item.state for item in items}
@@ -738,28 +756,20 @@ def _caption(builder, items, title, note, legend):
         elif builder.backward:
             keys = [("done", "gradient done"), ("current", "current step"), ("pending", "not yet")]
         else:
-            keys = [("op", "operation")]
+            keys = [("op", "operation")] if kinds & {"op", "output", "shape"} else []
             if "summary" in kinds:
                 keys.append(("summary", "summary of a module"))
             keys += [(k, k) for k in ("input", "parameter") if k in kinds]
         if "constant" in kinds:
             keys.append(("constant", "constant (no gradient)"))
-        cells = "".join(
+        cells += [
             f'<td bgcolor="{STYLE[k][0]}" border="1" color="{STYLE[k][1]}"><font point-size="9">'
             f"{html.escape(text, quote=False)}</font></td>"
             for k, text in keys
-        )
+        ]
         if builder.backward and not builder.whole and len(builder.trace):
             last = len(builder.trace) - 1
-            cells += f'<td><font point-size="9">step {builder.step} of 0..{last}</font></td>'
-        rows.append(
-            '<tr><td align="left"><table border="0" cellspacing="4" cellpadding="2">'
-            f"<tr>{cells}</tr></table></td></tr>"
-        )
-    if note:
-        rows.append(
-            f'<tr><td align="left"><font point-size="9">{html.escape(note, quote=False)}</font></td></tr>'
-        )
-    if not rows:
+            cells.append(f'<td><font point-size="9">step {builder.step} of 0..{last}</font></td>')
+    if not cells:
         return None
-    return '<<table border="0" cellspacing="0" cellpadding="0">' + "".join(rows) + "</table>>"
+    return '<<table border="0" cellspacing="4" cellpadding="2"><tr>' + "".join(cells) + "</tr></table>>"
