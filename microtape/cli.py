@@ -53,7 +53,9 @@ def _graph(args):
 
     attention = dict(DEMO, seq=args.seq)
     try:
-        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, **attention)
+        path = render_graph(
+            args.file, backward=args.backward, step=args.step, detail=args.detail, **attention
+        )
     except GraphvizNotFound as error:
         print(str(error), file=sys.stderr)
         return 1
@@ -77,9 +79,13 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("::", 1)[1].split("Each sub-command", 1)[0],
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}"
+    )
 
-    demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
+    demo = commands.add_parser(
+        "demo", help="render the default attention example and print its step-check table"
+    )
     demo.add_argument("--out", default="demo-output", help="folder for the pictures (default: demo-output)")
     demo.set_defaults(run=_demo)
 
@@ -90,14 +96,20 @@ def build_parser():
     check.set_defaults(run=check_command.run)
 
     graph = commands.add_parser("graph", help="draw the default attention's computational graph")
-    graph.add_argument("file", nargs="?", default="graph.svg", help="output file; .svg, .png or .pdf (default: graph.svg)")
+    graph.add_argument(
+        "file", nargs="?", default="graph.svg", help="output file; .svg, .png or .pdf (default: graph.svg)"
+    )
     graph.add_argument("--backward", action="store_true", help="annotate with gradients and VJP formulas")
     graph.add_argument("--step", type=int, default=None, help="freeze the backward pass after this step")
-    graph.add_argument("--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise")
+    graph.add_argument(
+        "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
+    )
     graph.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
     graph.set_defaults(run=_graph)
 
-    heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
+    heatmap = commands.add_parser(
+        "heatmap", help="draw the default attention's weights or gradients per head"
+    )
     heatmap.add_argument("file", nargs="?", default="heatmap.png", help="output image (default: heatmap.png)")
     heatmap.add_argument(
         "--which",
@@ -111,7 +123,9 @@ def build_parser():
 
     from .exercises import command as exercises_command
 
-    exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
+    exercises = commands.add_parser(
+        "exercises", help="classroom derivative exercises: list, stub, check FILE"
+    )
     exercises_command.add_arguments(exercises)
     exercises.set_defaults(run=exercises_command.run)
     return parser

@@ -1,0 +1,105 @@
+"""The `microtape` command line, run as a user would: `python -m microtape ...` in a subprocess."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def microtape(*args, cwd=None):
+    """Run `python -m microtape ARGS`; return the finished process (stdout/stderr as text)."""
+    return subprocess.run(
+        [sys.executable, "-m", "microtape", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin:/usr/local/bin", "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+
+
+def test_demo_writes_every_file_it_promises(tmp_path):
+    """`microtape demo --out DIR` writes the graphs, frames and heatmaps, and prints the check table."""
+    out = tmp_path / "pictures"
+    done = microtape("demo", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    for name in ("graph_forward.svg", "graph_backward.svg", "attention_heatmaps.png", "grad_heatmaps.png"):
+        path = out / name
+        assert path.is_file() and path.stat().st_size > 1000, name
+        assert str(path) in done.stdout  # it says where each file went
+    frames = sorted((out / "backward_frames").glob("frame_*.svg"))
+    assert len(frames) > 5
+    assert (out / "backward_frames" / "index.html").is_file()
+    assert (out / "graph_forward.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert (out / "attention_heatmaps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The step-check table and the tape listing.
+    for text in ("dS", "dQ", "scaled_scores", "all 15 rows agree", "softmax("):
+        assert text in done.stdout
+
+
+def test_check_exits_0_when_every_step_agrees():
+    done = microtape("check")
+    assert done.returncode == 0, done.stderr
+    assert "dS" in done.stdout and "dK" in done.stdout
+
+
+@pytest.mark.parametrize(("mistake", "row"), [("forgot_scale", "dQ"), ("forgot_rowsum", "dS")])
+def test_check_exits_1_and_names_the_first_failing_step(mistake, row):
+    """The teaching hook `--mistake` injects a wrong formula: exit 1, first failing step on stderr."""
+    done = microtape("check", "--mistake", mistake)
+    assert done.returncode == 1
+    assert row in done.stderr
+
+
+def test_check_options_cross_causal_fd():
+    assert microtape("check", "--kv-seq", "7", "--fd").returncode == 0
+    assert microtape("check", "--causal", "--dropout", "0.2", "--dtype", "float32").returncode == 0
+
+
+def test_graph_and_heatmap_write_one_picture_each(tmp_path):
+    done = microtape("graph", str(tmp_path / "g.svg"), "--backward")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "g.svg").read_text().count('<g id="node') > 10
+    done = microtape("heatmap", str(tmp_path / "h.png"), "--which", "grad_scores")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "h.png").stat().st_size > 1000
+
+
+def test_demo_without_dot_still_writes_heatmaps_and_dot_sources(tmp_path):
+    """No Graphviz on PATH: heatmaps and .dot sources are written, and the message says how to install it."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python").symlink_to(sys.executable)
+    out = tmp_path / "pictures"
+    done = subprocess.run(
+        [sys.executable, "-m", "microtape", "demo", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={"MPLBACKEND": "Agg", "PATH": str(bare), "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "attention_heatmaps.png").is_file()
+    assert (out / "graph_forward.svg.dot").is_file() or list(out.glob("*.dot"))
+    assert "apt-get install graphviz" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_exercises_list_and_help():
+    done = microtape("exercises", "list")
+    assert done.returncode == 0
+    assert "softmax_backward" in done.stdout
+    done = microtape("--help")
+    assert done.returncode == 0 and "demo" in done.stdout and "check" in done.stdout
+
+
+def test_console_script_is_the_same_program():
+    """`microtape` (the installed console script) exists when the package is installed."""
+    script = Path(sys.executable).parent / "microtape"
+    if not script.exists():
+        pytest.skip("microtape is not pip-installed in this interpreter (make test installs it)")
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "exercises" in done.stdout
