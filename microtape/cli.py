@@ -3,8 +3,8 @@
 ::
 
     microtape demo [--out DIR]        the default attention: graphs, frames, heatmaps, step-check table
-    microtape check [options]         check each hand-derived derivative against the tape (exit 1 if one disagrees)
-    microtape graph [options] FILE    one graph of the default attention (forward or backward, or a frozen step)
+    microtape check [options]         check each hand-derived derivative against the tape
+    microtape graph [options] FILE    one graph of the default attention (forward, backward, or a frozen step)
     microtape heatmap [options] FILE  one heatmap figure of the default attention
     microtape exercises ...           list, hand out and check the classroom derivative exercises
 
@@ -23,7 +23,7 @@ def _demo(args):
     import numpy as np
 
     from .check import attention_report
-    from .viz.demo import DEMO, demo_attention, write_pictures, _tokens
+    from .viz.demo import DEMO, _tokens, demo_attention, write_pictures
     from .viz.render import GraphvizNotFound
 
     attn, x, grad_output = demo_attention(**DEMO)
