@@ -8,7 +8,9 @@ the hints come from comparisons that tell the mistakes apart.
 """
 
 import argparse
+import json
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,3 +309,27 @@ def test_command_stub_round_trip(tmp_path, capsys):
     assert _run("check", str(starter)) == 1
     out = capsys.readouterr().out
     assert out.count("not written yet") == len(NAMES)
+
+
+# ---------------------------------------------------------------- the notebooks' storage
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_notebook_07_has_a_stub_and_a_check_for_every_exercise():
+    (notebook,) = [path for path in NOTEBOOKS if path.name == "07_exercises.ipynb"]
+    sources = ["".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]]
+    for name in NAMES:
+        assert any(s.startswith(f"def {name}(") and "raise NotImplementedError" in s for s in sources), name
+        assert f'ex.check("{name}", {name})' in sources, name
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.name)
+def test_notebooks_are_stored_without_outputs(notebook):
+    """The notebooks are committed clean (see notebooks/README.md); `make test` executes them."""
+    cells = json.loads(notebook.read_text())["cells"]
+    dirty = [i for i, cell in enumerate(cells) if cell.get("outputs") or cell.get("execution_count")]
+    assert not dirty, (
+        f"{notebook.name}: cells {dirty} have stored outputs; clear them with "
+        "`jupyter nbconvert --clear-output --inplace notebooks/*.ipynb`"
+    )

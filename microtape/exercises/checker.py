@@ -158,9 +158,10 @@ def check(name, student_fn, *, trials=5, seed=0):
         try:
             returned = student_fn(*_copies(args))
         except NotImplementedError as error:
+            said = f" ({error})" if str(error) else ""
             message = (
-                f"✗ {name}: not written yet — your function raised NotImplementedError "
-                f"({error}). Fill in its body and check again."
+                f"✗ {name}: not written yet — your function raised NotImplementedError{said}. "
+                "Fill in its body and check again."
             )
             return CheckResult(name, False, message, trial + 1, trial, exception=error)
         except Exception as error:  # the student's bug, reported with its place
