@@ -46,7 +46,9 @@ class Scalar(Node):
     def _constant(cls, value):
         """A number used inside an expression (``2 * a``): it needs no gradient."""
         constant = cls.__new__(cls)
-        constant._init_leaf(_number(value, "Scalar arithmetic"), False, None)
+        if value.__class__ is not float:
+            value = _number(value, "Scalar arithmetic")
+        constant._init_leaf(value, False, None)
         return constant
 
     def __repr__(self):
@@ -132,11 +134,12 @@ class Scalar(Node):
 
 def _lift(value):
     """Use a Scalar as it is; wrap a plain number as a constant."""
-    if value.__class__ is Scalar:
+    if value.__class__ is Scalar or isinstance(value, Scalar):
         return value
-    if isinstance(value, Scalar):
-        return value
-    return Scalar._constant(value)
+    return _constant(value)
+
+
+_constant = Scalar._constant
 
 
 def _value(value):

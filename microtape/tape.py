@@ -99,7 +99,7 @@ class Node:
         Works with or without an active :class:`Tape`: the graph is found by
         following ``inputs``. Leaves accumulate (``+=``) across calls.
         """
-        _exhaust(_backprop(_topological_order(self), self, grad))
+        _exhaust(_backprop(_topological_order(self), self, grad, steps=False))
 
     def zero_grad(self):
         self.grad = None
@@ -112,29 +112,31 @@ def _apply(op, inputs, params=None, name=None):
     active tape, and via ``.inputs`` for the graph) only when some input
     requires a gradient: constants combined with constants stay constants.
     """
-    cls = inputs[0].__class__
+    first = inputs[0]
+    # The one- and two-input calls are spelled out: for a Scalar, building an
+    # argument list would cost more than the arithmetic itself.
     if params:
         data = op.forward(*[node.data for node in inputs], **params)
+    elif len(inputs) == 2:
+        data = op.forward(first.data, inputs[1].data)
+    elif len(inputs) == 1:
+        data = op.forward(first.data)
     else:
         data = op.forward(*[node.data for node in inputs])
+    cls = first.__class__
     out = cls.__new__(cls)
     out.data = cls._output_data(data)
     out.grad = None
     out.name = name
     out.module = _module_path.get()
-    out.requires_grad = False
-    out.op = None
-    out.inputs = ()
-    out.params = None
     for node in inputs:
         if node.requires_grad:
-            out.requires_grad = True
-            out.op = op
-            out.inputs = inputs
-            out.params = params
+            out.requires_grad, out.op, out.inputs, out.params = True, op, inputs, params
             for tape in _active_tapes.get():
                 tape._nodes.append(out)
             break
+    else:
+        out.requires_grad, out.op, out.inputs, out.params = False, None, (), None
     return out
 
 
@@ -142,24 +144,28 @@ def _apply(op, inputs, params=None, name=None):
 
 
 def _topological_order(root):
-    """``root`` and the nodes it depends on, inputs before outputs (iterative DFS).
+    """The computed nodes ``root`` depends on, inputs before outputs (iterative DFS).
 
     A node is appended once all its inputs are: a post-order, which is a
     forward topological order — the same order a tape would have recorded.
+    Leaves are left out (nothing to do for them but receive a gradient), and
+    so is everything that needs no gradient.
     """
     order = []
     visited = {root}
-    # Each stack entry is (node, index of the next input to visit).
-    stack = [(root, 0)]
+    stack = [root]
     while stack:
-        node, i = stack[-1]
-        if i < len(node.inputs):
-            stack[-1] = (node, i + 1)
-            child = node.inputs[i]
-            if child.requires_grad and child not in visited:
+        node = stack[-1]
+        # Descend into the first input not seen yet. Coming back up, the scan
+        # starts over; ops have one or two inputs, so that costs less than
+        # remembering where it stopped.
+        for child in node.inputs:
+            if child.op is not None and child.requires_grad and child not in visited:
                 visited.add(child)
-                stack.append((child, 0))
+                stack.append(child)
+                break
         else:
+            # Every input is done (the graph has no cycles, so "seen" is "done").
             stack.pop()
             order.append(node)
     return order
@@ -193,7 +199,7 @@ def _seed_gradient(root, grad):
     return np.array(grad, dtype=data.dtype)
 
 
-def _backprop(nodes_in_order, root, grad):
+def _backprop(nodes_in_order, root, grad, steps=True):
     """The one backward loop: yield ``(node, g, input_grads)`` per step.
 
     ``nodes_in_order`` lists nodes in forward (topological) order; we walk it
@@ -204,38 +210,38 @@ def _backprop(nodes_in_order, root, grad):
     them untouched.
     """
     grads = {root: _seed_gradient(root, grad)}
-    finished = []
     for node in reversed(nodes_in_order):
-        g = grads.pop(node, None)
-        if g is None:
-            continue  # not on the path to root
-        finished.append((node, g))
-        op = node.op
-        if op is None:
-            continue
-        inputs = node.inputs
-        if node.params:
-            input_grads = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+        g = grads.get(node)
+        if g is None or node.op is None:
+            continue  # not on the path to root, or a leaf
+        op, inputs, params = node.op, node.inputs, node.params
+        # Spelled out for one and two inputs, as in _apply.
+        if params:
+            input_grads = op.vjp(g, node.data, *[x.data for x in inputs], **params)
+        elif len(inputs) == 2:
+            input_grads = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
+        elif len(inputs) == 1:
+            input_grads = op.vjp(g, node.data, inputs[0].data)
         else:
             input_grads = op.vjp(g, node.data, *[x.data for x in inputs])
-        for x, gx in zip(inputs, input_grads):
-            if not x.requires_grad:
-                continue
-            if gx is None:
-                raise TypeError(
-                    f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
-                    "its input in that position must be a constant"
-                )
-            previous = grads.get(x)
-            grads[x] = gx if previous is None else previous + gx
-        yield node, g, input_grads
-    # What is left belongs to leaves (or to nodes recorded before the tape began).
-    finished.extend(grads.items())
+        for i, x in enumerate(inputs):
+            if x.requires_grad:
+                gx = input_grads[i]
+                if gx is None:
+                    raise TypeError(
+                        f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
+                        "its input in that position must be a constant"
+                    )
+                previous = grads.get(x)
+                grads[x] = gx if previous is None else previous + gx
+        if steps:
+            yield node, g, input_grads
+    # `grads` now holds the gradient of every node on the path, leaves included.
     # VJPs may pass the same array (or views of it) to several inputs — add's
     # g goes to both operands. Each .grad gets memory of its own, so changing
     # one gradient in place never changes another.
     owners = set()
-    for node, g in finished:
+    for node, g in grads.items():
         if node.grad is not None:
             node.grad = node.grad + g
             continue
