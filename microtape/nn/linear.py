@@ -25,7 +25,7 @@ __all__ = ["Linear", "linear"]
 
 def linear(x, weight, bias=None, name=None):
     """``x @ weight.T + bias`` with Tensor methods (also runs on ScalarArrays)."""
-    product = x.matmul(weight.T, name=None if bias is not None else name)
+    product = x.matmul(weight.T, name="xW^T" if bias is not None else name)
     if bias is None:
         return product
     output = product + bias
