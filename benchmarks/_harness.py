@@ -48,9 +48,7 @@ def run_worker(module, spec, python=None, timeout=900):
     """Run ``python -m benchmarks.<module> <spec>`` in a fresh process; return its JSON."""
     command = [python or sys.executable, "-m", f"benchmarks.{module}", json.dumps(spec)]
     try:
-        done = subprocess.run(
-            command, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout
-        )
+        done = subprocess.run(command, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise WorkerFailed(f"timed out after {timeout} s") from None
     lines = done.stdout.strip().splitlines()
@@ -71,20 +69,25 @@ def emit(result):
 def time_calls(fn, repeats, budget, min_repeats=3, warmup=1):
     """Call ``fn()`` up to ``repeats`` times (fewer if ``budget`` seconds run out).
 
-    Returns the list of wall-clock times (``time.perf_counter``). At least
+    Returns ``{"cpu": [...], "wall": [...]}``: the CPU time of this process
+    (``time.process_time``) and the wall-clock time (``time.perf_counter``)
+    of each call. Every worker computes on one thread, so on an idle machine
+    the two agree; on a shared one the CPU time is the steadier measure (it
+    does not count the time other processes held the core). At least
     ``min_repeats`` calls are timed, whatever the budget.
     """
     for _ in range(warmup):
         fn()
-    times = []
+    cpu, wall = [], []
     started = time.perf_counter()
-    while len(times) < repeats:
-        t0 = time.perf_counter()
+    while len(cpu) < repeats:
+        w0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= min_repeats and time.perf_counter() - started > budget:
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+        if len(cpu) >= min_repeats and time.perf_counter() - started > budget:
             break
-    return times
+    return {"cpu": cpu, "wall": wall}
 
 
 def quantile(values, q):

@@ -57,9 +57,7 @@ def _make_microtape(x, grad_y, params, heads, method):
 
     embed = x.shape[-1]
     attn = mt.nn.MultiHeadAttention(embed, heads, seed=0, dtype=x.dtype)
-    for letter, projection in zip(
-        "qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True
-    ):
+    for letter, projection in zip("qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True):
         projection.weight.data[...] = params["W" + letter]
         projection.bias.data[...] = params["b" + letter]
 
@@ -113,6 +111,8 @@ def worker(spec):
     tolerance = 1e-4 if dtype == np.float32 else 1e-10
     if not error < tolerance:
         raise AssertionError(f"{impl}: dx differs from the numpy reference by {error:.3g} (relative)")
+    if got.dtype != dtype or expected.dtype != dtype:
+        raise AssertionError(f"{impl}: dx is {got.dtype} (reference: {expected.dtype}), expected {dtype}")
 
     # 2. Memory of one step at the real size.
     x, grad_y, params = _case(B, T, E, dtype)
@@ -129,9 +129,7 @@ def worker(spec):
     del result
 
     # 3. Time.
-    times = time_calls(
-        step, spec.get("repeats", 20), spec.get("budget", 10.0), min_repeats=spec.get("min_repeats", 3)
-    )
+    times = time_calls(step, spec.get("repeats", 20), spec.get("budget", 10.0), min_repeats=spec.get("min_repeats", 3))
     return {
         "impl": impl,
         "dtype": dtype.name,
@@ -139,7 +137,8 @@ def worker(spec):
         "T": T,
         "E": E,
         "H": H,
-        "time": summary(times),
+        "time": summary(times["cpu"]),
+        "wall": summary(times["wall"]),
         "first_step": first,
         "tracemalloc_peak": None if impl == "torch" else peak,
         "rss_growth": rss_growth,

@@ -74,12 +74,7 @@ def _count_boxes(source):
     count = 0
     for line in source.splitlines():
         words = line.split()
-        if (
-            "[" in line
-            and "->" not in line
-            and words
-            and words[0] not in ("graph", "node", "edge", "subgraph")
-        ):
+        if "[" in line and "->" not in line and words and words[0] not in ("graph", "node", "edge", "subgraph"):
             count += 1
     return count
 
@@ -90,9 +85,7 @@ def worker(spec):
     if not hasattr(mt.viz, "graph"):
         return {"skipped": "microtape.viz.graph is not available"}
     kind, n = spec["kind"], spec.get("n")
-    tape = {"attention": _attention_tape, "chain": lambda: _chain_tape(n), "mlp": lambda: _mlp_tape(n)}[
-        kind
-    ]()
+    tape = {"attention": _attention_tape, "chain": lambda: _chain_tape(n), "mlp": lambda: _mlp_tape(n)}[kind]()
     timeout = spec.get("timeout", 30)
     results = []
     for backward in (False, True) if kind == "attention" else (False,):
@@ -104,9 +97,7 @@ def worker(spec):
         source = digraph.source
         t0 = time.perf_counter()
         try:
-            subprocess.run(
-                ["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=True
-            )
+            subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout, check=True)
             render = time.perf_counter() - t0
         except subprocess.TimeoutExpired:
             render = None

@@ -27,9 +27,7 @@ def _cpu_model():
 
 def _git_commit():
     try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        )
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "microtape"], cwd=REPO, capture_output=True, text=True
         )
@@ -66,9 +64,7 @@ def info():
         "micrograd": micrograd_version,
         "platform": platform.platform(),
         "commit": _git_commit(),
-        "thread_env": {
-            k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-        },
+        "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
         "load": os.getloadavg(),
     }

@@ -16,6 +16,8 @@ The math, with ``x`` of shape ``[B, T, E]``, ``H`` heads of ``D = E / H``::
     dQ = dS K / √D,  dK = dSᵀ Q / √D,  dx = dQ' Wq + dK' Wk + dV' Wv
 """
 
+import math
+
 import numpy as np
 
 NAMES = ("q", "k", "v", "o")
@@ -34,11 +36,7 @@ def init_params(embed, dtype=np.float64, seed=0):
 
 def _split(t, heads):
     batch, length, embed = t.shape
-    return (
-        t.reshape(batch, length, heads, embed // heads)
-        .transpose(0, 2, 1, 3)
-        .reshape(batch * heads, length, -1)
-    )
+    return t.reshape(batch, length, heads, embed // heads).transpose(0, 2, 1, 3).reshape(batch * heads, length, -1)
 
 
 def _merge(t, batch):
@@ -50,7 +48,7 @@ def _merge(t, batch):
 def forward(x, params, heads):
     """Self-attention of ``x`` ``[B, T, E]``; returns ``(y, saved)``."""
     batch, _, embed = x.shape
-    scale = 1.0 / np.sqrt(embed // heads)
+    scale = 1.0 / math.sqrt(embed // heads)  # a Python float: float32 stays float32
     q = _split(x @ params["Wq"].T + params["bq"], heads)
     k = _split(x @ params["Wk"].T + params["bk"], heads)
     v = _split(x @ params["Wv"].T + params["bv"], heads)
@@ -74,7 +72,7 @@ def backward(grad_y, saved, params, heads):
     """Gradients of ``sum(grad_y * y)``: returns ``(dx, {"Wq": dWq, "bq": dbq, ...})``."""
     x, q, k, v, weights, merged = saved
     batch = x.shape[0]
-    scale = 1.0 / np.sqrt(q.shape[-1])
+    scale = 1.0 / math.sqrt(q.shape[-1])
     grads = {}
     grad_merged, grads["Wo"], grads["bo"] = _linear_backward(grad_y, merged, params["Wo"])
     grad_context = _split(grad_merged, heads)

@@ -23,7 +23,8 @@ One process per (engine, workload, size, GC setting)::
     only micrograd: the shortest chain whose backward raises
     ``RecursionError`` at the default recursion limit.
 
-``gc: false`` disables Python's cyclic garbage collector while timing
+Times are CPU time of the worker process (``time.process_time``; wall-clock
+time is reported beside it). ``gc: false`` disables Python's cyclic garbage collector while timing
 (micrograd's closures make a reference cycle per operation, so much of its
 build time is the collector's; microtape's graph has no cycles).
 """
@@ -73,23 +74,25 @@ def chain(spec):
         # micrograd's build_topo recurses once per node (plus a margin).
         sys.setrecursionlimit(max(DEFAULT_RECURSION_LIMIT, n + 10_000))
     gc.collect()
-    builds, backwards = [], []
+    builds, backwards, walls = [], [], []
     for _ in range(repeats):
         if not spec["gc"]:
             gc.disable()
-        t0 = time.perf_counter()
+        w0, t0 = time.perf_counter(), time.process_time()
         y = build_chain(leaf_class, n)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         y.backward()
-        t2 = time.perf_counter()
+        t2, w2 = time.process_time(), time.perf_counter()
         gc.enable()
         builds.append(t1 - t0)
         backwards.append(t2 - t1)
+        walls.append(w2 - w0)
         del y
         gc.collect()  # untimed: start each repeat from a clean heap
     return {
         "build": summary(builds),
         "backward": summary(backwards),
+        "wall": summary(walls),
         "ops": n // 2 * 2,
         "default_limit_ok": default_limit_ok,
         "recursion_limit": sys.getrecursionlimit(),
@@ -122,18 +125,19 @@ def mlp(spec):
             p.data -= 0.01 * p.grad
 
     block = spec.get("block", 64)
-    blocks = []
+    blocks, walls = [], []
     for i in range(spec.get("blocks", 10) + 1):
         if not spec["gc"]:
             gc.disable()
-        t0 = time.perf_counter()
+        w0, t0 = time.perf_counter(), time.process_time()
         for j in range(block):
             train_step(*samples[j % len(samples)])
-        elapsed = time.perf_counter() - t0
+        elapsed, wall = time.process_time() - t0, time.perf_counter() - w0
         gc.enable()
         if i:  # the first block is a warm-up
             blocks.append(elapsed)
-    return {"block": block, "time": summary(blocks), "parameters": len(params)}
+            walls.append(wall)
+    return {"block": block, "time": summary(blocks), "wall": summary(walls), "parameters": len(params)}
 
 
 def recursion_limit(spec):

@@ -353,15 +353,25 @@ max_ = define(
 def _softmax_forward(x, axis=-1):
     # Subtracting the row max changes nothing mathematically (it cancels in the
     # ratio) but keeps exp() from overflowing: the "numerically stable" softmax.
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    weights = np.exp(shifted)
+    weights = np.asarray(x - np.max(x, axis=axis, keepdims=True))
+    # exp and the division work in place: one score-sized array, not three.
+    np.exp(weights, out=weights)
     weights /= np.sum(weights, axis=axis, keepdims=True)
     return weights
 
 
+def _rowdot(a, b, axis):
+    """``sum(a * b, axis, keepdims=True)`` without building ``a * b`` (einsum fuses it)."""
+    a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
+    return np.expand_dims(np.einsum("...i,...i->...", a, b), axis)
+
+
 def _softmax_vjp(g, ans, x, axis=-1):
     # The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row:
-    return (ans * (g - np.sum(g * ans, axis=axis, keepdims=True)),)
+    # p * (g - rowsum(g * p)), computed in one new array.
+    grad_x = g - _rowdot(g, ans, axis)
+    grad_x *= ans
+    return (grad_x,)
 
 
 softmax = define(
