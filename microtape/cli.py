@@ -53,9 +53,7 @@ def _graph(args):
 
     attention = dict(DEMO, seq=args.seq)
     try:
-        path = render_graph(
-            args.file, backward=args.backward, step=args.step, detail=args.detail, **attention
-        )
+        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, **attention)
     except GraphvizNotFound as error:
         print(str(error), file=sys.stderr)
         return 1
@@ -79,13 +77,9 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("::", 1)[1].split("Each sub-command", 1)[0],
     )
-    commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}"
-    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}")
 
-    demo = commands.add_parser(
-        "demo", help="render the default attention example and print its step-check table"
-    )
+    demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
     demo.add_argument("--out", default="demo-output", help="folder for the pictures (default: demo-output)")
     demo.set_defaults(run=_demo)
 
@@ -107,9 +101,7 @@ def build_parser():
     graph.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
     graph.set_defaults(run=_graph)
 
-    heatmap = commands.add_parser(
-        "heatmap", help="draw the default attention's weights or gradients per head"
-    )
+    heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
     heatmap.add_argument("file", nargs="?", default="heatmap.png", help="output image (default: heatmap.png)")
     heatmap.add_argument(
         "--which",
@@ -123,9 +115,7 @@ def build_parser():
 
     from .exercises import command as exercises_command
 
-    exercises = commands.add_parser(
-        "exercises", help="classroom derivative exercises: list, stub, check FILE"
-    )
+    exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
     exercises_command.add_arguments(exercises)
     exercises.set_defaults(run=exercises_command.run)
     return parser

@@ -314,9 +314,7 @@ class Tape:
 
     def __getitem__(self, index):
         node = self._nodes[index]
-        return Equation(
-            index % len(self._nodes), node.op, node.inputs, node, node.params or {}, node.name, node.module
-        )
+        return Equation(index % len(self._nodes), node.op, node.inputs, node, node.params or {}, node.name, node.module)
 
     def __iter__(self):
         for index in range(len(self._nodes)):

@@ -172,8 +172,7 @@ class Tensor(Node):
         exponent = float(exponent)
         if not exponent.is_integer() and np.any(self.data < 0):
             raise ValueError(
-                f"Tensor ** {exponent}: a non-integer power of a negative number is not real; "
-                "all entries must be >= 0"
+                f"Tensor ** {exponent}: a non-integer power of a negative number is not real; all entries must be >= 0"
             )
         return _apply(ops.pow_, (self,), {"exponent": exponent})
 
@@ -293,7 +292,9 @@ class Tensor(Node):
             axes = tuple(range(self.ndim - 1, -1, -1))
         valid = all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes)
         if not valid or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
-            raise ValueError(f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}")
+            raise ValueError(
+                f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}"
+            )
         return _apply(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
 
     def swapaxes(self, axis1, axis2, name=None):
@@ -325,4 +326,3 @@ def _matmul(a, b, name):
     except ValueError:
         raise ValueError(f"Tensor @: batch axes of {a.shape} and {b.shape} do not broadcast") from None
     return _apply(ops.matmul, (a, b), name=name)
-

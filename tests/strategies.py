@@ -202,9 +202,7 @@ def _build_cases():
         cases[name] = _unary(OPS[name])
     cases["pow"] = _unary(
         OPS["pow"],
-        st.sampled_from(
-            [OPS["pow"].example_params, {"exponent": 2.0}, {"exponent": -1.5}, {"exponent": 3.0}]
-        ),
+        st.sampled_from([OPS["pow"].example_params, {"exponent": 2.0}, {"exponent": -1.5}, {"exponent": 3.0}]),
     )
     cases["scale"] = _unary(
         OPS["scale"],

@@ -24,9 +24,7 @@ from microtape.nn import analytic
 from microtape.nn.masks import causal_mask
 
 PARAMETER_NAMES = [
-    f"{projection}.{kind}"
-    for projection in ("q_proj", "k_proj", "v_proj", "out_proj")
-    for kind in ("weight", "bias")
+    f"{projection}.{kind}" for projection in ("q_proj", "k_proj", "v_proj", "out_proj") for kind in ("weight", "bias")
 ]
 EXACT = dict(rtol=1e-12, atol=1e-12)  # float64: taped vs analytic
 FD = dict(rtol=1e-6, atol=1e-7)  # float64: against central differences
@@ -212,9 +210,7 @@ def test_forward_matches_head_by_head_reference(case):
     output = run(attn, case, query, key, value, mask)
     assert isinstance(output, mt.Tensor)
     assert output.shape == (case.batch, case.q_len, case.embed)
-    ref_out, ref_weights = reference_attention(
-        attn, query, key, value, total_mask(case, mask), attn.dropout_keep
-    )
+    ref_out, ref_weights = reference_attention(attn, query, key, value, total_mask(case, mask), attn.dropout_keep)
     np.testing.assert_allclose(output.data, ref_out, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(attn.attention_weights, ref_weights, rtol=1e-12, atol=1e-14)
 
@@ -341,9 +337,7 @@ def test_dropout_finite_differences_with_saved_mask():
     np.testing.assert_allclose(output.data, numpy_forward(), rtol=1e-12, atol=1e-13)
     upstream = rng.standard_normal(output.shape)
     numeric_x = numeric_gradient(numpy_forward, x, upstream)
-    numeric_params = {
-        name: numeric_gradient(numpy_forward, array, upstream) for name, array in params.items()
-    }
+    numeric_params = {name: numeric_gradient(numpy_forward, array, upstream) for name, array in params.items()}
     for method in ("tape", "analytic"):
         attn.zero_grad()
         np.testing.assert_allclose(attn.backward(upstream, method=method), numeric_x, **FD, err_msg=method)
@@ -458,9 +452,7 @@ def test_views_are_cross_attention(method):
     y_cross = attn(x, x.view(), x.view())
     dq = attn.backward(upstream, method=method)
     np.testing.assert_allclose(y_cross.data, reference_attention(attn, x, x, x)[0], rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(
-        dq + attn.grad_key_input() + attn.grad_value_input(), d_self, rtol=1e-11, atol=1e-12
-    )
+    np.testing.assert_allclose(dq + attn.grad_key_input() + attn.grad_value_input(), d_self, rtol=1e-11, atol=1e-12)
     assert not np.allclose(dq, d_self, atol=1e-6), "dq alone should differ from the whole self gradient"
     frozen = x.copy()  # key and value stay put while the query is perturbed
     numeric_dq = numeric_gradient(lambda: reference_attention(attn, x, frozen, frozen)[0], x, upstream)

@@ -81,9 +81,7 @@ def test_report_passes_in_every_configuration(config):
     assert report.ok, str(report)
     assert report.first_failure is None
     labels = [row.label for row in report.rows]
-    assert labels == expected_labels(
-        cross=config.get("k_len") is not None, dropout=bool(config.get("dropout"))
-    )
+    assert labels == expected_labels(cross=config.get("k_len") is not None, dropout=bool(config.get("dropout")))
     for row in report.rows:
         assert row.passed and row.routes_agree
         assert row.shape == np.shape(row.taped) == np.shape(row.analytic)
@@ -291,9 +289,7 @@ def test_running_twice_gives_the_same_report():
 # ---------------------------------------------------------------- finite differences
 
 
-@pytest.mark.parametrize(
-    "config", [dict(), dict(k_len=3, mask=True, dropout=0.2), dict(dtype=np.float32, causal=True)]
-)
+@pytest.mark.parametrize("config", [dict(), dict(k_len=3, mask=True, dropout=0.2), dict(dtype=np.float32, causal=True)])
 def test_finite_differences_agree_with_the_tape(config):
     attn, args = build(**config)
     report = attention_report(attn, *args, finite_differences=True)
@@ -303,9 +299,7 @@ def test_finite_differences_agree_with_the_tape(config):
         assert row.fd_samples == 3
         assert row.fd_agrees
         for _index, fd, taped, _analytic in row.fd_entries:
-            assert abs(fd - taped) <= (1e-6 if attn.dtype == np.float64 else 1e-3) * (
-                1 + np.abs(row.taped).max()
-            )
+            assert abs(fd - taped) <= (1e-6 if attn.dtype == np.float64 else 1e-3) * (1 + np.abs(row.taped).max())
     assert "FD err" in str(report)
 
 

@@ -71,9 +71,7 @@ def test_each_known_mistake_fails_with_its_hint(name, mistake_name):
     assert mistake_name in result.mistakes, result.message
     assert mistake.hint in result.message
     assert f"hint — {mistake.label}" in result.message
-    assert result.problems and all(
-        problem.index is not None or problem.what == "shape" for problem in result.problems
-    )
+    assert result.problems and all(problem.index is not None or problem.what == "shape" for problem in result.problems)
     with pytest.raises(AssertionError, match="hint"):
         ex.assert_correct(name, mistake.fn)
 
@@ -177,9 +175,7 @@ def test_exception_inside_the_student_function_is_reported_with_the_exercise_nam
     result = ex.check("softmax_backward", softmax_backward)
     assert not result.ok
     assert isinstance(result.exception, IndexError)
-    assert result.message.startswith(
-        "✗ softmax_backward raised IndexError (trial 1 of 5: p [4, 4], grad_p [4, 4])"
-    )
+    assert result.message.startswith("✗ softmax_backward raised IndexError (trial 1 of 5: p [4, 4], grad_p [4, 4])")
     assert "rowsum[:, :, None]" in result.message  # the line of the student's code
 
 

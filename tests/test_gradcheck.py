@@ -97,9 +97,7 @@ def test_fails_when_a_registered_op_is_broken(monkeypatch):
 
 def test_registered_tanh_passes_again_after_monkeypatch():
     """The real tanh passes (after the test above, this shows monkeypatch restored it)."""
-    assert OPS["tanh"].vjp(np.ones(1), np.tanh(np.ones(1)), np.ones(1))[0] == pytest.approx(
-        1 - np.tanh(1) ** 2
-    )
+    assert OPS["tanh"].vjp(np.ones(1), np.tanh(np.ones(1)), np.ones(1))[0] == pytest.approx(1 - np.tanh(1) ** 2)
     assert gradcheck(lambda t: t.tanh(), np.array([0.5, -1.0, 2.0])).ok
 
 

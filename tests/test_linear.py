@@ -41,9 +41,7 @@ def test_forward_shape_and_values(leading, rng):
     y = layer(x)
     assert isinstance(y, mt.Tensor)
     assert y.shape == leading + (4,)
-    np.testing.assert_allclose(
-        y.data, reference_forward(x, layer.weight.data, layer.bias.data), rtol=1e-14, atol=1e-14
-    )
+    np.testing.assert_allclose(y.data, reference_forward(x, layer.weight.data, layer.bias.data), rtol=1e-14, atol=1e-14)
 
 
 def test_parameter_shapes_follow_pytorch():
@@ -178,9 +176,7 @@ def test_float32_parameters_and_output(rng):
     x = rng.standard_normal((4, 3))
     y = layer(x)
     assert y.dtype == np.float32
-    np.testing.assert_allclose(
-        y.data, reference_forward(x, layer.weight.data, layer.bias.data), rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(y.data, reference_forward(x, layer.weight.data, layer.bias.data), rtol=1e-5, atol=1e-6)
 
 
 def test_float32_taped_gradients_stay_float32(rng):

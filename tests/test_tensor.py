@@ -80,9 +80,7 @@ FLOAT32_EXPRESSIONS = {
     "softmax": lambda x, y: x.softmax(axis=-1),
     "matmul, T": lambda x, y: x @ y.T,
     "reshape, transpose, swapaxes": lambda x, y: x.reshape(-1).reshape(3, 2).transpose() + x.swapaxes(0, 1).T,
-    "add_constant, dropout": lambda x, y: x.add_constant(np.float32(-1.0)).dropout(
-        np.full((2, 3), 2.0, np.float32)
-    ),
+    "add_constant, dropout": lambda x, y: x.add_constant(np.float32(-1.0)).dropout(np.full((2, 3), 2.0, np.float32)),
 }
 
 

@@ -28,9 +28,7 @@ EDGE = re.compile(r"^\t+(\w+) -> (\w+)(?: \[(.*)\])?$", re.M)
 
 def nodes(source):
     """``{id: attribute text}`` for every node statement."""
-    return {
-        m.group(1): m.group(2) for m in NODE.finditer(source) if m.group(1) not in ("node", "edge", "graph")
-    }
+    return {m.group(1): m.group(2) for m in NODE.finditer(source) if m.group(1) not in ("node", "edge", "graph")}
 
 
 def edges(source):
@@ -182,10 +180,7 @@ def test_leaf_kinds_inputs_parameters_constants():
     with mt.Tape() as tape:
         y = ((x @ w + theta).add_constant(mask, name="masked") * 2.0).sum(name="loss")
     source = graph(tape).source
-    fill = {
-        name: attr(nodes(source)[find_box(source, name)], "fillcolor")
-        for name in ("x", "layer.weight", "theta")
-    }
+    fill = {name: attr(nodes(source)[find_box(source, name)], "fillcolor") for name in ("x", "layer.weight", "theta")}
     assert fill == {"x": STYLE["input"][0], "layer.weight": STYLE["parameter"][0], "theta": STYLE["input"][0]}
     mask_box = nodes(source)[find_box(source, "mask")]
     assert attr(mask_box, "fillcolor") == STYLE["constant"][0]
@@ -222,9 +217,7 @@ def test_attention_boxes_clusters_and_edges():
     x = find_box(source, "x")
     assert not any(x in members for members in groups.values())  # the input belongs to no module
     pairs = {(t, h) for t, h, _ in edges(source)}
-    box = {
-        name: find_box(source, name) for name in ("scores", "scaled_scores", "weights", "context", "V_heads")
-    }
+    box = {name: find_box(source, name) for name in ("scores", "scaled_scores", "weights", "context", "V_heads")}
     assert (box["scores"], box["scaled_scores"]) in pairs
     assert (box["weights"], box["context"]) in pairs
     assert (box["V_heads"], box["context"]) in pairs

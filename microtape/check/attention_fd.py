@@ -57,9 +57,7 @@ class AttentionPoint:
         params, inputs = self.params, self.inputs
 
         def project(role, projection):
-            return analytic.linear_forward(
-                inputs[role], params[f"{projection}.weight"], params[f"{projection}.bias"]
-            )
+            return analytic.linear_forward(inputs[role], params[f"{projection}.weight"], params[f"{projection}.bias"])
 
         def stage(name, computed):
             return replace.get(name, computed)

@@ -40,18 +40,14 @@ def add_arguments(parser):
     )
     parser.add_argument("--cross", action="store_true", help="cross-attention even when Tk == Tq")
     parser.add_argument("--causal", action="store_true", help="causal mask (query i sees keys 0..i)")
-    parser.add_argument(
-        "--dropout", type=float, default=0.0, help="dropout probability on the weights (default: 0)"
-    )
+    parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability on the weights (default: 0)")
     parser.add_argument(
         "--mask-prob",
         type=float,
         default=0.0,
         help="suppress each score entry with this probability (a random additive mask; no row is left empty)",
     )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed for weights, inputs, masks, dy (default: 0)"
-    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for weights, inputs, masks, dy (default: 0)")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="default: float64")
     parser.add_argument(
         "--fd",

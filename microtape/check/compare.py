@@ -97,9 +97,7 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
     if not isinstance(tape, Tape):
         raise TypeError(f"compare(tape, ...): expected a microtape Tape, got {type(tape).__name__}")
     if not isinstance(output, Node):
-        raise TypeError(
-            f"compare(tape, output, ...): output must be a Scalar or Tensor, got {type(output).__name__}"
-        )
+        raise TypeError(f"compare(tape, output, ...): output must be a Scalar or Tensor, got {type(output).__name__}")
     if not isinstance(analytic, Mapping):
         raise TypeError(
             f"compare(tape, output, analytic): analytic must be a dict {{node name: gradient}}, "
@@ -115,9 +113,7 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
     for name, value in analytic.items():
         if name not in named:
             available = ", ".join(named) or "(none: give nodes a name=...)"
-            raise NameNotOnTape(
-                f"compare(): no node named {name!r} on this tape; the named nodes are: {available}"
-            )
+            raise NameNotOnTape(f"compare(): no node named {name!r} on this tape; the named nodes are: {available}")
         array = np.asarray(getattr(value, "data", value))
         if array.dtype.kind not in "fiu":
             raise TypeError(f"compare(): analytic[{name!r}] must hold real numbers, got dtype {array.dtype}")
@@ -149,9 +145,7 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
 
     upstream = "ones (the default)" if grad is None else "given (grad)"
     details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
-    return GradientReport(
-        rows, atol=atol, rtol=rtol, details=details, replay=replayed, analytic=dict(analytic)
-    )
+    return GradientReport(rows, atol=atol, rtol=rtol, details=details, replay=replayed, analytic=dict(analytic))
 
 
 def _label(tape, node):

@@ -70,9 +70,7 @@ class GradcheckResult:
             lines.append(f"  input {i}: max abs error {error:.3e}")
         if self.worst is not None:
             w = self.worst
-            lines.append(
-                f"  worst: input {w.input} at {w.index}: taped {w.taped:.10g}, numeric {w.numeric:.10g}"
-            )
+            lines.append(f"  worst: input {w.input} at {w.index}: taped {w.taped:.10g}, numeric {w.numeric:.10g}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -146,7 +144,9 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, see
     out_shape = np.shape(output.data)
     upstream = np.ones(out_shape) if out_shape == () else rng.standard_normal(out_shape)
     output.backward(float(upstream) if isinstance(output, Scalar) else upstream.astype(output.data.dtype))
-    taped = [np.zeros(np.shape(a)) if w.grad is None else np.asarray(w.grad, np.float64) for a, w in zip(arrays, wrapped)]
+    taped = [
+        np.zeros(np.shape(a)) if w.grad is None else np.asarray(w.grad, np.float64) for a, w in zip(arrays, wrapped)
+    ]
 
     worst, worst_error, checked, per_input, ok = None, -1.0, 0, [], True
     for position, array in enumerate(arrays):

@@ -142,16 +142,13 @@ def _parse_mistakes(mistakes):
         names = list(mistakes)
     except TypeError:
         raise TypeError(
-            "attention_report(mistakes=...): expected a name or a set of names, "
-            f"got {type(mistakes).__name__}"
+            f"attention_report(mistakes=...): expected a name or a set of names, got {type(mistakes).__name__}"
         ) from None
     chosen = []
     for name in names:
         name = ALIASES.get(name, name)
         if name not in MISTAKES:
-            raise ValueError(
-                f"attention_report(mistakes=...): unknown mistake {name!r}; known: {', '.join(MISTAKES)}"
-            )
+            raise ValueError(f"attention_report(mistakes=...): unknown mistake {name!r}; known: {', '.join(MISTAKES)}")
         if name not in chosen:
             chosen.append(name)
     return tuple(chosen)
@@ -217,8 +214,7 @@ def _upstream_gradient(grad_output, output, seed, dtype):
     upstream = np.asarray(getattr(grad_output, "data", grad_output))
     if upstream.shape != output.shape:
         raise ValueError(
-            f"attention_report(grad_output=...): shape {upstream.shape}; "
-            f"expected the output's shape {output.shape}"
+            f"attention_report(grad_output=...): shape {upstream.shape}; expected the output's shape {output.shape}"
         )
     if upstream.dtype.kind not in "fiu" or not np.all(np.isfinite(upstream)):
         raise ValueError("attention_report(grad_output=...): must hold finite real numbers")
@@ -257,9 +253,7 @@ def attention_report(
     are left exactly as they were.
     """
     if not isinstance(attn, MultiHeadAttention):
-        raise TypeError(
-            f"attention_report(attn, ...): expected a MultiHeadAttention, got {type(attn).__name__}"
-        )
+        raise TypeError(f"attention_report(attn, ...): expected a MultiHeadAttention, got {type(attn).__name__}")
     chosen = _parse_mistakes(mistakes)
     tolerance = _parse_tolerance(tolerance, attn.dtype)
     fd_samples = _parse_fd(finite_differences)
@@ -328,9 +322,7 @@ def attention_report(
     fd_text = None
     if fd_samples:
         fd_tolerance = max(1e-6, 10 * tolerance)
-        intermediates = {
-            name: tape.find(name).output.data for _, name, _, _ in analytic.CHAIN if _on_tape(tape, name)
-        }
+        intermediates = {name: tape.find(name).output.data for _, name, _, _ in analytic.CHAIN if _on_tape(tape, name)}
         point = AttentionPoint(cache, attn.last_mask, upstream, intermediates, self_attention)
         rng = np.random.default_rng(seed)
         for row in rows:
@@ -365,9 +357,7 @@ def attention_report(
     if chosen:
         details.append(
             "TEACHING MODE - mistakes injected into the hand-derived route: "
-            + "; ".join(
-                f"{name} ({MISTAKES[name].summary}; first shows at {MISTAKES[name].row})" for name in chosen
-            )
+            + "; ".join(f"{name} ({MISTAKES[name].summary}; first shows at {MISTAKES[name].row})" for name in chosen)
         )
     return AttentionReport(
         rows,
@@ -411,9 +401,7 @@ def _describe(config, total_mask):
     if total_mask is not None:
         parts.append(f"mask suppresses {config['masked_entries']} of {total_mask.size} score entries")
     parts.append(
-        f"dropout p={config['dropout']:g} (mask saved, same in both routes)"
-        if config["dropout"]
-        else "no dropout"
+        f"dropout p={config['dropout']:g} (mask saved, same in both routes)" if config["dropout"] else "no dropout"
     )
     parts.append(config["dtype"])
     return ", ".join(parts)

@@ -239,9 +239,7 @@ class GradientReport:
         """The rows as an aligned text table (no title or details)."""
         columns = self._columns()
         cells = [[getter(row) for _, getter, _ in columns] for row in self.rows]
-        widths = [
-            max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)
-        ]
+        widths = [max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)]
 
         def line(values):
             parts = [f"{v:{align}{w}}" for v, (_, _, align), w in zip(values, columns, widths, strict=True)]
@@ -278,9 +276,7 @@ class GradientReport:
     def _repr_html_(self):
         escape = html.escape
         columns = self._columns()
-        header = "".join(
-            f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns
-        )
+        header = "".join(f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns)
         body = []
         first = self.first_failing_row
         for row in self.rows:

@@ -131,9 +131,7 @@ def walk(source, *args, **kwargs):
         return walk(attention_report(source, *args, **kwargs))
     if isinstance(source, Tape):
         return _walk_tape(source, *args, **kwargs)
-    raise TypeError(
-        f"walk(source): expected a report, a MultiHeadAttention or a Tape, got {type(source).__name__}"
-    )
+    raise TypeError(f"walk(source): expected a report, a MultiHeadAttention or a Tape, got {type(source).__name__}")
 
 
 def _walk_tape(tape, output, analytic=None, grad=None, **tolerances):

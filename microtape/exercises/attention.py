@@ -102,9 +102,7 @@ def _chain(
     if not through_softmax:
         grad_scores = grad_weights
     elif rowsum:
-        grad_scores = weights * (
-            grad_weights - np.sum(grad_weights * weights, axis=rowsum_axis, keepdims=True)
-        )
+        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=rowsum_axis, keepdims=True))
     else:
         grad_scores = weights * grad_weights
     back = scale if (backward_scale and forward_scale) else 1.0
@@ -181,8 +179,7 @@ register(
             Mistake(
                 "grad_v_not_transposed",
                 "transposed",
-                "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC "
-                "(shape [Tk, D], like V).",
+                "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC (shape [Tk, D], like V).",
                 _grad_v_not_transposed,
             ),
             Mistake(

@@ -136,9 +136,7 @@ def check(name, student_fn, *, trials=5, seed=0):
     """
     exercise = get(name)
     if not callable(student_fn):
-        raise TypeError(
-            f"check({name!r}, student_fn): student_fn must be a function, got {type(student_fn).__name__}"
-        )
+        raise TypeError(f"check({name!r}, student_fn): student_fn must be a function, got {type(student_fn).__name__}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"check(trials={trials!r}): expected a positive integer")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -180,8 +178,7 @@ def check(name, student_fn, *, trials=5, seed=0):
         worst = max(worst, error)
 
     message = (
-        f"✓ {name}: correct on {trials} random input{'s' if trials > 1 else ''} "
-        f"(max |yours − tape| = {worst:.1e})."
+        f"✓ {name}: correct on {trials} random input{'s' if trials > 1 else ''} (max |yours − tape| = {worst:.1e})."
     )
     return CheckResult(name, True, message, int(trials), max_abs_error=worst)
 
@@ -265,8 +262,7 @@ def _unpack(exercise, returned):
     if returned is None:
         return (
             None,
-            f"your function returned None — is the `return` missing? "
-            f"Expected {listing if count > 1 else names[0]}.",
+            f"your function returned None — is the `return` missing? Expected {listing if count > 1 else names[0]}.",
         )
     if count == 1:
         if isinstance(returned, tuple) and len(returned) == 1:
@@ -317,8 +313,7 @@ def _compare(exercise, args, outputs, expected):
             problem = Problem(
                 name,
                 "shape",
-                f"{name} has shape {list(got.shape)}, expected {list(want.shape)} "
-                f"— the shape of {output.like}",
+                f"{name} has shape {list(got.shape)}, expected {list(want.shape)} — the shape of {output.like}",
             )
             if got.size == want.size and got.ndim != want.ndim:
                 problem.text += " (same number of entries: an axis was added or dropped, e.g. keepdims)"
@@ -407,9 +402,7 @@ def _generic(exercise, i, got, expected):
     name = exercise.outputs[i].name
     got = got.astype(np.float64)
     if got.shape == want.shape and got.size and not np.any(got) and np.any(np.abs(want) > ATOL):
-        return [
-            Diagnosis("placeholder", "placeholder", f"your {name} is all zeros — is it still a placeholder?")
-        ]
+        return [Diagnosis("placeholder", "placeholder", f"your {name} is all zeros — is it still a placeholder?")]
     if _close(got, -want):
         return [
             Diagnosis(
@@ -418,11 +411,7 @@ def _generic(exercise, i, got, expected):
                 f"your {name} is exactly minus the right answer: a sign is flipped somewhere.",
             )
         ]
-    if (
-        want.ndim >= 2
-        and _close(got, np.swapaxes(want, -1, -2))
-        and not _close(want, np.swapaxes(want, -1, -2))
-    ):
+    if want.ndim >= 2 and _close(got, np.swapaxes(want, -1, -2)) and not _close(want, np.swapaxes(want, -1, -2)):
         return [
             Diagnosis(
                 "transposed",

@@ -64,8 +64,7 @@ def _list():
         print(f"{signature:<{width + 24}} -> {outputs}")
         print(f"    {exercise.title}")
     print(
-        "\nGet stubs with `microtape exercises stub > answers.py`,"
-        " check with `microtape exercises check answers.py`."
+        "\nGet stubs with `microtape exercises stub > answers.py`, check with `microtape exercises check answers.py`."
     )
     return 0
 

@@ -139,6 +139,4 @@ def get(name):
     except KeyError:
         close = difflib.get_close_matches(name, EXERCISES, n=1)
         suggestion = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"no exercise named {name!r}.{suggestion} The exercises are: {', '.join(EXERCISES)}"
-        ) from None
+        raise ValueError(f"no exercise named {name!r}.{suggestion} The exercises are: {', '.join(EXERCISES)}") from None

@@ -46,7 +46,12 @@ CHAIN = [
     ("dP_dropped", "dropped_weights", "dP~ = dC V^T", r"d\tilde P = dC\, V^{\top}"),
     ("dP", "weights", "dP = dC V^T  (times keep/(1-p) with dropout)", r"dP = dC\, V^{\top}"),
     ("dV", "V_heads", "dV = P^T dC", r"dV = P^{\top} dC"),
-    ("dS", "scaled_scores", "dS = P * (dP - rowsum(dP * P))", r"dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))"),
+    (
+        "dS",
+        "scaled_scores",
+        "dS = P * (dP - rowsum(dP * P))",
+        r"dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))",
+    ),
     ("dQ", "Q_heads", "dQ = dS K / sqrt(d)", r"dQ = \frac{dS\, K}{\sqrt d}"),
     ("dK", "K_heads", "dK = dS^T Q / sqrt(d)", r"dK = \frac{dS^{\top} Q}{\sqrt d}"),
 ]

@@ -257,9 +257,7 @@ class MultiHeadAttention:
         if data.dtype.kind not in "fiu":
             raise TypeError(f"MultiHeadAttention.forward: {argument} must hold real numbers, got dtype {data.dtype}")
         if data.ndim != 3:
-            raise ValueError(
-                f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}"
-            )
+            raise ValueError(f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
         if data.shape[-1] != self.embed:
             raise ValueError(
                 f"MultiHeadAttention.forward: {argument} has shape {data.shape}; its last axis must be "
@@ -289,9 +287,13 @@ class MultiHeadAttention:
         if mask.dtype.kind not in "fiu":
             raise TypeError(f"MultiHeadAttention.forward: mask must be an additive float array, got dtype {mask.dtype}")
         if mask.shape != (q_len, k_len):
-            raise ValueError(f"MultiHeadAttention.forward: mask has shape {mask.shape}; expected [Tq, Tk] = {[q_len, k_len]}")
+            raise ValueError(
+                f"MultiHeadAttention.forward: mask has shape {mask.shape}; expected [Tq, Tk] = {[q_len, k_len]}"
+            )
         if np.any(np.isnan(mask)) or np.any(mask == np.inf):
-            raise ValueError("MultiHeadAttention.forward: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
+            raise ValueError(
+                "MultiHeadAttention.forward: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress"
+            )
         return mask.astype(self.dtype)
 
     def _check_rows(self, total_mask):
@@ -345,9 +347,7 @@ class MultiHeadAttention:
             )
         batch, q_len, k_len = q_data.shape[0], q_data.shape[1], k_data.shape[1]
         if self.causal and q_len != k_len:
-            raise ValueError(
-                f"MultiHeadAttention.forward: causal attention needs Tq == Tk, got Tq={q_len}, Tk={k_len}"
-            )
+            raise ValueError(f"MultiHeadAttention.forward: causal attention needs Tq == Tk, got Tq={q_len}, Tk={k_len}")
         user_mask = self._check_mask(mask, q_len, k_len)
         causal = masks.causal_mask(q_len, self.dtype) if self.causal else None
         total = None
@@ -570,8 +570,15 @@ class MultiHeadAttention:
             )
         keep = None
         if self.training and self.dropout > 0:
-            if self._last is None or self._last.keep is None or self._last.keep.shape != (batch * self.num_heads, q_len, k_len):
-                raise ValueError("trace_scalars with dropout active: run forward() on the same sizes first (its mask is reused), or call eval()")
+            if (
+                self._last is None
+                or self._last.keep is None
+                or self._last.keep.shape != (batch * self.num_heads, q_len, k_len)
+            ):
+                raise ValueError(
+                    "trace_scalars with dropout active: run forward() on the same sizes first "
+                    "(its mask is reused), or call eval()"
+                )
             keep = self._last.keep
         arrays = [np.asarray(getattr(x, "data", x), dtype=np.float64) for x in raw]
         if self_attention:
@@ -621,7 +628,9 @@ class MultiHeadAttention:
         )
         with torch.no_grad():
             module.in_proj_weight.copy_(
-                torch.from_numpy(np.concatenate([self.q_proj.weight.data, self.k_proj.weight.data, self.v_proj.weight.data]))
+                torch.from_numpy(
+                    np.concatenate([self.q_proj.weight.data, self.k_proj.weight.data, self.v_proj.weight.data])
+                )
             )
             module.in_proj_bias.copy_(
                 torch.from_numpy(np.concatenate([self.q_proj.bias.data, self.k_proj.bias.data, self.v_proj.bias.data]))

@@ -74,7 +74,9 @@ class Linear:
         self.bias = None
         if bias:
             self.bias = Tensor(
-                rng.uniform(-bound, bound, self.out_features).astype(dtype), requires_grad=True, name=f"{name}.bias"
+                rng.uniform(-bound, bound, self.out_features).astype(dtype),
+                requires_grad=True,
+                name=f"{name}.bias",
             )
         self._last_input = None
 

@@ -67,12 +67,8 @@ def _source_tape(source):
     if isinstance(tape, Tape):
         return tape
     if hasattr(source, "tape"):
-        raise ValueError(
-            f"{type(source).__name__}.tape is {tape!r}: run a forward pass first, then draw its tape"
-        )
-    raise TypeError(
-        f"expected a Tape, a Scalar/Tensor result or a layer with a .tape, got {type(source).__name__}"
-    )
+        raise ValueError(f"{type(source).__name__}.tape is {tape!r}: run a forward pass first, then draw its tape")
+    raise TypeError(f"expected a Tape, a Scalar/Tensor result or a layer with a .tape, got {type(source).__name__}")
 
 
 def collect(source, output=None):
@@ -81,9 +77,7 @@ def collect(source, output=None):
     if isinstance(source, Tape):
         equations = source.nodes
         if not equations:
-            raise ValueError(
-                "the tape is empty: nothing was recorded (did any input have requires_grad=True?)"
-            )
+            raise ValueError("the tape is empty: nothing was recorded (did any input have requires_grad=True?)")
         if output is None:
             output = equations[-1]
         elif not isinstance(output, Node):

@@ -187,9 +187,7 @@ def _draw(program, trace, step, options, warn=True):
     builder = _Builder(program, trace, step, options["group"], options["values"], options["parameters"])
     note = _simplify(builder, options, warn)
     rankdir = options["rankdir"] or ("LR" if builder.count() <= LR_UP_TO else "TB")
-    return builder.emit(
-        graphviz, rankdir=rankdir, legend=options["legend"], title=options["title"], note=note
-    )
+    return builder.emit(graphviz, rankdir=rankdir, legend=options["legend"], title=options["title"], note=note)
 
 
 def _simplify(builder, options, warn=True):
@@ -217,10 +215,7 @@ def _simplify(builder, options, warn=True):
             GraphCollapsedWarning,
             stacklevel=4,  # _simplify, _draw, graph/backward_frames, the caller
         )
-    return (
-        f"{drawn} boxes summarised as {builder.count()} (one per module); "
-        "graph(..., detail='full') draws every node"
-    )
+    return f"{drawn} boxes summarised as {builder.count()} (one per module); graph(..., detail='full') draws every node"
 
 
 class _Item:

@@ -99,15 +99,11 @@ def attention_heatmaps(
     key_labels = _labels(key_tokens, Tk, "key_tokens") if key_tokens is not None else None
     if key_labels is None:
         if tokens is not None and Tk != Tq:
-            raise ValueError(
-                f"attention_heatmaps: {Tq} query tokens but {Tk} keys; pass key_tokens=... for the keys"
-            )
+            raise ValueError(f"attention_heatmaps: {Tq} query tokens but {Tk} keys; pass key_tokens=... for the keys")
         key_labels = _labels(tokens, Tk, "tokens")
     masked = _masked_cells(attn_or_weights, mask, is_layer, shape)[batch]  # [H, Tq, Tk] bool
     if annotate not in ("auto", True, False):
-        raise ValueError(
-            f"attention_heatmaps(annotate=...): expected 'auto', True or False, got {annotate!r}"
-        )
+        raise ValueError(f"attention_heatmaps(annotate=...): expected 'auto', True or False, got {annotate!r}")
     if isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1:
         raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer, got {ncols!r}")
 
@@ -135,9 +131,7 @@ def attention_heatmaps(
         for k, h in enumerate(head_list):
             ax = axes[k]
             values = np.ma.masked_array(data[k], mask=hidden[k])
-            image = ax.imshow(
-                values, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal"
-            )
+            image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
             ax.set_title(f"head {h}", fontsize=10)
             _ticks(ax, query_labels, key_labels, first_col=k % cols == 0, bottom=k >= len(head_list) - cols)
             cells = np.argwhere(hidden[k])
@@ -202,8 +196,7 @@ def _as_bhqk(array, what):
         array = array[None]
     if array.ndim != 4:
         raise ValueError(
-            f"attention_heatmaps: {what} must have shape [B, H, Tq, Tk], [H, Tq, Tk] or [Tq, Tk], "
-            f"got {array.shape}"
+            f"attention_heatmaps: {what} must have shape [B, H, Tq, Tk], [H, Tq, Tk] or [Tq, Tk], got {array.shape}"
         )
     return array
 
@@ -218,9 +211,7 @@ def _array_for(source, which, is_layer):
         return _as_bhqk(source, "the array")
     weights = source.attention_weights
     if weights is None:
-        raise ValueError(
-            "attention_heatmaps: the layer has no attention weights yet; run a forward pass first"
-        )
+        raise ValueError("attention_heatmaps: the layer has no attention weights yet; run a forward pass first")
     weights = _as_bhqk(weights, "attention_weights")
     if which == "weights":
         return weights
@@ -246,9 +237,7 @@ def _array_for(source, which, is_layer):
         # the softmax's input.
         grad = _tape_value(source, "weights", grad=True, softmax_input=which == "grad_scores")
     if grad is None:
-        raise ValueError(
-            f"attention_heatmaps(which={which!r}): no gradient yet; run attn.backward(grad_output) first"
-        )
+        raise ValueError(f"attention_heatmaps(which={which!r}): no gradient yet; run attn.backward(grad_output) first")
     return np.asarray(grad, dtype=np.float64).reshape(weights.shape)
 
 
@@ -300,9 +289,7 @@ def _heads(heads, H):
     try:
         items = list(items)
     except TypeError:
-        raise TypeError(
-            f"attention_heatmaps(heads=...): expected an int or a list of ints, got {heads!r}"
-        ) from None
+        raise TypeError(f"attention_heatmaps(heads=...): expected an int or a list of ints, got {heads!r}") from None
     if not items:
         raise ValueError("attention_heatmaps(heads=...): the list of heads is empty")
     for h in items:

@@ -61,8 +61,7 @@ def _pipe(digraph, format, dpi=None):
         return source.pipe(format=format)
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(
-            "Graphviz's `dot` program was not found on PATH, so the graph could not be drawn.\n"
-            + INSTALL_HINT
+            "Graphviz's `dot` program was not found on PATH, so the graph could not be drawn.\n" + INSTALL_HINT
         ) from None
     except graphviz.CalledProcessError as error:
         stderr = (error.stderr or b"").decode(errors="replace").strip()

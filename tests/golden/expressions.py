@@ -88,10 +88,7 @@ class Expression:
             return [np.array(value, dtype=np.float64) for value in self.fixed_inputs]
         rng = np.random.default_rng(self.seed)
         generators = {"normal": normal, "positive": positive}
-        return [
-            generators[kind](rng, shape)
-            for shape, kind in zip(self.input_shapes, self.input_kinds, strict=True)
-        ]
+        return [generators[kind](rng, shape) for shape, kind in zip(self.input_shapes, self.input_kinds, strict=True)]
 
 
 def make_upstream(expression: Expression, output_shape: tuple[int, ...]) -> np.ndarray:

@@ -89,12 +89,8 @@ def build_torch_attention(E: int, H: int, params: dict[str, np.ndarray]):
     ``in_proj_bias`` ``[3E]``; the output projection is ``out_proj``.
     """
     module = torch.nn.MultiheadAttention(E, H, dropout=0.0, bias=True, batch_first=True, dtype=torch.float64)
-    in_proj_weight = np.concatenate(
-        [params["q_proj.weight"], params["k_proj.weight"], params["v_proj.weight"]], axis=0
-    )
-    in_proj_bias = np.concatenate(
-        [params["q_proj.bias"], params["k_proj.bias"], params["v_proj.bias"]], axis=0
-    )
+    in_proj_weight = np.concatenate([params["q_proj.weight"], params["k_proj.weight"], params["v_proj.weight"]], axis=0)
+    in_proj_bias = np.concatenate([params["q_proj.bias"], params["k_proj.bias"], params["v_proj.bias"]], axis=0)
     with torch.no_grad():
         module.in_proj_weight.copy_(torch.from_numpy(in_proj_weight))
         module.in_proj_bias.copy_(torch.from_numpy(in_proj_bias))
@@ -129,8 +125,7 @@ def torch_attention_reference(config: dict) -> dict:
     module = build_torch_attention(config["E"], config["H"], case["params"])
 
     leaves = {
-        name: torch.tensor(array, dtype=torch.float64, requires_grad=True)
-        for name, array in case["inputs"].items()
+        name: torch.tensor(array, dtype=torch.float64, requires_grad=True) for name, array in case["inputs"].items()
     }
     if config["kind"] == "self":
         query = key = value = leaves["x"]
