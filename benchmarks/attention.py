@@ -7,6 +7,7 @@ Each (implementation, size, dtype) is measured in a process of its own::
 ``impl`` is one of
 
 ``numpy``     :mod:`benchmarks.numpy_attention` — the reference every ratio is against;
+``numpy-einsum``  the same, with softmax's row-dot as an einsum (as microtape's VJP does);
 ``tape``      ``MultiHeadAttention(x)`` then ``.backward(g)`` (replays the tape);
 ``analytic``  the same forward, then ``.backward(g, method="analytic")``;
 ``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager).
@@ -44,10 +45,10 @@ def _case(B, T, E, dtype, seed=0):
     return x, grad_y, numpy_attention.init_params(E, dtype, seed=seed + 1)
 
 
-def _make_numpy(x, grad_y, params, heads):
+def _make_numpy(x, grad_y, params, heads, rowdot="multiply"):
     def step():
         y, saved = numpy_attention.forward(x, params, heads)
-        return numpy_attention.backward(grad_y, saved, params, heads)[0]
+        return numpy_attention.backward(grad_y, saved, params, heads, rowdot)[0]
 
     return step
 
@@ -88,6 +89,8 @@ def make_step(impl, x, grad_y, params, heads):
     """A function running one forward + backward; returns dx as a numpy array."""
     if impl == "numpy":
         return _make_numpy(x, grad_y, params, heads)
+    if impl == "numpy-einsum":
+        return _make_numpy(x, grad_y, params, heads, rowdot="einsum")
     if impl in ("tape", "analytic"):
         return _make_microtape(x, grad_y, params, heads, impl)
     if impl == "torch":

@@ -68,8 +68,14 @@ def _linear_backward(grad_y, x, weight):
     return grad_y @ weight, rows_g.T @ rows_x, rows_g.sum(axis=0)
 
 
-def backward(grad_y, saved, params, heads):
-    """Gradients of ``sum(grad_y * y)``: returns ``(dx, {"Wq": dWq, "bq": dbq, ...})``."""
+def backward(grad_y, saved, params, heads, rowdot="multiply"):
+    """Gradients of ``sum(grad_y * y)``: returns ``(dx, {"Wq": dWq, "bq": dbq, ...})``.
+
+    ``rowdot="einsum"`` computes softmax's ``rowsum(dP ⊙ P)`` with an einsum
+    (no ``dP ⊙ P`` temporary) — the one kernel choice microtape's softmax VJP
+    makes differently from the textbook line, measured separately so the
+    comparison shows what it is worth.
+    """
     x, q, k, v, weights, merged = saved
     batch = x.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
@@ -78,7 +84,10 @@ def backward(grad_y, saved, params, heads):
     grad_context = _split(grad_merged, heads)
     grad_v = weights.transpose(0, 2, 1) @ grad_context
     grad_weights = grad_context @ v.transpose(0, 2, 1)
-    grad_scores = grad_weights - (grad_weights * weights).sum(axis=-1, keepdims=True)
+    if rowdot == "einsum":
+        grad_scores = grad_weights - np.einsum("bij,bij->bi", grad_weights, weights)[..., None]
+    else:
+        grad_scores = grad_weights - (grad_weights * weights).sum(axis=-1, keepdims=True)
     grad_scores *= weights
     grad_q = (grad_scores @ k) * scale
     grad_k = (grad_scores.transpose(0, 2, 1) @ q) * scale
