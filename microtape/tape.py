@@ -124,7 +124,7 @@ def _apply(op, inputs, params=None, name=None):
     else:
         data = op.forward(*[node.data for node in inputs])
     cls = first.__class__
-    out = cls.__new__(cls)
+    out = object.__new__(cls)  # a bare node (no __init__): every field is set below
     out.data = cls._output_data(data)
     out.grad = None
     out.name = name
@@ -224,9 +224,12 @@ def _backprop(nodes_in_order, root, grad, steps=True):
             input_grads = op.vjp(g, node.data, inputs[0].data)
         else:
             input_grads = op.vjp(g, node.data, *[x.data for x in inputs])
-        for i, x in enumerate(inputs):
+        # An explicit position counter: in this, the hottest loop of a Scalar
+        # backward, it costs less than zip() or enumerate().
+        position = 0
+        for x in inputs:
             if x.requires_grad:
-                gx = input_grads[i]
+                gx = input_grads[position]
                 if gx is None:
                     raise TypeError(
                         f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
@@ -234,6 +237,7 @@ def _backprop(nodes_in_order, root, grad, steps=True):
                     )
                 previous = grads.get(x)
                 grads[x] = gx if previous is None else previous + gx
+            position += 1
         if steps:
             yield node, g, input_grads
     # `grads` now holds the gradient of every node on the path, leaves included.
