@@ -31,6 +31,7 @@ test-torch: $(STAMP)
 	MICROTAPE_REQUIRE_TORCH=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m torch -q -p no:cacheprovider tests
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks
 
 lint: $(STAMP)
