@@ -16,6 +16,7 @@ micrograd==0.1.0``).
 import argparse
 import importlib.util
 import os
+import shutil
 import sys
 import time
 
@@ -141,7 +142,7 @@ def attention(report, quick, torch_python, sizes=None, dtypes=DTYPES):
                 try:
                     r = run_worker("attention", spec, python=python)
                 except WorkerFailed as error:
-                    rows.append([label, impl, f"failed: {error}"] + [""] * 9)
+                    rows.append([label, impl, f"failed: {error}"] + [""] * 8)
                     continue
                 results[(dtype, size, impl)] = r
                 if impl == "numpy":
@@ -395,8 +396,15 @@ def _scalar_targets(report, chains, mlps, sizes):
 def graph(report, quick):
     report.say("## Graph rendering")
     report.say()
+    missing = None
     if importlib.util.find_spec("microtape.viz.graph") is None:
-        report.say("SKIPPED: microtape.viz.graph does not exist yet, so there is nothing to time.")
+        missing = "microtape.viz.graph does not exist yet, so there is nothing to time"
+    elif importlib.util.find_spec("graphviz") is None:
+        missing = "the graphviz Python package is not installed (pip install graphviz)"
+    elif shutil.which("dot") is None:
+        missing = "Graphviz's `dot` program is not on PATH (Debian: apt-get install graphviz)"
+    if missing:
+        report.say(f"SKIPPED: {missing}.")
         report.say()
         return None
     report.say(
@@ -415,7 +423,7 @@ def graph(report, quick):
         try:
             r = run_worker("graph", spec, timeout=300)
         except WorkerFailed as error:
-            rows.append([kind, n or "", detail, f"failed: {error}", "", "", ""])
+            rows.append([kind, n or "", detail, f"failed: {error}", "", ""])
             continue
         if "skipped" in r:
             report.say(f"SKIPPED: {r['skipped']}")

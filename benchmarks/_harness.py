@@ -148,7 +148,7 @@ def spread(stats):
 
 def table(headers, rows):
     """A Markdown table (readable as plain text too)."""
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[str(c) for c in row] + [""] * (len(headers) - len(row)) for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     lines = [
         "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
