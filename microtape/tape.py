@@ -33,6 +33,7 @@ backward leaves every gradient as it was.
 """
 
 import contextvars
+from collections import Counter
 from collections import deque
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -241,21 +242,28 @@ def _backprop(nodes_in_order, root, grad, steps=True):
         if steps:
             yield node, g, input_grads
     # `grads` now holds the gradient of every node on the path, leaves included.
-    # VJPs may pass the same array (or views of it) to several inputs — add's
-    # g goes to both operands. Each .grad gets memory of its own, so changing
-    # one gradient in place never changes another.
-    owners = set()
+    # VJPs may pass the same array (or views of it) to several nodes — add's g
+    # goes to both operands, reshape's is a view. Leaves (what people change in
+    # place: zeroing, clipping) each get memory of their own; computed nodes
+    # that share memory get read-only views. Either way, no gradient can be
+    # changed through another, and only leaves pay for a copy.
+    shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
     for node, g in grads.items():
         if node.grad is not None:
             node.grad = node.grad + g
             continue
-        if g.__class__ is np.ndarray:
-            memory = id(g if g.base is None else g.base)
-            if memory in owners:
+        if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
+            if node.op is None:
                 g = g.copy()
-                memory = id(g)
-            owners.add(memory)
+            else:
+                g = g.view()
+                g.flags.writeable = False
         node.grad = g
+
+
+def _memory_of(array):
+    """Who owns an array's memory (numpy's ``base`` is the owner of any view)."""
+    return id(array if array.base is None else array.base)
 
 
 def _exhaust(steps):

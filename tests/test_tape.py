@@ -415,6 +415,22 @@ def test_leaf_gradients_are_separate_arrays():
     np.testing.assert_array_equal(x.grad, np.ones((2, 3)))
 
 
+def test_computed_nodes_sharing_gradient_memory_get_read_only_views():
+    """add passes g to both operands and reshape's VJP is a view: such shared gradients of computed
+    nodes are read-only (no copy), so nobody can change one gradient through another."""
+    x = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    a = x * 2.0
+    b = x * 3.0
+    y = (a + b).reshape(-1)
+    y.backward(np.arange(6.0))
+    assert not a.grad.flags.writeable and not b.grad.flags.writeable
+    assert np.shares_memory(a.grad, b.grad)  # a view, not a copy
+    with pytest.raises(ValueError, match="read-only"):
+        a.grad[0, 0] = 1.0
+    np.testing.assert_array_equal(x.grad, 5.0 * np.arange(6.0).reshape(2, 3))
+    assert x.grad.flags.writeable  # leaves keep writable memory of their own
+
+
 # ---------------------------------------------------------------- backward_steps
 
 
