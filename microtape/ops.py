@@ -24,8 +24,8 @@ down to the shape of the input it belongs to.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

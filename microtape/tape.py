@@ -33,8 +33,7 @@ backward leaves every gradient as it was.
 """
 
 import contextvars
-from collections import Counter
-from collections import deque
+from collections import Counter, deque
 from contextlib import contextmanager
 from typing import NamedTuple
 
