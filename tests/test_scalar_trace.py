@@ -157,3 +157,25 @@ def test_dropout_trace_needs_a_forward_first():
         attn.trace_scalars(np.zeros((B, T, E)))
     attn.eval()
     attn.trace_scalars(np.zeros((B, T, E)))  # fine without dropout
+
+
+def test_scalar_trace_groups_the_attention_core_by_head():
+    """Every scalar op of the attention core lands in its head's module, with equal work per head,
+    and the projections stay in their own modules; the graph then clusters by head."""
+    attn = mt.nn.MultiHeadAttention(4, 2, seed=0, causal=True).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 4))
+    trace = attn.trace_scalars(x)
+    modules = Counter(node.module for node in trace.tape.nodes)
+    assert set(modules) == {"q_proj", "k_proj", "v_proj", "out_proj", "attention.head0", "attention.head1"}
+    assert modules["attention.head0"] == modules["attention.head1"] > 0
+    # A head's ops read only its own head's numbers: follow one head's exps back to Q.
+    for node in trace.tape.nodes:
+        if node.module.startswith("attention.head"):
+            for x_in in node.inputs:
+                assert not x_in.module.startswith("attention.head") or x_in.module == node.module
+
+    two = mt.nn.MultiHeadAttention(4, 2, seed=0).eval()
+    batched = two.trace_scalars(np.random.default_rng(1).standard_normal((2, 2, 4)))
+    assert {n.module for n in batched.tape.nodes if n.module.startswith("attention")} == {
+        f"attention.batch{b}.head{h}" for b in range(2) for h in range(2)
+    }

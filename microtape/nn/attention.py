@@ -96,13 +96,14 @@ def _merge_heads(x, batch, name):
     )
 
 
-def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None):
+def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None, steps=None):
     """The attention forward, written once against Tensor's methods.
 
     Runs on :class:`~microtape.Tensor` (one tape row per step) and on
     :class:`~microtape.scalar_array.ScalarArray` (one tape row per scalar
     operation). ``params`` maps ``"q_proj.weight"``, ``"q_proj.bias"``, … to
-    arrays of the same kind; the masks and ``keep`` are constants.
+    arrays of the same kind; the masks and ``keep`` are constants. If
+    ``steps`` is a dict, the per-head arrays are put in it (``"Q_heads"``, …).
     """
     batch, _, embed = query.shape
     depth = embed // num_heads
@@ -113,6 +114,8 @@ def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask
         q_heads = _split_heads(Q, num_heads, "Q_heads")
         k_heads = _split_heads(K, num_heads, "K_heads")
         v_heads = _split_heads(V, num_heads, "V_heads")
+        if steps is not None:
+            steps.update(Q_heads=q_heads, K_heads=k_heads, V_heads=v_heads)
         scores = q_heads.matmul(k_heads.swapaxes(-1, -2, name="K_heads^T"), name="scores")
         scores = scores.scale(1.0 / math.sqrt(depth), name="scaled_scores")
         if causal_mask is not None:
@@ -589,8 +592,12 @@ class MultiHeadAttention:
             inputs = {role: ScalarArray.leaves(arrays[i], name=role) for i, role in enumerate(ROLES)}
             query_s, key_s, value_s = inputs["query"], inputs["key"], inputs["value"]
         params = {name: ScalarArray.leaves(tensor.data, name=name) for name, tensor in self.named_parameters()}
+        heads = {}
         with Tape() as tape:
-            output = attention_chain(query_s, key_s, value_s, params, self.num_heads, causal, user_mask, keep)
+            output = attention_chain(
+                query_s, key_s, value_s, params, self.num_heads, causal, user_mask, keep, steps=heads
+            )
+        _tag_heads(tape, heads, self.num_heads, batch)
         return ScalarTrace(tape, output, inputs, params)
 
     # -- PyTorch bridge
@@ -639,6 +646,31 @@ class MultiHeadAttention:
             module.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.data))
         module.train(self.training)
         return module
+
+
+def _tag_heads(tape, heads, num_heads, batch):
+    """Move each scalar op of the attention core into its head's module ("attention.head1").
+
+    At scalar granularity every number belongs to one head: a score of head h
+    is made from head h's Q and K entries, its softmax from head h's scores,
+    and so on. We start from the split Q, K, V entries and follow the tape
+    forward; the graph then draws one cluster per head. (Tensor ops cover all
+    heads at once, so the tensor trace has no per-head rows to group.)
+    """
+    head_of = {}
+    for array in heads.values():
+        for row, entries in enumerate(array.items):
+            for entry in entries.flat:
+                head_of[entry] = row
+    for node in tape.nodes:
+        if not node.module.endswith("attention"):
+            continue
+        rows = {head_of[x] for x in node.inputs if x in head_of}
+        if len(rows) == 1:
+            row = rows.pop()
+            head_of[node] = row
+            index, head = divmod(row, num_heads)
+            node.module += f".head{head}" if batch == 1 else f".batch{index}.head{head}"
 
 
 def _accumulate(node, grad):
