@@ -125,21 +125,13 @@ def mistaken_attention_backward(grad_output, cache, self_attention=False, mistak
     unknown = set(mistakes) - set(MISTAKES)
     if unknown:
         raise ValueError(f"unknown mistakes {sorted(unknown)}; known: {', '.join(MISTAKES)}")
-    params = cache["params"]
     q_heads, k_heads, v_heads = cache["Q_heads"], cache["K_heads"], cache["V_heads"]
     weights, keep = cache["weights"], cache["keep"]
-    batch = cache["query"].shape[0]
-    num_heads = cache["num_heads"]
     scale = 1.0 / math.sqrt(q_heads.shape[-1])  # a Python float: keeps float32 float32
-    grads = {"output": grad_output}
 
     # Output projection, then undo the head merge (no mistakes here).
-    grad_merged, grads["out_proj.weight"], grads["out_proj.bias"] = analytic.linear_backward(
-        grad_output, cache["merged"], params["out_proj.weight"]
-    )
-    grads["merged"] = grad_merged
-    grad_context = analytic.split_heads(grad_merged, num_heads)
-    grads["context"] = grad_context
+    grads = analytic.output_projection_backward(grad_output, cache)
+    grad_context = grads["context"]
 
     # C = P~ V.
     used = weights if keep is None else weights * keep
@@ -178,16 +170,4 @@ def mistaken_attention_backward(grad_output, cache, self_attention=False, mistak
         grads["K_heads"] = grad_scores.transpose(0, 2, 1) @ q_heads * back_scale
 
     # Undo the head split, then the three input projections (no mistakes here).
-    for role, projection, heads_name, letter in (
-        ("query", "q_proj", "Q_heads", "Q"),
-        ("key", "k_proj", "K_heads", "K"),
-        ("value", "v_proj", "V_heads", "V"),
-    ):
-        grad_projected = analytic.merge_heads(grads[heads_name], batch)
-        grads[letter] = grad_projected
-        grads[role], grads[f"{projection}.weight"], grads[f"{projection}.bias"] = analytic.linear_backward(
-            grad_projected, cache[role], params[f"{projection}.weight"]
-        )
-    if self_attention:
-        grads["x"] = grads["query"] + grads["key"] + grads["value"]
-    return grads
+    return analytic.input_projections_backward(grads, cache, self_attention)

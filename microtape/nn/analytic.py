@@ -36,6 +36,8 @@ __all__ = [
     "merge_heads",
     "attention_forward",
     "attention_backward",
+    "output_projection_backward",
+    "input_projections_backward",
 ]
 
 #: The named steps of the backward chain, in backward order: (label used in
@@ -132,6 +134,44 @@ def attention_forward(query, key, value, params, num_heads, mask=None, keep=None
     return output, cache
 
 
+def output_projection_backward(grad_output, cache):
+    """The first links of the backward: the output projection, then undo the head merge.
+
+    Starts the dict of named gradients (``"output"``, ``"out_proj.weight"``,
+    ``"out_proj.bias"``, ``"merged"``, ``"context"`` = dC) and returns it.
+    """
+    grads = {"output": grad_output}
+    grad_merged, grads["out_proj.weight"], grads["out_proj.bias"] = linear_backward(
+        grad_output, cache["merged"], cache["params"]["out_proj.weight"]
+    )
+    grads["merged"] = grad_merged
+    grads["context"] = split_heads(grad_merged, cache["num_heads"])
+    return grads
+
+
+def input_projections_backward(grads, cache, self_attention=False):
+    """The last links: undo the head split of dQ, dK, dV, then the three input projections.
+
+    Adds ``"Q"``, ``"K"``, ``"V"``, the projections' parameter gradients and the
+    input gradients (``"query"``, ``"key"``, ``"value"``, and ``"x"`` = their
+    sum for self-attention) to ``grads``; returns it.
+    """
+    batch = cache["query"].shape[0]
+    for role, projection, heads_name, letter in (
+        ("query", "q_proj", "Q_heads", "Q"),
+        ("key", "k_proj", "K_heads", "K"),
+        ("value", "v_proj", "V_heads", "V"),
+    ):
+        grad_projected = merge_heads(grads[heads_name], batch)
+        grads[letter] = grad_projected
+        grads[role], grads[f"{projection}.weight"], grads[f"{projection}.bias"] = linear_backward(
+            grad_projected, cache[role], cache["params"][f"{projection}.weight"]
+        )
+    if self_attention:
+        grads["x"] = grads["query"] + grads["key"] + grads["value"]
+    return grads
+
+
 def attention_backward(grad_output, cache, self_attention=False):
     """Every gradient of the chain by the hand-derived formulas.
 
@@ -140,21 +180,11 @@ def attention_backward(grad_output, cache, self_attention=False):
     parameter names (``"q_proj.weight"``) and input names (``"query"``,
     ``"key"``, ``"value"``, and ``"x"`` = their sum for self-attention).
     """
-    params = cache["params"]
     q_heads, k_heads, v_heads = cache["Q_heads"], cache["K_heads"], cache["V_heads"]
     weights, keep = cache["weights"], cache["keep"]
-    batch = cache["query"].shape[0]
-    num_heads = cache["num_heads"]
     scale = 1.0 / math.sqrt(q_heads.shape[-1])  # a Python float: keeps float32 float32
-    grads = {"output": grad_output}
-
-    # Output projection, then undo the head merge.
-    grad_merged, grads["out_proj.weight"], grads["out_proj.bias"] = linear_backward(
-        grad_output, cache["merged"], params["out_proj.weight"]
-    )
-    grads["merged"] = grad_merged
-    grad_context = split_heads(grad_merged, num_heads)
-    grads["context"] = grad_context
+    grads = output_projection_backward(grad_output, cache)
+    grad_context = grads["context"]
 
     # C = P̃ V.
     used = weights if keep is None else weights * keep
@@ -177,17 +207,4 @@ def attention_backward(grad_output, cache, self_attention=False):
     grads["Q_heads"] = grad_scores @ k_heads * scale
     grads["K_heads"] = grad_scores.transpose(0, 2, 1) @ q_heads * scale
 
-    # Undo the head split, then the three input projections.
-    for role, projection, heads_name, letter in (
-        ("query", "q_proj", "Q_heads", "Q"),
-        ("key", "k_proj", "K_heads", "K"),
-        ("value", "v_proj", "V_heads", "V"),
-    ):
-        grad_projected = merge_heads(grads[heads_name], batch)
-        grads[letter] = grad_projected
-        grads[role], grads[f"{projection}.weight"], grads[f"{projection}.bias"] = linear_backward(
-            grad_projected, cache[role], params[f"{projection}.weight"]
-        )
-    if self_attention:
-        grads["x"] = grads["query"] + grads["key"] + grads["value"]
-    return grads
+    return input_projections_backward(grads, cache, self_attention)
