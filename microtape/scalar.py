@@ -14,7 +14,6 @@ recording function as ``Tensor`` does, so a Scalar computation lands on the
 same kind of tape and is differentiated by the same backward loop.
 """
 
-import math
 import numbers
 
 from . import ops
@@ -126,10 +125,6 @@ class Scalar(Node):
 
     def sqrt(self):
         return self**0.5
-
-    @property
-    def is_finite(self):
-        return math.isfinite(self.data)
 
 
 def _lift(value):

@@ -30,7 +30,7 @@ from .graph import graph
 from .heatmap import attention_heatmaps
 from .render import INSTALL_HINT, GraphvizNotFound, render
 
-__all__ = ["render_demo", "render_graph", "render_heatmap", "demo_attention", "DEMO_TOKENS"]
+__all__ = ["render_demo", "render_graph", "render_heatmap", "demo_attention", "demo_tokens", "DEMO_TOKENS"]
 
 DEMO_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "and", "then", "it", "slept", "all", "day")
 DEMO = dict(embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, causal=True)
@@ -53,7 +53,8 @@ def demo_attention(*, embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, ca
     return attn, x, grad_output
 
 
-def _tokens(seq):
+def demo_tokens(seq):
+    """Words to label ``seq`` positions in the demo's heatmaps (None if there are too few)."""
     return list(DEMO_TOKENS[:seq]) if seq <= len(DEMO_TOKENS) else None
 
 
@@ -133,7 +134,7 @@ def render_demo(out_dir="demo-output", *, embed=16, heads=4, batch=1, seq=6, see
     heatmaps and the ``.dot`` sources) when ``dot`` is missing.
     """
     attn, _, grad_output = demo_attention(embed=embed, heads=heads, batch=batch, seq=seq, seed=seed)
-    return write_pictures(attn, grad_output, out_dir, tokens=_tokens(seq), frames_format=frames_format)
+    return write_pictures(attn, grad_output, out_dir, tokens=demo_tokens(seq), frames_format=frames_format)
 
 
 def render_graph(path, *, backward=False, step=None, detail="auto", **attention):
@@ -154,7 +155,7 @@ def render_heatmap(path, *, which="weights", **attention):
     or a tuple of them. ``attention`` takes the keywords of :func:`demo_attention`.
     """
     attn, _, _ = demo_attention(**attention)
-    figure = attention_heatmaps(attn, which=which, tokens=_tokens(int(np.shape(attn.attention_weights)[2])))
+    figure = attention_heatmaps(attn, which=which, tokens=demo_tokens(int(np.shape(attn.attention_weights)[2])))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
