@@ -127,16 +127,8 @@ class Tensor(Node):
 
     def _binary(self, op, other, opname, reflected=False):
         other = self._lift(other, opname)
-        if self.data.shape != other.data.shape:
-            try:
-                np.broadcast_shapes(self.data.shape, other.data.shape)
-            except ValueError:
-                left, right = (other, self) if reflected else (self, other)
-                raise ValueError(
-                    f"Tensor {opname}: shapes {left.shape} and {right.shape} do not broadcast "
-                    "(each axis, aligned from the right, must match or be 1)"
-                ) from None
         inputs = (other, self) if reflected else (self, other)
+        _check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
         return _apply(op, inputs)
 
     def __add__(self, other):
@@ -205,13 +197,7 @@ class Tensor(Node):
         constant = self._lift(constant, "add_constant")
         if constant.requires_grad:
             raise ValueError("Tensor.add_constant(constant): the constant must not require a gradient")
-        if constant.shape != self.shape:
-            try:
-                np.broadcast_shapes(self.shape, constant.shape)
-            except ValueError:
-                raise ValueError(
-                    f"Tensor.add_constant: constant of shape {constant.shape} does not broadcast to {self.shape}"
-                ) from None
+        _check_broadcast(self.shape, constant.shape, "Tensor.add_constant")
         return _apply(ops.add_constant, (self, constant), name=name)
 
     def dropout(self, keep, name=None):
@@ -321,8 +307,18 @@ def _matmul(a, b, name):
             f"Tensor @: shapes {a.shape} and {b.shape} do not match for matmul: "
             f"a's last axis ({inner_a}) must equal b's second-to-last ({inner_b})"
         )
-    try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"Tensor @: batch axes of {a.shape} and {b.shape} do not broadcast") from None
+    _check_broadcast(a.shape[:-2], b.shape[:-2], f"Tensor @ (batch axes of {a.shape} and {b.shape})")
     return _apply(ops.matmul, (a, b), name=name)
+
+
+def _check_broadcast(left, right, what):
+    """Refuse shapes numpy cannot broadcast, with a message naming both."""
+    if left == right:
+        return
+    try:
+        np.broadcast_shapes(left, right)
+    except ValueError:
+        raise ValueError(
+            f"{what}: shapes {left} and {right} do not broadcast "
+            "(each axis, aligned from the right, must match or be 1)"
+        ) from None
