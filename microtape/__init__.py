@@ -1,18 +1,19 @@
 """microtape: an educational autograd engine you can see and check.
 
 A :class:`Tape` records every operation — on single :class:`Scalar` numbers
-or whole :class:`Tensor` arrays — and runs the backward pass over it.
-``microtape.nn`` builds Linear and MultiHeadAttention from those operations,
-``microtape.check`` checks derivatives step by step, ``microtape.viz`` draws
-graphs and heatmaps.
+or whole :class:`Tensor` arrays — and :func:`gradients` runs the reverse
+pass over it (a pure function: ``backward()`` adds its result into
+``.grad``). ``microtape.ops`` holds every primitive (and lets you define
+your own), ``microtape.nn`` builds layers from them, ``microtape.check``
+checks derivatives step by step, ``microtape.viz`` draws graphs and heatmaps.
 """
 
 from . import ops
 from .scalar import Scalar
-from .tape import Tape, module_scope
+from .tape import Tape, gradients, module_scope
 from .tensor import Tensor
 
-__all__ = ["Scalar", "Tensor", "Tape", "module_scope", "ops", "check", "nn", "viz", "__version__"]
+__all__ = ["Scalar", "Tensor", "Tape", "gradients", "module_scope", "ops", "check", "nn", "viz", "__version__"]
 __version__ = "0.1.0"
 
 

@@ -1,64 +1,257 @@
-"""Primitive operations, each defined once: forward, VJP and formula.
+"""Primitive operations, each defined once: forward, VJP and one formula per input.
 
-This module lets you look up every operation the tape can record::
+This module lets you look up every operation the tape can record, and add
+your own::
 
     >>> from microtape.ops import OPS
     >>> OPS["mul"].formula
     'grad_a = g * b;  grad_b = g * a'
+    >>> OPS["mul"].formula_for(1, {"a": "d", "g": "1"})
+    '1 * d'
 
-A primitive is plain data (like a row of PyTorch's ``derivatives.yaml``):
+A primitive is plain data, like a row of PyTorch's ``derivatives.yaml``:
 
 ``forward(*inputs, **params)``
     computes the output from numpy arrays (or Python floats, for ``Scalar``).
 ``vjp(g, ans, *inputs, **params)``
     the vector-Jacobian product: given ``g`` (the gradient of the final result
     with respect to this op's output ``ans``) it returns one gradient per input,
-    each of that input's shape. ``None`` means "this input is a constant".
-``formula`` / ``latex``
-    the VJP written out for people, shown by graphs and reports.
+    each of that input's shape; ``None`` for an input that is not
+    differentiable (a mask: data, not a parameter).
+``inputs`` and ``grads``
+    the operands' names and, per operand, the gradient it receives written for
+    people — ``None`` for the non-differentiable ones. A formula is a template:
+    ``{g}`` is the incoming gradient, ``{b}`` an operand, ``{exponent}`` a
+    parameter, so a picture can print the student's own names (``g * {b}``
+    becomes ``1 * d``) and the listing the generic ones (``g * b``).
 
 Every op here works on numpy arrays; the elementwise ones also work on Python
 floats (that is what ``Scalar`` uses). Broadcasting binary ops return their
 gradients through one helper, :func:`unbroadcast`, which sums a gradient back
 down to the shape of the input it belongs to.
+
+Your own op: :func:`define` returns an :class:`Op` you can call on Scalars and
+Tensors (``sigmoid(x)``); it is recorded like the built-in ones, drawn in
+graphs with its formula, and checked by ``microtape.check.gradcheck``.
 """
 
 import math
-from collections.abc import Callable
+import numbers
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .tape import Node, record
+
 __all__ = ["Op", "OPS", "define", "unbroadcast"]
 
+# A placeholder in a formula template: {g}, {x}, {exponent}.
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class Op:
-    """One primitive: its name, forward, VJP and the VJP's formula."""
+    """One primitive: its forward, its VJP and, per input, the gradient's formula.
+
+    Call it on nodes to record it: ``op(x)``, ``op(a, b, name="y", **params)``
+    returns a node of its first node input's kind (Scalar or Tensor).
+    """
 
     name: str
     forward: Callable
     vjp: Callable
-    formula: str
-    latex: str
-    arity: int
+    inputs: tuple  # the operands' names, as the formulas call them: ("a", "b")
+    grads: tuple  # per input: its gradient as a text template, or None (not differentiable)
+    grads_latex: tuple  # the same in LaTeX (None where not differentiable)
+    output: str = "y"  # what the formulas call the output
+    note: str = ""  # a fact the formulas rely on, said once (dropout's keep ∈ {0, 1/(1-p)})
     # Where the inputs may come from when tests sample them: "real" or "positive".
     domain: str = "real"
     # Example parameters, so tests can call every op without special cases.
     example_params: dict = field(default_factory=dict)
+    # What a box in a graph shows of the parameters (pow "²", scale "×0.5"), or None.
+    label: Callable | None = None
+    builtin: bool = True
+
+    # -- what the op is, as data
+
+    @property
+    def arity(self):
+        return len(self.inputs)
+
+    @property
+    def differentiable(self):
+        """One bool per input: does the op pass a gradient to it?"""
+        return tuple(formula is not None for formula in self.grads)
+
+    @property
+    def constant_inputs(self):
+        """Positions of the inputs that receive no gradient (masks)."""
+        return tuple(i for i, formula in enumerate(self.grads) if formula is None)
+
+    def formula_for(self, position, names=None):
+        """The gradient of input ``position`` as text, placeholders filled in.
+
+        ``names`` maps placeholders (``"g"``, operand names, the output's name,
+        parameter names) to what to print; the rest print as themselves.
+        None for an input that is not differentiable.
+        """
+        template = self.grads[position]
+        if template is None:
+            return None
+        names = names or {}
+        return _PLACEHOLDER.sub(lambda m: str(names.get(m.group(1), m.group(1))), template)
+
+    @property
+    def formula(self):
+        """The whole VJP on one line: ``grad_a = g * b;  grad_b = g * a``."""
+        parts = [
+            f"grad_{name} = {self.formula_for(i)}" if self.grads[i] is not None else f"{name}: constant (no gradient)"
+            for i, name in enumerate(self.inputs)
+        ]
+        text = ";  ".join(parts)
+        return f"{text}  ({self.note})" if self.note else text
+
+    @property
+    def latex(self):
+        r"""The whole VJP in LaTeX: ``\bar a = \bar y\, b,\quad \bar b = \bar y\, a``."""
+        return r",\quad ".join(latex for latex in self.grads_latex if latex is not None)
+
+    def describe(self, params):
+        """What a picture shows of this op: ``pow ²``, ``scale ×0.5``, or just its name."""
+        extra = self.label(params or {}) if self.label is not None else ""
+        return f"{self.name} {extra}" if extra else self.name
 
     def __repr__(self):
         return f"Op({self.name!r}: {self.formula})"
 
+    # -- recording it
 
+    def __call__(self, *operands, name=None, **params):
+        """Run this op on Scalars/Tensors (numbers and arrays become constants) and record it."""
+        if len(operands) != self.arity:
+            raise TypeError(
+                f"op {self.name!r} takes {self.arity} input{'s' if self.arity != 1 else ''} "
+                f"({', '.join(self.inputs)}), got {len(operands)}"
+            )
+        nodes = [x for x in operands if isinstance(x, Node)]
+        if not nodes:
+            raise TypeError(f"op {self.name!r}: give at least one Scalar or Tensor input, got only plain values")
+        kind = nodes[0].__class__
+        inputs = []
+        for position, x in enumerate(operands):
+            if not isinstance(x, Node):
+                x = kind._constant(x, nodes[0])
+            elif not isinstance(x, kind):
+                raise TypeError(
+                    f"op {self.name!r}: input {self.inputs[position]!r} is a {type(x).__name__} but the first "
+                    f"input is a {kind.__name__}; Scalars and Tensors do not mix"
+                )
+            if x.requires_grad and self.grads[position] is None:
+                raise ValueError(
+                    f"op {self.name!r}: input {self.inputs[position]!r} is not differentiable (a constant), "
+                    "so it must not require a gradient"
+                )
+            inputs.append(x)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"op {self.name!r}: name must be a string, got {type(name).__name__}")
+        return record(self, tuple(inputs), params or None, name)
+
+
+#: Every op by name: the built-in ones below, then any you :func:`define`.
 OPS: dict[str, Op] = {}
 
+_DEFAULT_INPUTS = {1: ("x",), 2: ("a", "b"), 3: ("a", "b", "c")}
 
-def define(name, forward, vjp, formula, latex, arity, domain="real", example_params=None):
-    """Register a primitive op and return it (the registry is :data:`OPS`)."""
-    if name in OPS:
-        raise ValueError(f"op {name!r} is already defined")
-    op = Op(name, forward, vjp, formula, latex, arity, domain, dict(example_params or {}))
+
+def _op(name, forward, vjp, grads, latex, *, inputs=None, **fields):
+    """Register a built-in op (one formula per input; None marks a constant input)."""
+    grads, latex = tuple(grads), tuple(latex)
+    inputs = tuple(inputs or _DEFAULT_INPUTS[len(grads)])
+    assert len(inputs) == len(grads) == len(latex), f"{name}: one name, formula and LaTeX per input"
+    op = Op(name, forward, vjp, inputs, grads, latex, **fields)
+    OPS[name] = op
+    return op
+
+
+def define(
+    name,
+    forward,
+    vjp,
+    formula,
+    latex=None,
+    *,
+    inputs=None,
+    output="y",
+    note="",
+    domain="real",
+    example_params=None,
+    label=None,
+):
+    """Define your own op and return it; call it on Scalars or Tensors to record it.
+
+    ``forward(*inputs, **params)`` computes the output (numpy arrays, or floats
+    for Scalars); ``vjp(g, ans, *inputs, **params)`` returns one gradient per
+    input (a tuple; ``None`` for a non-differentiable input). ``formula`` is
+    one string for a one-input op, or one per input (``None`` for a
+    non-differentiable one) — write ``{x}`` for an operand and ``{g}`` for the
+    incoming gradient, and graphs print the real names there. ``inputs`` names
+    the operands (default ``x``, or ``a, b, …``)::
+
+        sigmoid = mt.ops.define(
+            "sigmoid",
+            forward=lambda x: 1 / (1 + np.exp(-x)),
+            vjp=lambda g, s, x: (g * s * (1 - s),),
+            formula="{g} * s * (1 - s)",
+        )
+        y = sigmoid(mt.Tensor(np.zeros(3), requires_grad=True))
+
+    Redefining one of your own ops replaces it (so a notebook cell can be run
+    again); the built-in names are refused.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"define(name={name!r}): expected a name like 'sigmoid' (letters, digits, _)")
+    if name in OPS and OPS[name].builtin:
+        raise ValueError(f"define({name!r}): {name!r} is a built-in op and cannot be redefined; choose another name")
+    for what, fn in (("forward", forward), ("vjp", vjp)):
+        if not callable(fn):
+            raise TypeError(f"define({name!r}, {what}=...): expected a function, got {type(fn).__name__}")
+    grads = (formula,) if isinstance(formula, str) else formula
+    if not isinstance(grads, Sequence) or not grads or not all(f is None or isinstance(f, str) for f in grads):
+        raise TypeError(
+            f"define({name!r}, formula=...): expected a string (one input) or a list with one string per "
+            f"input (None for a non-differentiable one), got {formula!r}"
+        )
+    if all(f is None for f in grads):
+        raise ValueError(f"define({name!r}, formula=...): at least one input must be differentiable")
+    arity = len(grads)
+    if latex is None:
+        latex = [None if f is None else r"\text{" + f.replace("{", "").replace("}", "") + "}" for f in grads]
+    elif isinstance(latex, str):
+        latex = [latex]
+    if len(latex) != arity:
+        raise ValueError(f"define({name!r}, latex=...): give one LaTeX formula per input ({arity})")
+    names = tuple(inputs) if inputs is not None else _DEFAULT_INPUTS.get(arity, tuple(f"x{i}" for i in range(arity)))
+    if len(names) != arity or not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise ValueError(f"define({name!r}, inputs={inputs!r}): expected {arity} operand names")
+    if domain not in ("real", "positive"):
+        raise ValueError(f"define({name!r}, domain={domain!r}): expected 'real' or 'positive'")
+    op = Op(
+        name,
+        forward,
+        vjp,
+        names,
+        tuple(grads),
+        tuple(latex),
+        output=output,
+        note=note,
+        domain=domain,
+        example_params=dict(example_params or {}),
+        label=label,
+        builtin=False,
+    )
     OPS[name] = op
     return op
 
@@ -113,6 +306,10 @@ _log = _pick(math.log, np.log)
 _tanh = _pick(math.tanh, np.tanh)
 
 
+def _number_text(value):
+    return f"{value:g}" if isinstance(value, numbers.Real) else str(value)
+
+
 # ---------------------------------------------------------------- elementwise
 
 
@@ -120,13 +317,12 @@ def _add_vjp(g, ans, a, b):
     return _unbroadcast_both(g, a, g, b)
 
 
-add = define(
+add = _op(
     "add",
     lambda a, b: a + b,
     _add_vjp,
-    "grad_a = g;  grad_b = g",
-    r"\bar a = \bar y,\quad \bar b = \bar y",
-    arity=2,
+    ["{g}", "{g}"],
+    [r"\bar a = \bar y", r"\bar b = \bar y"],
 )
 
 
@@ -134,13 +330,12 @@ def _sub_vjp(g, ans, a, b):
     return _unbroadcast_both(g, a, -g, b)
 
 
-sub = define(
+sub = _op(
     "sub",
     lambda a, b: a - b,
     _sub_vjp,
-    "grad_a = g;  grad_b = -g",
-    r"\bar a = \bar y,\quad \bar b = -\bar y",
-    arity=2,
+    ["{g}", "-{g}"],
+    [r"\bar a = \bar y", r"\bar b = -\bar y"],
 )
 
 
@@ -148,13 +343,12 @@ def _mul_vjp(g, ans, a, b):
     return _unbroadcast_both(g * b, a, g * a, b)
 
 
-mul = define(
+mul = _op(
     "mul",
     lambda a, b: a * b,
     _mul_vjp,
-    "grad_a = g * b;  grad_b = g * a",
-    r"\bar a = \bar y\, b,\quad \bar b = \bar y\, a",
-    arity=2,
+    ["{g} * {b}", "{g} * {a}"],
+    [r"\bar a = \bar y\, b", r"\bar b = \bar y\, a"],
 )
 
 
@@ -163,13 +357,12 @@ def _div_vjp(g, ans, a, b):
     return _unbroadcast_both(grad_a, a, -grad_a * ans, b)
 
 
-div = define(
+div = _op(
     "div",
     lambda a, b: a / b,
     _div_vjp,
-    "grad_a = g / b;  grad_b = -g * a / b**2",
-    r"\bar a = \bar y / b,\quad \bar b = -\bar y\, a / b^2",
-    arity=2,
+    ["{g} / {b}", "-{g} * {a} / {b}**2"],
+    [r"\bar a = \bar y / b", r"\bar b = -\bar y\, a / b^2"],
 )
 
 
@@ -178,13 +371,13 @@ def _add_constant_vjp(g, ans, x, constant):
     return unbroadcast(g, x), None
 
 
-add_constant = define(
+add_constant = _op(
     "add_constant",
     lambda x, constant: x + constant,
     _add_constant_vjp,
-    "grad_x = g  (the constant gets none)",
-    r"\bar x = \bar y",
-    arity=2,
+    ["{g}", None],
+    [r"\bar x = \bar y", None],
+    inputs=("x", "constant"),
 )
 
 
@@ -192,71 +385,84 @@ def _scale_vjp(g, ans, x, factor):
     return (g * factor,)
 
 
-scale = define(
+scale = _op(
     "scale",
     lambda x, factor: x * factor,
     _scale_vjp,
-    "grad_x = g * factor",
-    r"\bar x = c\,\bar y",
-    arity=1,
+    ["{g} * {factor}"],
+    [r"\bar x = c\,\bar y"],
     example_params={"factor": 0.5},
+    label=lambda params: f"×{_number_text(params.get('factor', '?'))}",
 )
 
 
-neg = define(
+neg = _op(
     "neg",
     lambda x: -x,
     lambda g, ans, x: (-g,),
-    "grad_x = -g",
-    r"\bar x = -\bar y",
-    arity=1,
+    ["-{g}"],
+    [r"\bar x = -\bar y"],
 )
 
 
 def _pow_vjp(g, ans, x, exponent):
-    return (g * exponent * x ** (exponent - 1),)
+    if exponent == 0:
+        # x**0 is the constant 1 (also at x = 0, where x**-1 would give 0 * inf).
+        return (g * 0.0 if g.__class__ is float else np.zeros_like(g * x),)
+    if x.__class__ is float and x == 0.0 and exponent < 1:
+        # d/dx x**p at 0 for p < 1 is infinite (Python floats raise instead of saying so).
+        return (g * exponent * math.inf,)
+    with np.errstate(divide="ignore"):  # the same infinity, for arrays holding a 0
+        return (g * exponent * x ** (exponent - 1),)
 
 
-pow_ = define(
+_SUPERSCRIPTS = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
+
+
+def _pow_label(params):
+    exponent = params.get("exponent")
+    if isinstance(exponent, numbers.Real) and float(exponent).is_integer() and abs(exponent) < 100:
+        return str(int(exponent)).translate(_SUPERSCRIPTS)
+    return f"^{_number_text(exponent)}"
+
+
+pow_ = _op(
     "pow",
     lambda x, exponent: x**exponent,
     _pow_vjp,
-    "grad_x = g * p * x**(p-1)",
-    r"\bar x = \bar y\, p\, x^{p-1}",
-    arity=1,
+    ["{g} * {exponent} * {x}**({exponent}-1)"],
+    [r"\bar x = \bar y\, p\, x^{p-1}"],
     domain="positive",
     example_params={"exponent": 1.5},
+    label=_pow_label,
 )
 
 
-exp = define(
+exp = _op(
     "exp",
     _exp,
     lambda g, ans, x: (g * ans,),
-    "grad_x = g * exp(x)",
-    r"\bar x = \bar y\, e^{x}",
-    arity=1,
+    ["{g} * exp({x})"],
+    [r"\bar x = \bar y\, e^{x}"],
 )
 
 
-log = define(
+log = _op(
     "log",
     _log,
     lambda g, ans, x: (g / x,),
-    "grad_x = g / x",
-    r"\bar x = \bar y / x",
-    arity=1,
+    ["{g} / {x}"],
+    [r"\bar x = \bar y / x"],
     domain="positive",
 )
 
 
-tanh = define(
+tanh = _op(
     "tanh",
     _tanh,
     lambda g, ans, x: (g * (1.0 - ans * ans),),
-    "grad_x = g * (1 - tanh(x)**2)",
-    r"\bar x = \bar y\,(1 - \tanh^2 x)",
-    arity=1,
+    ["{g} * (1 - tanh({x})**2)"],
+    [r"\bar x = \bar y\,(1 - \tanh^2 x)"],
 )
 
 
@@ -266,13 +472,12 @@ def _relu_forward(x):
     return np.maximum(x, 0)
 
 
-relu = define(
+relu = _op(
     "relu",
     _relu_forward,
     lambda g, ans, x: (g * (x > 0),),
-    "grad_x = g * (x > 0)",
-    r"\bar x = \bar y\,[x > 0]",
-    arity=1,
+    ["{g} * ({x} > 0)"],
+    [r"\bar x = \bar y\,[x > 0]"],
 )
 
 
@@ -281,15 +486,16 @@ def _dropout_vjp(g, ans, x, keep):
     return g * keep, None
 
 
-dropout = define(
+dropout = _op(
     "dropout",
     # `keep` is the saved mask already scaled by 1/(1-p) ("inverted" dropout),
     # so the forward and the backward are the same multiplication.
     lambda x, keep: x * keep,
     _dropout_vjp,
-    "grad_x = g * keep / (1-p)",
-    r"\bar x = \bar y \odot \frac{m}{1-p}",
-    arity=2,
+    ["{g} * {keep}", None],
+    [r"\bar x = \bar y \odot \mathrm{keep}", None],
+    inputs=("x", "keep"),
+    note="keep = 1/(1-p) where kept, 0 where dropped",
 )
 
 
@@ -304,13 +510,12 @@ def _expand_like(g, x, axis, keepdims):
     return np.broadcast_to(g, np.shape(x)).copy()
 
 
-sum_ = define(
+sum_ = _op(
     "sum",
     lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
     lambda g, ans, x, axis=None, keepdims=False: (_expand_like(g, x, axis, keepdims),),
-    "grad_x = broadcast(g)",
-    r"\bar x_i = \bar y",
-    arity=1,
+    ["broadcast({g})"],
+    [r"\bar x_i = \bar y"],
     example_params={"axis": -1, "keepdims": False},
 )
 
@@ -320,13 +525,12 @@ def _mean_vjp(g, ans, x, axis=None, keepdims=False):
     return (_expand_like(g, x, axis, keepdims) / count,)
 
 
-mean = define(
+mean = _op(
     "mean",
     lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keepdims=keepdims),
     _mean_vjp,
-    "grad_x = broadcast(g) / n",
-    r"\bar x_i = \bar y / n",
-    arity=1,
+    ["broadcast({g}) / n"],
+    [r"\bar x_i = \bar y / n"],
     example_params={"axis": 0, "keepdims": True},
 )
 
@@ -339,13 +543,12 @@ def _max_vjp(g, ans, x, axis=None, keepdims=False):
     return (_expand_like(g, x, axis, keepdims) * share,)
 
 
-max_ = define(
+max_ = _op(
     "max",
     lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
     _max_vjp,
-    "grad_x = g at the arg-max (ties share), 0 elsewhere",
-    r"\bar x_i = \bar y\,[x_i = \max x] / \#\mathrm{ties}",
-    arity=1,
+    ["{g} at the arg-max of {x} (ties share), 0 elsewhere"],
+    [r"\bar x_i = \bar y\,[x_i = \max x] / \#\mathrm{ties}"],
     example_params={"axis": -1, "keepdims": True},
 )
 
@@ -374,13 +577,13 @@ def _softmax_vjp(g, ans, x, axis=-1):
     return (grad_x,)
 
 
-softmax = define(
+softmax = _op(
     "softmax",
     _softmax_forward,
     _softmax_vjp,
-    "grad_x = p * (g - rowsum(g * p))",
-    r"\bar S = P \odot (\bar P - \mathrm{rowsum}(\bar P \odot P))",
-    arity=1,
+    ["{p} * ({g} - rowsum({g} * {p}))"],
+    [r"\bar S = P \odot (\bar P - \mathrm{rowsum}(\bar P \odot P))"],
+    output="p",
     example_params={"axis": -1},
 )
 
@@ -419,49 +622,46 @@ def _matmul_vjp(g, ans, a, b):
     return unbroadcast(grad_a, a), unbroadcast(grad_b, b)
 
 
-matmul = define(
+matmul = _op(
     "matmul",
     np.matmul,
     _matmul_vjp,
-    "grad_a = g @ b^T;  grad_b = a^T @ g",
-    r"\bar A = \bar C B^{\top},\quad \bar B = A^{\top} \bar C",
-    arity=2,
+    ["{g} @ {b}^T", "{a}^T @ {g}"],
+    [r"\bar A = \bar C B^{\top}", r"\bar B = A^{\top} \bar C"],
 )
 
 
 # ---------------------------------------------------------------- shape
 
 
-cast = define(
+cast = _op(
     "cast",
     lambda x, dtype: x.astype(dtype),
     # The gradient goes back in the input's own precision.
     lambda g, ans, x, dtype: (g.astype(x.dtype),),
-    "grad_x = g, in x's dtype",
-    r"\bar x = \bar y",
-    arity=1,
+    ["{g}, in the dtype of {x}"],
+    [r"\bar x = \bar y"],
     example_params={"dtype": "float32"},
+    label=lambda params: f"→{np.dtype(params['dtype']).name}" if "dtype" in params else "",
 )
 
 
-reshape = define(
+reshape = _op(
     "reshape",
     lambda x, shape: np.reshape(x, shape),
     lambda g, ans, x, shape: (np.reshape(g, np.shape(x)),),
-    "grad_x = reshape(g, x.shape)",
-    r"\bar x = \mathrm{reshape}(\bar y)",
-    arity=1,
+    ["reshape({g}, shape of {x})"],
+    [r"\bar x = \mathrm{reshape}(\bar y)"],
     example_params={"shape": (-1,)},
 )
 
 
-transpose = define(
+transpose = _op(
     "transpose",
     lambda x, axes: np.transpose(x, axes),
     # axes=None reverses the axes, and reversing is its own inverse.
     lambda g, ans, x, axes: (np.transpose(g, None if axes is None else np.argsort(axes)),),
-    "grad_x = transpose(g, inverse axes)",
-    r"\bar x = \bar y^{\top}",
-    arity=1,
+    ["transpose({g}, inverse axes)"],
+    [r"\bar x = \bar y^{\top}"],
     example_params={"axes": None},
 )

@@ -11,13 +11,18 @@ This module lets you differentiate expressions of single numbers::
 
 Every operator runs a primitive from :mod:`microtape.ops` through the same
 recording function as ``Tensor`` does, so a Scalar computation lands on the
-same kind of tape and is differentiated by the same backward loop.
+same kind of tape and is differentiated by the same reverse pass.
+
+Comparisons (``a < b``, ``a == b``) compare values and give plain bools: they
+are not differentiable, so they are not recorded (as in numpy and PyTorch).
+Scalars still hash by identity, so they work as dictionary keys.
 """
 
+import math
 import numbers
 
 from . import ops
-from .tape import Node, _apply
+from .tape import Node, record
 
 __all__ = ["Scalar"]
 
@@ -26,8 +31,11 @@ def _number(value, what):
     if value.__class__ is float:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what}: expected a real number, got {type(value).__name__} {value!r}")
-    return float(value)
+        raise TypeError(f"{what}: expected a real number, got {type(value).__name__} {value!r:.60}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{what}: {value!r:.60} is too large for a float (about 1.8e308 at most)") from None
 
 
 class Scalar(Node):
@@ -42,8 +50,10 @@ class Scalar(Node):
         self._init_leaf(_number(value, "Scalar(value)"), True, name)
 
     @classmethod
-    def _constant(cls, value):
+    def _constant(cls, value, like=None):
         """A number used inside an expression (``2 * a``): it needs no gradient."""
+        if isinstance(value, Scalar):
+            return value
         constant = cls.__new__(cls)
         if value.__class__ is not float:
             value = _number(value, "Scalar arithmetic")
@@ -58,8 +68,20 @@ class Scalar(Node):
     def __float__(self):
         return self.data
 
-    # Order comparisons look at values (used to pick a max); equality stays
-    # identity, so Scalars can be dictionary keys in the backward pass.
+    # Comparisons look at values and are not recorded (no gradient flows through
+    # them); hashing stays by identity, so Scalars remain dictionary keys.
+    __hash__ = Node.__hash__
+
+    def __eq__(self, other):
+        if not isinstance(other, (Scalar, numbers.Real)):
+            return NotImplemented
+        return self.data == _value(other)
+
+    def __ne__(self, other):
+        if not isinstance(other, (Scalar, numbers.Real)):
+            return NotImplemented
+        return self.data != _value(other)
+
     def __lt__(self, other):
         return self.data < _value(other)
 
@@ -75,56 +97,69 @@ class Scalar(Node):
     # -- arithmetic: each operator is one primitive op
 
     def __add__(self, other):
-        return _apply(ops.add, (self, _lift(other)))
+        return record(ops.add, (self, _lift(other)))
 
     def __radd__(self, other):
-        return _apply(ops.add, (_lift(other), self))
+        return record(ops.add, (_lift(other), self))
 
     def __sub__(self, other):
-        return _apply(ops.sub, (self, _lift(other)))
+        return record(ops.sub, (self, _lift(other)))
 
     def __rsub__(self, other):
-        return _apply(ops.sub, (_lift(other), self))
+        return record(ops.sub, (_lift(other), self))
 
     def __mul__(self, other):
-        return _apply(ops.mul, (self, _lift(other)))
+        return record(ops.mul, (self, _lift(other)))
 
     def __rmul__(self, other):
-        return _apply(ops.mul, (_lift(other), self))
+        return record(ops.mul, (_lift(other), self))
 
     def __truediv__(self, other):
-        return _apply(ops.div, (self, _lift(other)))
+        return record(ops.div, (self, _lift(other)))
 
     def __rtruediv__(self, other):
-        return _apply(ops.div, (_lift(other), self))
+        return record(ops.div, (_lift(other), self))
 
     def __neg__(self):
-        return _apply(ops.neg, (self,))
+        return record(ops.neg, (self,))
 
     def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def pow(self, exponent, name=None):
         if isinstance(exponent, Scalar):
             raise TypeError("Scalar ** Scalar is not supported: the exponent must be a plain number")
         exponent = _number(exponent, "Scalar ** exponent")
-        if self.data <= 0.0 and not exponent.is_integer():
+        if self.data < 0.0 and not exponent.is_integer():
             raise ValueError(f"Scalar ** {exponent}: a non-integer power of {self.data} is not a real number")
-        return _apply(ops.pow_, (self,), {"exponent": exponent})
+        if self.data == 0.0 and exponent < 0:
+            raise ValueError(f"Scalar ** {exponent}: a negative power of 0 is not a number (division by zero)")
+        try:
+            finite = math.isfinite(self.data**exponent)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"Scalar ** {exponent}: {self.data} ** {exponent} overflows a float")
+        return record(ops.pow_, (self,), {"exponent": exponent}, name)
 
-    def exp(self):
-        return _apply(ops.exp, (self,))
+    def exp(self, name=None):
+        if self.data > 709.78:
+            raise ValueError(f"Scalar.exp(): exp({self.data}) overflows a float (the largest is exp(709.78))")
+        return record(ops.exp, (self,), None, name)
 
-    def log(self):
+    def log(self, name=None):
         if self.data <= 0.0:
             raise ValueError(f"Scalar.log(): log of {self.data} is undefined; expected a positive value")
-        return _apply(ops.log, (self,))
+        return record(ops.log, (self,), None, name)
 
-    def tanh(self):
-        return _apply(ops.tanh, (self,))
+    def tanh(self, name=None):
+        return record(ops.tanh, (self,), None, name)
 
-    def relu(self):
-        return _apply(ops.relu, (self,))
+    def relu(self, name=None):
+        return record(ops.relu, (self,), None, name)
 
-    def sqrt(self):
-        return self**0.5
+    def sqrt(self, name=None):
+        return self.pow(0.5, name)
 
 
 def _lift(value):

@@ -10,7 +10,7 @@ to the real layer::
     >>> x = ScalarArray.leaves(np.array([[1.0, 2.0]]), name="x")
     >>> y = (x @ x.T).sum()          # 2 multiplies and 1 add, each a Scalar op
     >>> y.backward()
-    >>> x.grad()
+    >>> x.grad
     array([[2., 4.]])
 
 How: a numpy array of ``dtype=object`` holding ``Scalar``s already knows how
@@ -63,6 +63,7 @@ class ScalarArray:
         """The values as a float64 numpy array."""
         return _values(self.items, "data")
 
+    @property
     def grad(self):
         """The gradients as a float64 numpy array (0 where none arrived)."""
         return _values(self.items, "grad")

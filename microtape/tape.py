@@ -1,4 +1,4 @@
-"""The tape: a Wengert list of every operation, and the backward pass over it.
+"""The tape: a Wengert list of every operation, and the reverse pass over it.
 
 This module lets you record a computation and differentiate it::
 
@@ -6,40 +6,51 @@ This module lets you record a computation and differentiate it::
     with mt.Tape() as tape:
         a, b = mt.Scalar(2.0, name="a"), mt.Scalar(3.0, name="b")
         y = (a * b + a).tanh()
-    print(tape)            # the program listing, one equation a line
-    tape.backward(y)       # a.grad, b.grad are now set
+    print(tape)                 # the program listing, one equation a line
+    g = mt.gradients(y)         # {node: gradient}; nothing is written anywhere
+    g[a], g[b]
+    tape.backward(y)            # the same gradients, added into a.grad, b.grad
 
 How the pieces fit (the design in one paragraph)
 ------------------------------------------------
 Every value — a ``Scalar`` or a ``Tensor`` — is a :class:`Node`. A node made
-by an operation remembers that operation: ``node.op`` (a primitive from
+by an operation remembers it: ``node.op`` (a primitive from
 :mod:`microtape.ops`), ``node.inputs`` (the nodes it was computed from, in
 operand order) and ``node.params``. So a node *is* one equation of the
 program, ``output = op(inputs; params)``, and the graph is reachable from any
-result by following ``inputs`` — which is why ``y.backward()`` works with no
-tape at all: it finds a topological order by an iterative depth-first search.
-A :class:`Tape` adds the *recorded order*: while it is active, every new node
-is appended to it. That order is already topological, so ``tape.backward``
-needs no graph search — it walks the list in reverse (as JAX's Autodidax
-does) — and the tape can be printed, iterated, drawn and checked step by
-step. Nodes point only at their inputs, never at their outputs, so the graph
-has no reference cycles: Python frees it as soon as nothing refers to it.
-
-Both backward routes are iterative (no recursion: a chain of a million ops
-is fine) and share one loop, :func:`_backprop`. Gradients are *added* into a
-dict keyed by node, so a value used many times gets the sum of its uses. The
-``.grad`` fields are written only after the whole pass succeeded, so a failed
-backward leaves every gradient as it was.
+result by following ``inputs``. A :class:`Tape` adds the *recorded order*:
+while it is active, every new node is appended to it. That order is already
+topological, so the reverse pass needs no graph search — it walks the list
+backwards (as JAX's Autodidax does); for a result computed with no tape,
+:meth:`Tape.of` finds the same kind of order by an iterative depth-first
+search. The reverse pass is one pure function, :func:`gradients`: it walks
+the equations backwards, calls each op's VJP and *adds* the results into a
+dict keyed by node (a value used twice gets the sum of its uses) — and writes
+nothing. ``backward()`` is ``gradients()`` followed by adding the result into
+the ``.grad`` fields; the step-by-step views, the checkers and the pictures
+read the same result. Nodes point only at their inputs, never at their
+outputs, so the graph has no reference cycles.
 """
 
 import contextvars
-from collections import Counter, deque
+from collections import Counter
+from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Tape", "Node", "Equation", "Step", "module_scope", "current_tapes"]
+__all__ = [
+    "Tape",
+    "Node",
+    "Equation",
+    "Step",
+    "Gradients",
+    "gradients",
+    "record",
+    "module_scope",
+    "current_tapes",
+]
 
 # The active tapes and the module path, per thread and per async task: a tape
 # opened in one thread never sees the operations of another.
@@ -57,7 +68,11 @@ def module_scope(name):
     """Tag the operations run inside with a module path (``"attn.q_proj"``).
 
     Graphs group nodes by it and listings print it; it changes no numbers.
+    An empty name adds nothing.
     """
+    if not name:
+        yield
+        return
     outer = _module_path.get()
     token = _module_path.set(f"{outer}.{name}" if outer else name)
     try:
@@ -69,9 +84,10 @@ def module_scope(name):
 class Node:
     """A value in a computation: a leaf, or the output of one recorded op.
 
-    ``Scalar`` and ``Tensor`` are both nodes; this class holds what they share
-    and the backward pass. Subclasses set ``_output_data``, the function that
-    turns an op's raw result into their kind of data (``float``, ``np.asarray``).
+    ``Scalar`` and ``Tensor`` are both nodes; this class holds what they share.
+    Subclasses set ``_output_data``, the function that turns an op's raw result
+    into their kind of data (``float``, ``np.asarray``). Nodes compare and hash
+    by identity, so they can be dictionary keys.
     """
 
     __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module")
@@ -92,25 +108,27 @@ class Node:
         return self.op is None
 
     def backward(self, grad=None):
-        """Backpropagate from this node and accumulate ``.grad`` on every node.
+        """Backpropagate from this node and *add* the gradients into ``.grad``.
 
         ``grad`` is the gradient of some final quantity with respect to this
         node; the default is ones (for a single number: 1, "dy/dy = 1").
         Works with or without an active :class:`Tape`: the graph is found by
         following ``inputs``. Leaves accumulate (``+=``) across calls.
         """
-        _exhaust(_backprop(_topological_order(self), self, grad, steps=False))
+        gradients(self, grad, tape=Tape.of(self)).accumulate()
 
     def zero_grad(self):
         self.grad = None
 
 
-def _apply(op, inputs, params=None, name=None):
-    """Run ``op`` on ``inputs`` (nodes) and record the result.
+def record(op, inputs, params=None, name=None):
+    """Run ``op`` on ``inputs`` (nodes) and record the result on the active tapes.
 
     The output is a node of the first input's kind. It is recorded (on every
     active tape, and via ``.inputs`` for the graph) only when some input
     requires a gradient: constants combined with constants stay constants.
+    Nothing is appended when the forward raises. (``op(x)`` checks its inputs
+    and calls this; Scalar and Tensor methods call it directly.)
     """
     first = inputs[0]
     # The one- and two-input calls are spelled out: for a Scalar, building an
@@ -140,39 +158,197 @@ def _apply(op, inputs, params=None, name=None):
     return out
 
 
-# ---------------------------------------------------------------- backward
+# ---------------------------------------------------------------- the reverse pass
 
 
-def _topological_order(root):
-    """The computed nodes ``root`` depends on, inputs before outputs (iterative DFS).
+class Step(NamedTuple):
+    """One step of the reverse pass: an equation, the gradient it got, what it sent on."""
 
-    A node is appended once all its inputs are: a post-order, which is a
-    forward topological order — the same order a tape would have recorded.
-    Leaves are left out (nothing to do for them but receive a gradient), and
-    so is everything that needs no gradient.
+    index: int  # the equation's position on the tape
+    equation: "Equation"
+    grad_output: object  # g: the complete gradient of the equation's output
+    grad_inputs: tuple  # what the VJP sends to each input (None for constants)
+
+
+class Gradients(Mapping):
+    """The result of one reverse pass: ``g[node]`` is the gradient of ``node``.
+
+    A read-only mapping over every node on the path from the output — leaves
+    and intermediates — that needs a gradient. Arrays come out read-only (one
+    array may serve several nodes: ``add`` hands the same ``g`` to both
+    operands). With ``steps=True``, ``.steps`` lists every :class:`Step` in
+    the order the pass took them and :meth:`completed_at` says when each
+    gradient was complete.
     """
-    order = []
-    visited = {root}
-    stack = [root]
-    while stack:
-        node = stack[-1]
-        # Descend into the first input not seen yet. Coming back up, the scan
-        # starts over; ops have one or two inputs, so that costs less than
-        # remembering where it stopped.
-        for child in node.inputs:
-            if child.op is not None and child.requires_grad and child not in visited:
-                visited.add(child)
-                stack.append(child)
-                break
-        else:
-            # Every input is done (the graph has no cycles, so "seen" is "done").
-            stack.pop()
-            order.append(node)
-    return order
+
+    def __init__(self, grads, tape, output, seed, steps, completed):
+        self._grads = grads
+        self.tape = tape
+        self.output = output
+        self.seed = seed
+        self.steps = steps  # list of Step, or None
+        self._completed = completed
+
+    def __getitem__(self, node):
+        try:
+            grad = self._grads[node]
+        except KeyError:
+            raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
+        if grad.__class__ is np.ndarray and grad.flags.writeable:
+            grad = grad.view()
+            grad.flags.writeable = False
+        return grad
+
+    def __contains__(self, node):
+        return node in self._grads
+
+    def __iter__(self):
+        return iter(self._grads)
+
+    def __len__(self):
+        return len(self._grads)
+
+    def __repr__(self):
+        return f"<Gradients of {len(self._grads)} nodes>"
+
+    def completed_at(self, node):
+        """The tape index of the step after which ``node``'s gradient is complete.
+
+        For a computed node that is its own step; for a leaf, the last step that
+        sent it a contribution. None when no gradient reached it (or steps were
+        not kept).
+        """
+        return None if self._completed is None else self._completed.get(node)
+
+    def accumulate(self):
+        """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
+
+        One VJP may hand the same array (or views of it) to several nodes —
+        add's ``g`` goes to both operands, reshape's is a view. Leaves (what
+        people change in place: zeroing, clipping) each get memory of their
+        own; computed nodes that share memory get read-only views. Either way
+        no gradient can be changed through another, and only leaves pay for a
+        copy.
+        """
+        grads = self._grads
+        shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
+        for node, g in grads.items():
+            if node.grad is not None:
+                node.grad = node.grad + g
+                continue
+            if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
+                if node.op is None:
+                    g = g.copy()
+                else:
+                    g = g.view()
+                    g.flags.writeable = False
+            node.grad = g
+
+    def step_at(self, index):
+        """The step of the equation at tape position ``index`` (None if the pass skipped it)."""
+        for step in self.steps or ():
+            if step.index == index:
+                return step
+        return None
+
+
+def gradients(output, grad=None, *, tape=None, steps=False):
+    """The gradient of ``output`` with respect to every node on its path — writing nothing.
+
+    ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
+    Scalar). The order of the equations comes from ``tape`` when given (or the
+    innermost active tape, if it recorded ``output``), else from the graph.
+    Returns a :class:`Gradients` mapping ``{node: gradient}``. No ``.grad`` is
+    written, nothing is recorded, and calling it twice gives the same answer.
+    ``steps=True`` also keeps every step (for walks, frames and reports).
+    """
+    if not isinstance(output, Node):
+        raise TypeError(f"gradients(output): expected a Scalar or Tensor, got {type(output).__name__}")
+    if tape is None:
+        active = _active_tapes.get()
+        tape = active[-1] if active and active[-1]._position(output) is not None else Tape.of(output)
+    elif not isinstance(tape, Tape):
+        raise TypeError(f"gradients(tape=...): expected a microtape Tape, got {type(tape).__name__}")
+    elif output.op is not None and tape._position(output) is None:
+        raise ValueError(f"gradients(output): {output!r} was not recorded on this tape")
+    seed = _seed_gradient(output, grad)
+    grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+    if steps:
+        taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
+    return Gradients(grads, tape, output, seed, taken, completed)
+
+
+def _reverse(equations, output, seed, keep_steps=False):
+    """The reverse pass: walk ``equations`` backwards, summing gradients in a dict.
+
+    When we reach an equation, every use of its output lies behind us, so its
+    gradient ``g`` is complete. Its op's VJP turns ``g`` into one gradient per
+    input, which we *add* to what those inputs already have. Returns the dict,
+    and (``keep_steps``) the steps taken and the step completing each gradient.
+    """
+    grads = {output: seed}
+    steps, completed = ([], {}) if keep_steps else (None, None)
+    for index in range(len(equations) - 1, -1, -1):
+        node = equations[index]
+        g = grads.get(node)
+        if g is None or node.op is None:
+            continue  # not on the path to the output
+        sent = _vjp(node, g)
+        position = 0  # a counter, not enumerate(): this is the hottest loop of a Scalar backward
+        for x in node.inputs:
+            if x.requires_grad:
+                gx = sent[position]
+                if gx is None:
+                    raise TypeError(
+                        f"op {node.op.name!r} gives no gradient for input {x!r}, which requires one; "
+                        "its input in that position must be a constant"
+                    )
+                previous = grads.get(x)
+                grads[x] = gx if previous is None else previous + gx
+                if keep_steps:
+                    completed[x] = index
+            position += 1
+        if keep_steps:
+            completed[node] = index
+            steps.append((index, g, tuple(sent)))
+    return grads, steps, completed
+
+
+def _vjp(node, g):
+    """What ``node``'s op sends back to its inputs, given ``g`` (spelled out for 1 and 2 inputs)."""
+    op, inputs, params = node.op, node.inputs, node.params
+    if params:
+        sent = op.vjp(g, node.data, *[x.data for x in inputs], **params)
+    elif len(inputs) == 2:
+        sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
+    elif len(inputs) == 1:
+        sent = op.vjp(g, node.data, inputs[0].data)
+    else:
+        sent = op.vjp(g, node.data, *[x.data for x in inputs])
+    if not op.builtin:
+        _check_user_vjp(op, node, sent)
+    return sent
+
+
+def _check_user_vjp(op, node, sent):
+    """A user-defined VJP must return one gradient per input, each of that input's shape."""
+    if not isinstance(sent, (tuple, list)) or len(sent) != len(node.inputs):
+        raise TypeError(
+            f"op {op.name!r}: its vjp must return a tuple of {len(node.inputs)} gradient(s), one per input, "
+            f"got {type(sent).__name__}"
+            + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
+            + ("; for one input write `return (grad_x,)`" if len(node.inputs) == 1 else "")
+        )
+    for x, gx in zip(node.inputs, sent):
+        if gx is not None and np.shape(gx) != np.shape(x.data):
+            raise ValueError(
+                f"op {op.name!r}: its vjp returned a gradient of shape {np.shape(gx)} for an input of "
+                f"shape {np.shape(x.data)}; a gradient has the shape of its input"
+            )
 
 
 def _seed_gradient(root, grad):
-    """Check (or make) the gradient that starts the backward pass."""
+    """Check (or make) the gradient that starts the reverse pass."""
     if not root.requires_grad:
         raise ValueError(
             f"backward(): {root!r} does not require a gradient — no input of the "
@@ -199,83 +375,12 @@ def _seed_gradient(root, grad):
     return np.array(grad, dtype=data.dtype)
 
 
-def _backprop(nodes_in_order, root, grad, steps=True):
-    """The one backward loop: yield ``(node, g, input_grads)`` per step.
-
-    ``nodes_in_order`` lists nodes in forward (topological) order; we walk it
-    in reverse. When we reach a node, every use of it lies behind us, so its
-    gradient ``g`` in ``grads`` is complete. The VJP of its op turns ``g`` into
-    one gradient per input, which we *add* to what those inputs already have.
-    ``.grad`` fields are assigned at the very end, so an error midway leaves
-    them untouched.
-    """
-    grads = {root: _seed_gradient(root, grad)}
-    for node in reversed(nodes_in_order):
-        g = grads.get(node)
-        if g is None or node.op is None:
-            continue  # not on the path to root, or a leaf
-        op, inputs, params = node.op, node.inputs, node.params
-        # Spelled out for one and two inputs, as in _apply.
-        if params:
-            input_grads = op.vjp(g, node.data, *[x.data for x in inputs], **params)
-        elif len(inputs) == 2:
-            input_grads = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
-        elif len(inputs) == 1:
-            input_grads = op.vjp(g, node.data, inputs[0].data)
-        else:
-            input_grads = op.vjp(g, node.data, *[x.data for x in inputs])
-        # An explicit position counter: in this, the hottest loop of a Scalar
-        # backward, it costs less than zip() or enumerate().
-        position = 0
-        for x in inputs:
-            if x.requires_grad:
-                gx = input_grads[position]
-                if gx is None:
-                    raise TypeError(
-                        f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
-                        "its input in that position must be a constant"
-                    )
-                previous = grads.get(x)
-                grads[x] = gx if previous is None else previous + gx
-            position += 1
-        if steps:
-            yield node, g, input_grads
-    # `grads` now holds the gradient of every node on the path, leaves included.
-    # VJPs may pass the same array (or views of it) to several nodes — add's g
-    # goes to both operands, reshape's is a view. Leaves (what people change in
-    # place: zeroing, clipping) each get memory of their own; computed nodes
-    # that share memory get read-only views. Either way, no gradient can be
-    # changed through another, and only leaves pay for a copy.
-    shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
-    for node, g in grads.items():
-        if node.grad is not None:
-            node.grad = node.grad + g
-            continue
-        if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
-            if node.op is None:
-                g = g.copy()
-            else:
-                g = g.view()
-                g.flags.writeable = False
-        node.grad = g
-
-
 def _memory_of(array):
     """Who owns an array's memory (numpy's ``base`` is the owner of any view)."""
     return id(array if array.base is None else array.base)
 
 
-def _exhaust(steps):
-    deque(steps, maxlen=0)
-
-
-class Step(NamedTuple):
-    """One step of the backward pass, as :meth:`Tape.backward_steps` yields it."""
-
-    index: int  # the equation's position on the tape
-    equation: "Equation"
-    grad_output: object  # g: the gradient arriving at the equation's output
-    grad_inputs: tuple  # what the VJP sends to each input (None for constants)
+# ---------------------------------------------------------------- the tape
 
 
 class Equation(NamedTuple):
@@ -302,6 +407,41 @@ class Tape:
     def __init__(self):
         self._nodes = []
         self._token = None
+
+    @classmethod
+    def of(cls, output):
+        """A tape of the equations ``output`` depends on, in an order a recording would have.
+
+        For a result computed with no tape active: the graph is found by
+        following ``inputs`` (an iterative depth-first search, operand order
+        kept, so the same computation always gives the same order).
+        """
+        if not isinstance(output, Node):
+            raise TypeError(f"Tape.of(output): expected a Scalar or Tensor, got {type(output).__name__}")
+        tape = cls()
+        tape._nodes = _topological_order(output)
+        return tape
+
+    @classmethod
+    @contextmanager
+    def atomic(cls):
+        """Record the block on a new tape, and on the enclosing tapes only if it finishes.
+
+        ``with Tape.atomic() as tape: ...`` — while the block runs, its operations
+        go to ``tape`` alone; when it ends without an error they are appended,
+        in order, to every tape that was active around it. A block that fails
+        midway leaves the enclosing tapes exactly as they were (layers run
+        their forward this way: all or nothing).
+        """
+        outer = _active_tapes.get()
+        tape = cls()
+        token = _active_tapes.set((tape,))
+        try:
+            yield tape
+        finally:
+            _active_tapes.reset(token)
+        for enclosing in outer:
+            enclosing._nodes.extend(tape._nodes)
 
     # -- recording
 
@@ -336,23 +476,21 @@ class Tape:
         """The recorded outputs, in the order they were computed."""
         return list(self._nodes)
 
+    def _position(self, node):
+        for index in range(len(self._nodes) - 1, -1, -1):
+            if self._nodes[index] is node:
+                return index
+        return None
+
     def index_of(self, node):
         """The position of ``node`` on the tape (raises ``ValueError`` if absent)."""
-        for index, candidate in enumerate(self._nodes):
-            if candidate is node:
-                return index
-        raise ValueError(f"{node!r} is not on this tape")
-
-    def find(self, name):
-        """The equation whose output is named ``name`` (the last one, if several)."""
-        for index in range(len(self._nodes) - 1, -1, -1):
-            if self._nodes[index].name == name:
-                return self[index]
-        names = sorted({n.name for n in self._nodes if n.name})
-        raise KeyError(f"no node named {name!r} on this tape; named nodes are: {', '.join(names) or '(none)'}")
+        index = self._position(node)
+        if index is None:
+            raise ValueError(f"{node!r} is not on this tape")
+        return index
 
     def leaves(self):
-        """Inputs of recorded equations that were not themselves recorded here."""
+        """Inputs of recorded equations that were not themselves recorded here, in order of first use."""
         recorded = set(self._nodes)
         seen, leaves = set(), []
         for node in self._nodes:
@@ -363,13 +501,63 @@ class Tape:
         return leaves
 
     def variable_names(self):
-        """A readable name for every node the listing mentions (``%i`` if unnamed)."""
+        """A distinct, readable name for every variable of the listing: ``{node: name}``.
+
+        A node's own ``name`` when no other variable has it; otherwise the
+        name qualified by its module (``q_proj.xW^T``), and if that is still
+        shared, numbered in tape order (``e#1``, ``e#2``). Unnamed equations
+        are ``%i`` (``i`` their position), unnamed leaves ``in0``, ``in1``, …
+        """
+        variables = [*self.leaves(), *self._nodes]
+        wanted = Counter(node.name for node in variables if node.name)
         names = {}
-        for i, leaf in enumerate(self.leaves()):
-            names[leaf] = leaf.name or f"in{i}"
+        for i, leaf in enumerate(variables[: len(variables) - len(self._nodes)]):
+            names[leaf] = _own_name(leaf, wanted) or f"in{i}"
         for i, node in enumerate(self._nodes):
-            names[node] = node.name or f"%{i}"
+            names[node] = _own_name(node, wanted) or f"%{i}"
+        taken = Counter(names.values())
+        numbered = Counter()
+        for node, name in names.items():
+            if taken[name] > 1:
+                numbered[name] += 1
+                names[node] = f"{name}#{numbered[name]}"
         return names
+
+    def names(self):
+        """``{name: node}`` for every variable (the inverse of :meth:`variable_names`)."""
+        return {name: node for node, name in self.variable_names().items()}
+
+    def variable(self, name):
+        """The node (leaf or computed) called ``name`` in the listing; ``KeyError`` otherwise.
+
+        ``name`` is a listing name (:meth:`variable_names`) or a node's own
+        ``name`` if exactly one node has it. A name several nodes share is
+        refused with the names that tell them apart: this never guesses.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"tape lookup: expected a name (str), got {type(name).__name__}")
+        by_listing = self.names()
+        if name in by_listing:
+            return by_listing[name]
+        owners = [node for node in by_listing.values() if node.name == name]
+        listed = self.variable_names()
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            choices = ", ".join(listed[node] for node in owners)
+            raise KeyError(f"{len(owners)} variables on this tape are named {name!r}; say which one: {choices}")
+        available = (
+            ", ".join(listed[node] for node in by_listing.values() if node.name) or "(none: give nodes a name=...)"
+        )
+        raise KeyError(f"no variable named {name!r} on this tape; the named variables are: {available}")
+
+    def find(self, name):
+        """The equation whose output is called ``name`` (see :meth:`variable`); never guesses."""
+        node = self.variable(name)
+        index = self._position(node)
+        if index is None:
+            raise KeyError(f"{name!r} is an input of this tape (a leaf), not an equation on it")
+        return self[index]
 
     def __repr__(self):
         return f"<Tape: {len(self._nodes)} equations>"
@@ -400,39 +588,67 @@ class Tape:
             lines.append(f"{len(self._nodes) - 1:>4}  {names[last]} = {last.op.name}(…){_shape_text(last)}")
         return "\n".join(lines)
 
-    # -- backward
+    # -- the reverse pass over this tape
+
+    def gradients(self, output, grad=None, *, steps=False):
+        """:func:`gradients` in this tape's order (writes nothing)."""
+        return gradients(output, grad, tape=self, steps=steps)
 
     def backward(self, output, grad=None):
-        """Backpropagate from ``output`` through the recorded equations.
+        """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
 
         Walks the tape in reverse (no graph search). Gradients reach the inputs
         of recorded equations; anything computed before the tape began is
-        treated as a leaf. ``grad`` defaults to ones of the output's shape.
+        treated as a leaf. ``grad`` defaults to ones of the output's shape. A
+        pass that fails midway changes no ``.grad``.
         """
-        _exhaust(self._steps(output, grad))
+        gradients(output, grad, tape=self).accumulate()
 
     def backward_steps(self, output, grad=None):
-        """Like :meth:`backward`, one step at a time: yields a :class:`Step` per equation.
+        """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
 
-        Steps come in reverse tape order; each holds the incoming gradient and
-        what the VJP sends to each input. The ``.grad`` fields are written when
-        the iteration finishes (stop early and they stay as they were).
+        Each step holds the equation, the complete gradient of its output and
+        what its VJP sends to each input.
         """
-        self._check_output(output)
-        index_of = {node: i for i, node in enumerate(self._nodes)}
-        for node, g, input_grads in self._steps(output, grad):
-            index = index_of[node]
-            yield Step(index, self[index], g, input_grads)
+        return iter(gradients(output, grad, tape=self, steps=True).steps)
 
-    def _check_output(self, output):
-        if not isinstance(output, Node):
-            raise TypeError(f"backward(output): expected a Scalar or Tensor, got {type(output).__name__}")
-        if output.op is not None and not any(node is output for node in reversed(self._nodes)):
-            raise ValueError(f"backward(output): {output!r} was not recorded on this tape")
 
-    def _steps(self, output, grad):
-        self._check_output(output)
-        return _backprop(self._nodes, output, grad)
+def _own_name(node, wanted):
+    """A node's name, qualified by its module when another variable has the same name."""
+    if not node.name:
+        return None
+    if wanted[node.name] > 1 and node.module and not node.name.startswith(node.module + "."):
+        return f"{node.module}.{node.name}"
+    return node.name
+
+
+def _topological_order(root):
+    """The computed nodes ``root`` depends on, inputs before outputs (iterative DFS).
+
+    A node is appended once all its inputs are: a post-order, which is a
+    forward topological order — the same order a tape would have recorded.
+    Leaves are left out (nothing to do for them but receive a gradient).
+    """
+    if root.op is None:
+        return []
+    order = []
+    visited = {root}
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        # Descend into the first input not seen yet. Coming back up, the scan
+        # starts over; ops have one or two inputs, so that costs less than
+        # remembering where it stopped.
+        for child in node.inputs:
+            if child.op is not None and child not in visited:
+                visited.add(child)
+                stack.append(child)
+                break
+        else:
+            # Every input is done (the graph has no cycles, so "seen" is "done").
+            stack.pop()
+            order.append(node)
+    return order
 
 
 def _shape_text(node):

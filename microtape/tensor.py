@@ -13,8 +13,14 @@ This module lets you differentiate whole-array computations::
 ``tensor.data`` is the numpy array (no copy is made of an array you pass in:
 the Tensor shares its memory, like ``torch.from_numpy``), ``tensor.grad`` the
 gradient (a numpy array, or None before backward). Every method runs one
-primitive from :mod:`microtape.ops`; numpy broadcasting works everywhere and
-the backward pass sums gradients back to each input's shape.
+primitive from :mod:`microtape.ops` (and takes ``name=``, the name the tape
+listing and the graphs use); numpy broadcasting works everywhere and the
+backward pass sums gradients back to each input's shape.
+
+Comparisons (``x == y``, ``x < 0``) are elementwise and give plain numpy
+boolean arrays, as in numpy and PyTorch: they are not differentiable, so they
+are not recorded. A Tensor still hashes by identity (it is a dictionary key in
+the reverse pass); ask ``x is y`` for "the same node".
 """
 
 import numbers
@@ -22,14 +28,22 @@ import numbers
 import numpy as np
 
 from . import ops
-from .tape import Node, _apply
+from .tape import Node, record
 
 __all__ = ["Tensor"]
 
 
 def _as_float_array(data, what):
     """``data`` as a float numpy array: float32/float64 kept, ints become float64."""
-    array = np.asarray(data)
+    if isinstance(data, np.ma.MaskedArray):
+        raise TypeError(
+            f"{what}: masked arrays are not supported (the mask would be silently dropped); "
+            "pass data.filled(value) or a plain array"
+        )
+    try:
+        array = np.asarray(data)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"{what}: expected a rectangular array of numbers ({error})") from None
     if array.dtype.kind == "f":
         return array
     if array.dtype.kind in "biu":
@@ -65,12 +79,15 @@ class Tensor(Node):
         return cls(np.full(shape, value, dtype=dtype), requires_grad, name)
 
     @classmethod
-    def _constant(cls, value, dtype):
+    def _constant(cls, value, like):
+        """An array or number used inside an expression (``x * 2``): it needs no gradient."""
+        if isinstance(value, Tensor):
+            return value
         constant = cls.__new__(cls)
         array = _as_float_array(value, "Tensor arithmetic")
         if array.ndim == 0:
             # A plain number takes the tensor's dtype (float32 stays float32).
-            array = array.astype(dtype)
+            array = array.astype(like.data.dtype)
         constant._init_leaf(array, False, None)
         return constant
 
@@ -123,13 +140,41 @@ class Tensor(Node):
                 f"Tensor {opname}: cannot combine a Tensor with {type(other).__name__}; "
                 "expected a Tensor, numpy array or number"
             )
-        return Tensor._constant(other, self.data.dtype)
+        return Tensor._constant(other, self)
 
     def _binary(self, op, other, opname, reflected=False):
         other = self._lift(other, opname)
         inputs = (other, self) if reflected else (self, other)
         _check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
-        return _apply(op, inputs)
+        return record(op, inputs)
+
+    # -- comparisons: elementwise, not recorded
+
+    __hash__ = Node.__hash__
+
+    def _compare(self, other, compare):
+        if isinstance(other, Node) and not isinstance(other, Tensor):
+            return NotImplemented
+        right = other.data if isinstance(other, Tensor) else other
+        return compare(self.data, right)
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
 
     def __add__(self, other):
         return self._binary(ops.add, other, "+")
@@ -156,9 +201,16 @@ class Tensor(Node):
         return self._binary(ops.div, other, "/", reflected=True)
 
     def __neg__(self):
-        return _apply(ops.neg, (self,))
+        return record(ops.neg, (self,))
+
+    def neg(self, name=None):
+        return record(ops.neg, (self,), None, name)
 
     def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def pow(self, exponent, name=None):
+        """``self ** exponent`` for a plain-number exponent."""
         if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
             raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
         exponent = float(exponent)
@@ -166,10 +218,16 @@ class Tensor(Node):
             raise ValueError(
                 f"Tensor ** {exponent}: a non-integer power of a negative number is not real; all entries must be >= 0"
             )
-        return _apply(ops.pow_, (self,), {"exponent": exponent})
+        if exponent < 0 and np.any(self.data == 0):
+            raise ValueError(f"Tensor ** {exponent}: a negative power of 0 is not a number (division by zero)")
+        return record(ops.pow_, (self,), {"exponent": exponent}, name)
+
+    def sqrt(self, name=None):
+        """``self ** 0.5`` (entries must be >= 0)."""
+        return self.pow(0.5, name)
 
     def exp(self, name=None):
-        return _apply(ops.exp, (self,), name=name)
+        return record(ops.exp, (self,), name=name)
 
     def log(self, name=None):
         if np.any(self.data <= 0):
@@ -177,20 +235,20 @@ class Tensor(Node):
             raise ValueError(
                 f"Tensor.log(): log of {self.data[where]} at index {where} is undefined; expected positive values"
             )
-        return _apply(ops.log, (self,), name=name)
+        return record(ops.log, (self,), name=name)
 
     def tanh(self, name=None):
-        return _apply(ops.tanh, (self,), name=name)
+        return record(ops.tanh, (self,), name=name)
 
     def relu(self, name=None):
-        return _apply(ops.relu, (self,), name=name)
+        return record(ops.relu, (self,), name=name)
 
     def scale(self, factor, name=None):
         """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
         if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
             raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
         # A plain float: numpy 2 would let an np.float64 factor promote float32 data.
-        return _apply(ops.scale, (self,), {"factor": float(factor)}, name=name)
+        return record(ops.scale, (self,), {"factor": float(factor)}, name=name)
 
     def add_constant(self, constant, name=None):
         """Add a constant array (a mask) that receives no gradient."""
@@ -198,7 +256,7 @@ class Tensor(Node):
         if constant.requires_grad:
             raise ValueError("Tensor.add_constant(constant): the constant must not require a gradient")
         _check_broadcast(self.shape, constant.shape, "Tensor.add_constant")
-        return _apply(ops.add_constant, (self, constant), name=name)
+        return record(ops.add_constant, (self, constant), name=name)
 
     def dropout(self, keep, name=None):
         """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
@@ -207,42 +265,63 @@ class Tensor(Node):
             raise ValueError("Tensor.dropout(keep): the keep mask is a constant and must not require a gradient")
         if keep.shape != self.shape:
             raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
-        return _apply(ops.dropout, (self, keep), name=name)
+        return record(ops.dropout, (self, keep), name=name)
 
     def astype(self, dtype, name=None):
         """The same values in another float dtype (recorded: gradients flow back)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"Tensor.astype({dtype}): expected a float dtype such as float32 or float64")
-        return _apply(ops.cast, (self,), {"dtype": dtype}, name=name)
+        return record(ops.cast, (self,), {"dtype": dtype}, name=name)
 
     # -- reductions
 
     def _axis(self, axis, what):
+        """Check ``axis`` (None, an int or a tuple of distinct ints in range) and return it."""
         if axis is None:
             return None
         axes = axis if isinstance(axis, tuple) else (axis,)
         for a in axes:
-            if not isinstance(a, (int, np.integer)) or not -self.ndim <= a < self.ndim:
+            if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+                raise TypeError(f"Tensor.{what}(axis={axis!r}): expected None, an integer or a tuple of integers")
+            if not -self.ndim <= a < self.ndim:
                 raise ValueError(f"Tensor.{what}(axis={axis!r}): axis out of range for a tensor of shape {self.shape}")
-        return axis
+        if len({int(a) % self.ndim for a in axes}) != len(axes):
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
+        return tuple(int(a) for a in axes) if isinstance(axis, tuple) else int(axis)
+
+    def _check_not_empty(self, axis, what):
+        reduced = self.size if axis is None else np.prod([self.shape[a] for a in np.atleast_1d(axis)])
+        if reduced == 0:
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): nothing to reduce (shape {self.shape} is empty there)")
 
     def sum(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "sum")
-        return _apply(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+        return record(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
     def mean(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "mean")
-        return _apply(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+        self._check_not_empty(axis, "mean")
+        return record(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
     def max(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "max")
-        return _apply(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+        self._check_not_empty(axis, "max")
+        return record(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
     def softmax(self, axis=-1, name=None):
-        """Softmax along ``axis`` as one fused, numerically stable op."""
+        """Softmax along one ``axis`` as one fused, numerically stable op."""
+        if axis is None or isinstance(axis, tuple) or isinstance(axis, bool):
+            raise ValueError(
+                f"Tensor.softmax(axis={axis!r}): softmax normalises along one axis; give one integer axis "
+                "(for a softmax over everything, reshape to one axis first)"
+            )
         axis = self._axis(axis, "softmax")
-        return _apply(ops.softmax, (self,), {"axis": axis}, name=name)
+        if self.shape[axis] == 0:
+            raise ValueError(
+                f"Tensor.softmax(axis={axis}): the axis is empty (shape {self.shape}); nothing to normalise"
+            )
+        return record(ops.softmax, (self,), {"axis": int(axis)}, name=name)
 
     # -- linear algebra and shape
 
@@ -269,7 +348,7 @@ class Tensor(Node):
             raise ValueError(
                 f"Tensor.reshape{shape}: cannot reshape a tensor of shape {self.shape} ({self.size} values)"
             )
-        return _apply(ops.reshape, (self,), {"shape": shape}, name=name)
+        return record(ops.reshape, (self,), {"shape": shape}, name=name)
 
     def transpose(self, *axes, name=None):
         """Permute axes like ``numpy.transpose`` (no axes: reverse them)."""
@@ -281,7 +360,7 @@ class Tensor(Node):
             raise ValueError(
                 f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}"
             )
-        return _apply(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
+        return record(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
 
     def swapaxes(self, axis1, axis2, name=None):
         axes = list(range(self.ndim))
@@ -308,7 +387,7 @@ def _matmul(a, b, name):
             f"a's last axis ({inner_a}) must equal b's second-to-last ({inner_b})"
         )
     _check_broadcast(a.shape[:-2], b.shape[:-2], f"Tensor @ (batch axes of {a.shape} and {b.shape})")
-    return _apply(ops.matmul, (a, b), name=name)
+    return record(ops.matmul, (a, b), name=name)
 
 
 def _check_broadcast(left, right, what):

@@ -33,6 +33,30 @@ FD = dict(rtol=1e-6, atol=1e-7)  # float64: against central differences
 # ---------------------------------------------------------------- references
 
 
+def numpy_forward(query, key, value, params, num_heads, mask=None, keep=None):
+    """The forward in plain numpy, written out here; returns ``(output, cache)`` for ``analytic``.
+
+    Independent of the layer's chain (``microtape.nn.attention_chain``): the
+    heads are split with ``analytic.split_heads`` (a reshape), the rest is numpy.
+    """
+    batch, depth = query.shape[0], query.shape[-1] // num_heads
+    q = query @ params["q_proj.weight"].T + params["q_proj.bias"]
+    k = key @ params["k_proj.weight"].T + params["k_proj.bias"]
+    v = value @ params["v_proj.weight"].T + params["v_proj.bias"]
+    q_heads, k_heads, v_heads = (analytic.split_heads(t, num_heads) for t in (q, k, v))
+    scores = q_heads @ k_heads.transpose(0, 2, 1) / math.sqrt(depth)
+    if mask is not None:
+        scores = scores + mask
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    used = weights if keep is None else weights * keep
+    merged = analytic.merge_heads(used @ v_heads, batch)
+    output = merged @ params["out_proj.weight"].T + params["out_proj.bias"]
+    cache = dict(query=query, key=key, value=value, Q_heads=q_heads, K_heads=k_heads, V_heads=v_heads,
+                 weights=weights, keep=keep, merged=merged, params=params, num_heads=num_heads)  # fmt: skip
+    return output, cache
+
+
 def reference_attention(layer, query, key, value, mask=None, keep=None):
     """The forward, head by head, from the layer's parameter *values*.
 
@@ -331,13 +355,15 @@ def test_dropout_finite_differences_with_saved_mask():
     assert keep is not None and np.any(keep == 0)
     params = {name: t.data for name, t in attn.named_parameters()}
 
-    def numpy_forward():
-        return analytic.attention_forward(x, x, x, params, 2, keep=keep)[0]
+    def forward_with_saved_mask():
+        return numpy_forward(x, x, x, params, 2, keep=keep)[0]
 
-    np.testing.assert_allclose(output.data, numpy_forward(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(output.data, forward_with_saved_mask(), rtol=1e-12, atol=1e-13)
     upstream = rng.standard_normal(output.shape)
-    numeric_x = numeric_gradient(numpy_forward, x, upstream)
-    numeric_params = {name: numeric_gradient(numpy_forward, array, upstream) for name, array in params.items()}
+    numeric_x = numeric_gradient(forward_with_saved_mask, x, upstream)
+    numeric_params = {
+        name: numeric_gradient(forward_with_saved_mask, array, upstream) for name, array in params.items()
+    }
     for method in ("tape", "analytic"):
         attn.zero_grad()
         np.testing.assert_allclose(attn.backward(upstream, method=method), numeric_x, **FD, err_msg=method)
@@ -565,7 +591,7 @@ def test_dropout_mask_used_by_both_routes():
     attn(x)
     upstream = np.random.default_rng(2).standard_normal((2, 4, 8))
     params = {name: t.data for name, t in attn.named_parameters()}
-    _, cache = analytic.attention_forward(x, x, x, params, 2, keep=attn.dropout_keep)
+    _, cache = numpy_forward(x, x, x, params, 2, keep=attn.dropout_keep)
     reference = analytic.attention_backward(upstream, cache, self_attention=True)
     dropped_where = attn.dropout_keep == 0
     for method in ("tape", "analytic"):
@@ -623,7 +649,7 @@ def test_grad_scores_and_grad_weights(method):
     attn(query, key, value, mask=mask)
     attn.backward(upstream, method=method)
     params = {name: t.data for name, t in attn.named_parameters()}
-    _, cache = analytic.attention_forward(query, key, value, params, 2, mask=mask)
+    _, cache = numpy_forward(query, key, value, params, 2, mask=mask)
     reference = analytic.attention_backward(upstream, cache)
     d_scores, d_weights = attn.grad_scores(), attn.grad_weights()
     assert d_scores.shape == d_weights.shape == (2, 2, 3, 5)

@@ -10,7 +10,7 @@ import pytest
 
 import microtape as mt
 from microtape.ops import Op
-from microtape.tape import _apply
+from microtape.tape import record as _apply
 
 # ---------------------------------------------------------------- unsupported types
 
@@ -259,7 +259,7 @@ def _raising_op():
     def vjp(g, ans, x):
         raise ArithmeticError("this VJP always fails")
 
-    return Op("explode", lambda x: x * 1.0, vjp, "grad_x = (fails)", r"\bar x = ?", arity=1)
+    return Op("explode", lambda x: x * 1.0, vjp, ("x",), ("(fails)",), (r"\bar x = ?",))
 
 
 def test_failed_backward_leaves_grads_untouched():

@@ -240,8 +240,10 @@ def test_unknown_mistake_lists_the_known_ones():
         attention_report(attn, *args, mistakes="forgot_everything")
 
 
-def test_mistaken_backward_without_mistakes_is_the_correct_chain():
-    from microtape.check.mistakes import mistaken_attention_backward
+def test_mistakes_swap_only_their_own_link():
+    """Each mistake changes its row and the rows computed from it, and nothing else."""
+    from microtape.check.mistakes import MISTAKES, mistake_links
+    from microtape.check.report import COMPUTED_FROM, INHERITS
     from microtape.nn import analytic
 
     attn, args = build(causal=True, dropout=0.2, k_len=None)
@@ -249,10 +251,14 @@ def test_mistaken_backward_without_mistakes_is_the_correct_chain():
     cache = attn.analytic_cache()
     dy = np.random.default_rng(0).standard_normal((2, 4, 8))
     right = analytic.attention_backward(dy, cache, True)
-    same = mistaken_attention_backward(dy, cache, True, ())
-    assert right.keys() == same.keys()
-    for name in right:
-        np.testing.assert_array_equal(right[name], same[name])
+    assert mistake_links((), cache) == {}
+    label_of = {name: label for label, name, _, _ in analytic.CHAIN}
+    for mistake in MISTAKES.values():
+        wrong = analytic.attention_backward(dy, cache, True, links=mistake_links([mistake.name], cache))
+        changed = {label_of[name] for name in label_of if not np.allclose(wrong[name], right[name])}
+        allowed = {mistake.row, *INHERITS[mistake.row]} | {row for row, _, _ in mistake.wrong}
+        assert mistake.row in changed and changed <= allowed, (mistake.name, changed)
+    assert set(COMPUTED_FROM) <= set(INHERITS)
 
 
 # ---------------------------------------------------------------- no side effects
@@ -274,7 +280,7 @@ def test_report_changes_no_gradients():
             np.testing.assert_array_equal(tensor.grad, old)
     np.testing.assert_array_equal(x.grad, np.full(query.shape, 7.0))
     # What it leaves: the tape of its forward, with no gradients on it.
-    assert attn.tape is report.replay.tape
+    assert attn.tape is report.gradients.tape
     assert all(node.grad is None for node in attn.tape.nodes)
 
 

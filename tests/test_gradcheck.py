@@ -16,16 +16,16 @@ import microtape as mt
 from microtape import ops
 from microtape.check import GradcheckResult, gradcheck, numeric_gradient
 from microtape.ops import OPS, Op
-from microtape.tape import _apply
+from microtape.tape import record as _apply
 
 # sin, with a correct and a wrong VJP. The wrong one uses sin where cos belongs.
 SIN = Op(
     name="sin",
     forward=np.sin,
     vjp=lambda g, ans, x: (g * np.cos(x),),
-    formula="grad_x = g * cos(x)",
-    latex=r"\bar x = \bar y \cos x",
-    arity=1,
+    inputs=("x",),
+    grads=("{g} * cos({x})",),
+    grads_latex=(r"\bar x = \bar y \cos x",),
 )
 WRONG_SIN = dataclasses.replace(SIN, vjp=lambda g, ans, x: (g * np.sin(x),))
 # Off by a relative 1%: small, but far above finite-difference error.

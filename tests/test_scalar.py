@@ -168,13 +168,21 @@ def test_constants_get_no_gradient():
     assert constant.grad is None
 
 
-def test_comparisons_use_values_and_equality_is_identity():
-    """<, >, <=, >= compare values; == is identity, so equal-valued Scalars are distinct keys."""
+def test_comparisons_compare_values_and_hashing_is_identity():
+    """<, >, ==, != compare values (plain bools, not recorded); hashing is by identity.
+
+    The convention numpy and PyTorch use for comparisons; equal-valued Scalars
+    stay distinct dictionary keys (the reverse pass keys its gradients by node).
+    """
     a, b = mt.Scalar(1.0), mt.Scalar(2.0)
     assert a < b and b > a and a <= 1.0 and b >= 2.0
     c = mt.Scalar(1.0)
-    assert a != c and a == a
-    assert len({a, c}) == 2
+    assert (a == c) is True and (a != b) is True and (a == 1.0) is True and (a != c) is False
+    assert len({a, c}) == 2 and {a: 1, c: 2}[c] == 2
+    with mt.Tape() as tape:
+        a < b  # noqa: B015 - a comparison records nothing
+    assert len(tape) == 0
+    assert (a == "1") is False  # not a number: never equal
 
 
 # ---------------------------------------------------------------- Scalar vs Tensor

@@ -119,15 +119,36 @@ def test_scalar_listing_shows_values():
     assert "mul(a, a)" in text and "= 4" in text and "add" in text
 
 
-def test_find_by_name():
-    """tape.find(name) returns the (last) equation with that output name."""
+def test_find_by_name_never_guesses():
+    """tape.find(name) finds a unique name; a shared name is refused with the names that tell them apart."""
     x = mt.Tensor(np.arange(3.0), requires_grad=True, name="x")
     with mt.Tape() as tape:
         s = x.exp(name="e")
         t = s.sum(name="total")
         s2 = t.exp(name="e")
     assert tape.find("total").output is t
-    assert tape.find("e").output is s2  # the last of two
+    with pytest.raises(KeyError, match="e#1, e#2"):
+        tape.find("e")
+    assert tape.find("e#1").output is s and tape.find("e#2").output is s2
+    assert tape.variable("x") is x  # a leaf is a variable, not an equation
+    with pytest.raises(KeyError, match="leaf"):
+        tape.find("x")
+
+
+def test_listing_names_are_distinct_and_qualified_by_module():
+    """Two variables with one name are qualified by module (q_proj.xW^T), then numbered."""
+    x = mt.Tensor(np.ones((2, 3)), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        with mt.module_scope("q_proj"):
+            q = x.exp(name="xW^T")
+        with mt.module_scope("k_proj"):
+            k = x.tanh(name="xW^T")
+        (q * k).sum(name="loss")
+    names = tape.variable_names()
+    assert names[q] == "q_proj.xW^T" and names[k] == "k_proj.xW^T" and names[x] == "x"
+    assert len(set(names.values())) == len(names)
+    assert tape.find("k_proj.xW^T").output is k
+    assert "q_proj.xW^T = exp(x)" in str(tape)
 
 
 def test_find_missing_name_lists_the_names():
@@ -469,15 +490,12 @@ def test_backward_steps_order_and_shapes():
 
 
 def test_backward_steps_agree_with_backward():
-    """Exhausting backward_steps gives the same .grad as backward on a fresh identical computation,
+    """backward_steps writes nothing; what its steps send adds up to what backward writes,
     and each step's incoming gradient is the sum of what later steps sent to that value."""
     tape, leaves, loss, _ = _named_network(seed=5)
     steps = list(tape.backward_steps(loss))
-
-    fresh_tape, fresh_leaves, fresh_loss, _ = _named_network(seed=5)
-    fresh_tape.backward(fresh_loss)
-    for stepped, plain in zip(leaves, fresh_leaves, strict=True):
-        np.testing.assert_allclose(stepped.grad, plain.grad, rtol=1e-14, atol=0)
+    assert all(leaf.grad is None for leaf in leaves)
+    tape.backward(loss)
 
     # Replay the bookkeeping by hand: what arrives at a node is the sum of what was sent to it.
     sent = {}
@@ -492,22 +510,27 @@ def test_backward_steps_agree_with_backward():
         np.testing.assert_allclose(sent[leaf], leaf.grad, rtol=1e-14, atol=0)
 
 
-def test_backward_steps_stopped_early_leaves_grads_untouched():
-    """Stopping the step iteration midway writes no .grad anywhere (existing grads stay as they were)."""
+def test_backward_steps_and_gradients_write_nothing():
+    """Stepping through (partly or wholly) and mt.gradients write no .grad; backward then accumulates."""
     tape, (x, w, b), loss, _ = _named_network()
     before = np.full(w.shape, 7.0)
     w.grad = before.copy()
     steps = tape.backward_steps(loss)
     next(steps)
     next(steps)
-    steps.close()
+    list(tape.backward_steps(loss))
+    g = mt.gradients(loss, tape=tape)
+    again = mt.gradients(loss, tape=tape)
     assert x.grad is None and b.grad is None and loss.grad is None
     np.testing.assert_array_equal(w.grad, before)
-    # Running it to the end afterwards works and accumulates onto the existing grad.
-    for _ in tape.backward_steps(loss):
-        pass
-    assert x.grad is not None
-    grad_w = _hand_gradients(x.data, w.data, b.data)[1]
+    assert len(tape) == len(g.tape)  # nothing recorded
+    for node in g:
+        np.testing.assert_array_equal(g[node], again[node])  # twice, the same answer
+    grad_x, grad_w, grad_b = _hand_gradients(x.data, w.data, b.data)
+    np.testing.assert_allclose(g[w], grad_w, rtol=1e-12)
+    np.testing.assert_allclose(g[x], grad_x, rtol=1e-12)
+    assert not g[w].flags.writeable  # read-only: one array may serve several nodes
+    tape.backward(loss)
     np.testing.assert_allclose(w.grad, before + grad_w, rtol=1e-12)
 
 
@@ -519,4 +542,5 @@ def test_backward_steps_with_explicit_grad():
     g = np.array([1.0, -1.0, 0.5])
     (step,) = tape.backward_steps(y, g)
     np.testing.assert_array_equal(step.grad_output, g)
-    np.testing.assert_allclose(x.grad, 2 * x.data * g)
+    np.testing.assert_allclose(step.grad_inputs[0] + step.grad_inputs[1], 2 * x.data * g)
+    assert x.grad is None

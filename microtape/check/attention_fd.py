@@ -6,17 +6,20 @@ upstream gradient) and one entry ``θ`` of anything along the chain,
 
     dL/dθ  ≈  (L(θ + ε) − L(θ − ε)) / 2ε          (central difference, error ~ ε²)
 
-``L`` is recomputed by a plain-numpy forward in float64
-(:func:`microtape.nn.analytic.attention_forward`'s steps), independent of the
-tape, with the same masks and the same saved dropout mask. Inputs and
-parameters are perturbed where they enter; an intermediate (``weights``,
-``scaled_scores``, …) is perturbed by *replacing* it and recomputing only
-what comes after it — so every row of the report can get a third opinion.
+``L`` is recomputed by the layer's own forward — the one
+:func:`~microtape.nn.attention_chain.attention_chain`, run on
+:class:`~microtape.plain.Plain` float64 arrays, so nothing is recorded and no
+VJP is involved — with the same masks and the same saved dropout mask.
+Inputs and parameters are perturbed where they enter; an intermediate
+(``weights``, ``scaled_scores``, …) is perturbed by *replacing* it
+(:meth:`Plain.replacing`): everything after it is recomputed from the
+nudged value.
 """
 
 import numpy as np
 
-from ..nn import analytic
+from ..nn.attention_chain import attention_chain
+from ..plain import Plain
 
 __all__ = ["AttentionPoint", "EPS"]
 
@@ -33,8 +36,8 @@ class AttentionPoint:
     """The attention forward frozen at one point, in float64, ready to be nudged.
 
     Built from ``attn.analytic_cache()``, the layer's total mask and the
-    upstream gradient. ``loss(replace)`` recomputes ``L``, with any named
-    intermediate replaced by a given array.
+    upstream gradient. ``loss(replace)`` recomputes ``L``, with any named intermediate
+    replaced by a given array.
     """
 
     def __init__(self, cache, mask, upstream, intermediates, self_attention):
@@ -52,31 +55,12 @@ class AttentionPoint:
         self.intermediates = {name: _float64(value) for name, value in intermediates.items()}
 
     def loss(self, replace=None):
-        """``sum(upstream * output)`` by the numpy forward; ``replace`` maps node names to arrays."""
-        replace = replace or {}
-        params, inputs = self.params, self.inputs
-
-        def project(role, projection):
-            return analytic.linear_forward(inputs[role], params[f"{projection}.weight"], params[f"{projection}.bias"])
-
-        def stage(name, computed):
-            return replace.get(name, computed)
-
-        batch = inputs["query"].shape[0]
-        q_heads = stage("Q_heads", analytic.split_heads(project("query", "q_proj"), self.num_heads))
-        k_heads = stage("K_heads", analytic.split_heads(project("key", "k_proj"), self.num_heads))
-        v_heads = stage("V_heads", analytic.split_heads(project("value", "v_proj"), self.num_heads))
-        scores = stage("scaled_scores", q_heads @ k_heads.transpose(0, 2, 1) / np.sqrt(q_heads.shape[-1]))
-        if self.mask is not None:
-            scores = scores + self.mask
-        shifted = scores - scores.max(axis=-1, keepdims=True)
-        weights = np.exp(shifted)
-        weights = stage("weights", weights / weights.sum(axis=-1, keepdims=True))
-        used = weights if self.keep is None else stage("dropped_weights", weights * self.keep)
-        context = stage("context", used @ v_heads)
-        merged = analytic.merge_heads(context, batch)
-        output = analytic.linear_forward(merged, params["out_proj.weight"], params["out_proj.bias"])
-        return float(np.sum(self.upstream * output))
+        """``sum(upstream * output)`` by the layer's forward; ``replace`` maps step names to arrays."""
+        params = {name: Plain(value) for name, value in self.params.items()}
+        query, key, value = (Plain(self.inputs[role]) for role in ("query", "key", "value"))
+        with Plain.replacing(replace or {}):
+            output = attention_chain(query, key, value, params, self.num_heads, mask=self.mask, keep=self.keep)
+        return float(np.sum(self.upstream * output.data))
 
     def _target(self, kind, name):
         if kind == "param":

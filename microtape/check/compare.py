@@ -18,19 +18,18 @@ them in numpy, and see which ones the tape agrees with::
 Names are the ``name=`` given to nodes on the tape (``tape.find`` finds them)
 or to its leaves (inputs and parameters, e.g. ``"q_proj.weight"``). Rows come
 in backward order, and the report prints and renders exactly like
-:func:`microtape.check.attention_report`'s. No ``.grad`` is changed: the tape
-is replayed (:mod:`microtape.check.replay`) and every gradient restored.
+:func:`microtape.check.attention_report`'s. No ``.grad`` is changed: the taped
+values come from the pure reverse pass, :func:`microtape.gradients`.
 """
 
 from collections.abc import Mapping
 
 import numpy as np
 
-from ..tape import Node, Tape
-from .replay import replay
+from ..tape import Node, Tape, gradients
 from .rows import GradientReport, default_tolerance, make_row
 
-__all__ = ["compare", "NameNotOnTape", "named_values"]
+__all__ = ["compare", "NameNotOnTape"]
 
 
 class NameNotOnTape(KeyError, ValueError):
@@ -43,39 +42,25 @@ class NameNotOnTape(KeyError, ValueError):
         return str(self.args[0])
 
 
-def named_values(tape):
-    """``{name: node}`` for every named node and named leaf of ``tape``.
-
-    A name used more than once means its last recorded node (as
-    :meth:`Tape.find` does); a recorded node wins over a leaf of the same name.
-    """
-    named = {}
-    for leaf in tape.leaves():
-        if leaf.name and leaf.requires_grad:
-            named[leaf.name] = leaf
-    for node in tape.nodes:
-        if node.name:
-            named[node.name] = node
-    return named
-
-
 def _shape(node):
     return np.shape(node.data)
 
 
-def _consumer_formula(tape, node, output):
-    """How the tape computes ``node``'s gradient: the VJP of every op that used it."""
+def _consumer_formula(tape, node, output, names):
+    """How the tape computes ``node``'s gradient: the sum over its uses, each its op's formula."""
     if node is output:
         return "seed: the upstream gradient", r"\bar y"
-    ops = []
+    texts, latexes = [], []
     for consumer in tape.nodes:
-        if any(x is node for x in consumer.inputs) and consumer.op not in ops:
-            ops.append(consumer.op)
-    if not ops:
+        for position, x in enumerate(consumer.inputs):
+            if x is node:
+                operands = {name: names.get(value, "const") for name, value in zip(consumer.op.inputs, consumer.inputs)}
+                operands.update({consumer.op.output: names[consumer], "g": f"d{names[consumer]}"})
+                texts.append(f"via {consumer.op.name}: {consumer.op.formula_for(position, operands)}")
+                latexes.append(consumer.op.grads_latex[position] or "")
+    if not texts:
         return "(not used on this tape)", r"\text{(unused)}"
-    text = "; ".join(f"via {op.name}: {op.formula}" for op in ops)
-    latex = r" \;+\; ".join(op.latex for op in ops)
-    return text, latex
+    return " + ".join(texts), r" \;+\; ".join(latexes)
 
 
 def _dtype_of(node):
@@ -108,16 +93,15 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
     rtol = default if rtol is None else _tolerance(rtol, "rtol")
 
     # Check every name and shape before running anything.
-    named = named_values(tape)
     wanted = []
     for name, value in analytic.items():
-        if name not in named:
-            available = ", ".join(named) or "(none: give nodes a name=...)"
-            raise NameNotOnTape(f"compare(): no node named {name!r} on this tape; the named nodes are: {available}")
+        try:
+            node = tape.variable(name)
+        except KeyError as error:
+            raise NameNotOnTape(f"compare(): {error.args[0]}") from None
         array = np.asarray(getattr(value, "data", value))
         if array.dtype.kind not in "fiu":
             raise TypeError(f"compare(): analytic[{name!r}] must hold real numbers, got dtype {array.dtype}")
-        node = named[name]
         if array.shape != _shape(node):
             raise ValueError(
                 f"compare(): analytic[{name!r}] has shape {array.shape}, but the tape's {name!r} has shape "
@@ -125,18 +109,19 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
             )
         wanted.append((name, node, array))
 
-    replayed = replay(tape, output, grad)
+    result = gradients(output, grad, tape=tape, steps=True)
+    names = tape.variable_names()
     recorded = {id(node) for node in tape.nodes}
     rows = []
     for order, (name, node, array) in enumerate(wanted):
-        taped = replayed.gradient_of(node)
+        taped = result.get(node)
         note = ""
         if taped is None:
             taped = np.zeros(_shape(node))
             note = "no gradient reaches this node from the output: the tape's gradient is zero"
-        formula, latex = _consumer_formula(tape, node, output)
+        formula, latex = _consumer_formula(tape, node, output, names)
         row = make_row(name, name, formula, latex, array, taped, atol=atol, rtol=rtol,
-                       step=replayed.completed_at(node), note=note)  # fmt: skip
+                       step=result.completed_at(node), note=note)  # fmt: skip
         # Backward order: later steps first; at one step, the node's own gradient
         # before the leaves its VJP completes; unreached nodes last.
         step = row.step if row.step is not None else -1
@@ -145,7 +130,25 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
 
     upstream = "ones (the default)" if grad is None else "given (grad)"
     details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
-    return GradientReport(rows, atol=atol, rtol=rtol, details=details, replay=replayed, analytic=dict(analytic))
+    inherits = _inherits({name: node for name, node, _ in wanted})
+    return GradientReport(
+        rows, atol=atol, rtol=rtol, details=details, gradients=result, analytic=dict(analytic), inherits=inherits
+    )
+
+
+def _inherits(named):
+    """``{name: names computed from it}``: a node's gradient is computed from those of the nodes it feeds."""
+    feeds = {}
+    for name, node in named.items():
+        # Everything node was computed from (its ancestors) gets its gradient through it.
+        ancestors, stack = set(), list(node.inputs)
+        while stack:
+            x = stack.pop()
+            if id(x) not in ancestors:
+                ancestors.add(id(x))
+                stack.extend(x.inputs)
+        feeds[name] = tuple(other for other, x in named.items() if id(x) in ancestors)
+    return feeds
 
 
 def _label(tape, node):

@@ -11,31 +11,32 @@ step-by-step report::
     'dQ'
 
 Each entry of :data:`MISTAKES` is a mistake students really make, written as
-a small wrong variant of the hand-derived chain in
-:mod:`microtape.nn.analytic` (whose correct code is never touched). A checker
-is only worth trusting if it catches them, and at the right place: every
-mistake names the ``row`` where the report must first disagree. Rows before
-it agree; rows after it inherit the error.
+a *link* of the hand-derived chain swapped for a wrong one: the correct chain
+in :mod:`microtape.nn.analytic` runs unchanged around it
+(``attention_backward(..., links=mistake.links(cache))``). A checker is only
+worth trusting if it catches them, and at the right place: every mistake
+names the ``row`` where the report must first disagree. Rows before it
+agree; rows that depend on it inherit the error.
 """
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..nn import analytic
+from ..plain import Plain
 
-__all__ = ["Mistake", "MISTAKES", "ALIASES", "mistaken_attention_backward"]
+__all__ = ["Mistake", "MISTAKES", "ALIASES", "mistake_links"]
 
 
 @dataclass(frozen=True)
 class Mistake:
-    """A wrong formula, where it first shows, and why it is wrong."""
+    """A wrong formula, where it first shows, why it is wrong, and the wrong link that computes it."""
 
     name: str
     row: str  # the label of the report row that first disagrees
     wrong: tuple  # ((row label, wrong formula, its LaTeX), ...): the lines the mistake changes
     why: str
+    links: Callable  # cache -> {link name: wrong link function} (see microtape.nn.analytic.LINKS)
     needs: str | None = None  # "dropout", "mask", "square" (Tq == Tk) or None
 
     def formula_for(self, label):
@@ -51,6 +52,40 @@ class Mistake:
         return ";  ".join(text for _, text, _ in self.wrong)
 
 
+# ---------------------------------------------------------------- the wrong links
+
+
+def _scores_without_scale(cache):
+    # WRONG: dQ = dS K, dK = dSᵀ Q — the 1/√d of the forward is forgotten.
+    return {"scores": lambda grad_scores, q, k, scale: analytic.scores_backward(grad_scores, q, k, 1.0)}
+
+
+def _softmax_without_rowsum(cache):
+    # WRONG: dS = P ⊙ dP — only the diagonal of softmax's Jacobian.
+    return {"softmax": lambda grad_weights, weights: weights * grad_weights}
+
+
+def _k_not_transposed(cache):
+    def scores(grad_scores, q, k, scale):
+        grad_q, _ = analytic.scores_backward(grad_scores, q, k, scale)
+        return grad_q, grad_scores @ q * scale  # WRONG: needs grad_scoresᵀ
+
+    return {"scores": scores}
+
+
+def _dropout_mask_not_applied(cache):
+    # WRONG: dP = dP̃ — the saved mask is not applied on the way back.
+    return {"dropout": lambda grad_dropped, keep: grad_dropped}
+
+
+def _causal_mask_leaked(cache):
+    # WRONG: the softmax backward uses weights recomputed from the scores
+    # *without* the mask, so masked keys get gradient.
+    q_heads, k_heads = Plain(cache["Q_heads"]), Plain(cache["K_heads"])
+    unmasked = (q_heads @ k_heads.swapaxes(-1, -2)).scale(q_heads.shape[-1] ** -0.5).softmax(-1).data
+    return {"softmax": lambda grad_weights, weights: analytic.softmax_backward(grad_weights, unmasked)}
+
+
 MISTAKES = {
     mistake.name: mistake
     for mistake in (
@@ -63,6 +98,7 @@ MISTAKES = {
             ),
             why="S = Q K^T / sqrt(d): the scale is part of the forward, so the gradients of Q and K "
             "are scaled by 1/sqrt(d) too.",
+            links=_scores_without_scale,
         ),
         Mistake(
             "forgot_rowsum",
@@ -70,6 +106,7 @@ MISTAKES = {
             wrong=(("dS", "dS = P * dP  (rowsum term forgotten)", r"dS = P \odot dP"),),
             why="softmax couples a row: raising one score lowers every other weight of that row. "
             "The - rowsum(dP * P) term is that coupling (the -p p^T part of the Jacobian).",
+            links=_softmax_without_rowsum,
         ),
         Mistake(
             "K_not_transposed",
@@ -77,14 +114,16 @@ MISTAKES = {
             wrong=(("dK", "dK = dS Q / sqrt(d)  (dS where dS^T is needed)", r"dK = \frac{dS\, Q}{\sqrt d}"),),
             why="K enters the scores transposed (S = Q K^T), so its gradient needs the transpose: "
             "dK = dS^T Q / sqrt(d). With Tq == Tk the shapes still fit: only the numbers catch it.",
+            links=_k_not_transposed,
             needs="square",
         ),
         Mistake(
             "dropout_mask_not_applied",
             row="dP",
             wrong=(("dP", "dP = dP~  (dropout mask forgotten)", r"dP = d\tilde P"),),
-            why="P~ = P * keep / (1-p): the gradient goes back through the same mask, so a dropped "
-            "weight gets no gradient and a kept one is scaled by 1/(1-p).",
+            why="P~ = P * keep, with keep = 1/(1-p) where kept and 0 where dropped: the gradient goes back "
+            "through the same mask, so a dropped weight gets no gradient and a kept one is scaled by 1/(1-p).",
+            links=_dropout_mask_not_applied,
             needs="dropout",
         ),
         Mistake(
@@ -100,6 +139,7 @@ MISTAKES = {
             ),
             why="the softmax backward must use the masked weights P: where P is 0 (a masked key) dS must be "
             "exactly 0. Recomputing the weights without the mask leaks gradient into masked positions.",
+            links=_causal_mask_leaked,
             needs="mask",
         ),
     )
@@ -109,65 +149,12 @@ MISTAKES = {
 ALIASES = {"transposed_operand": "K_not_transposed"}
 
 
-def _softmax_rows(scores):
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=-1, keepdims=True)
-
-
-def mistaken_attention_backward(grad_output, cache, self_attention=False, mistakes=()):
-    """:func:`microtape.nn.analytic.attention_backward` with ``mistakes`` made on purpose.
-
-    Same arguments and the same returned dict; each name in ``mistakes`` (keys
-    of :data:`MISTAKES`) swaps one correct line for the wrong one. With no
-    mistakes it computes exactly what the correct chain computes.
-    """
-    unknown = set(mistakes) - set(MISTAKES)
+def mistake_links(names, cache):
+    """The wrong links of the mistakes ``names`` together (keys of :data:`MISTAKES`)."""
+    unknown = set(names) - set(MISTAKES)
     if unknown:
         raise ValueError(f"unknown mistakes {sorted(unknown)}; known: {', '.join(MISTAKES)}")
-    q_heads, k_heads, v_heads = cache["Q_heads"], cache["K_heads"], cache["V_heads"]
-    weights, keep = cache["weights"], cache["keep"]
-    scale = 1.0 / math.sqrt(q_heads.shape[-1])  # a Python float: keeps float32 float32
-
-    # Output projection, then undo the head merge (no mistakes here).
-    grads = analytic.output_projection_backward(grad_output, cache)
-    grad_context = grads["context"]
-
-    # C = P~ V.
-    used = weights if keep is None else weights * keep
-    grad_used = grad_context @ v_heads.transpose(0, 2, 1)
-    grads["V_heads"] = used.transpose(0, 2, 1) @ grad_context
-    if keep is None:
-        grad_weights = grad_used
-    else:
-        grads["dropped_weights"] = grad_used
-        if "dropout_mask_not_applied" in mistakes:
-            grad_weights = grad_used  # WRONG: should be grad_used * keep
-        else:
-            grad_weights = grad_used * keep
-    grads["weights"] = grad_weights
-
-    # Softmax.
-    softmax_weights = weights
-    if "causal_mask_leaked" in mistakes:
-        # WRONG: the weights recomputed from the scores without the mask.
-        softmax_weights = _softmax_rows(q_heads @ k_heads.transpose(0, 2, 1) * scale)
-    if "forgot_rowsum" in mistakes:
-        grad_scores = softmax_weights * grad_weights  # WRONG: the rowsum term is missing
-    else:
-        rowsum = (grad_weights * softmax_weights).sum(axis=-1, keepdims=True)
-        grad_scores = softmax_weights * (grad_weights - rowsum)
-    for name in ("scaled_scores", "causal_scores", "masked_scores"):
-        grads[name] = grad_scores
-
-    # S = Q K^T / sqrt(d).
-    back_scale = 1.0 if "forgot_scale" in mistakes else scale  # WRONG when 1.0
-    grads["scores"] = grad_scores * back_scale
-    grads["Q_heads"] = grad_scores @ k_heads * back_scale
-    if "K_not_transposed" in mistakes:
-        grads["K_heads"] = grad_scores @ q_heads * back_scale  # WRONG: needs grad_scores^T
-    else:
-        grads["K_heads"] = grad_scores.transpose(0, 2, 1) @ q_heads * back_scale
-
-    # Undo the head split, then the three input projections (no mistakes here).
-    return analytic.input_projections_backward(grads, cache, self_attention)
+    links = {}
+    for name in names:
+        links.update(MISTAKES[name].links(cache))
+    return links

@@ -13,21 +13,23 @@ derivative is right or wrong::
 
 PyTorch's ``gradcheck`` and JAX's ``check_grads`` compare whole-function
 Jacobians: they say *that* a backward is wrong. Here one forward is
-differentiated twice — by replaying its tape (each primitive's VJP) and by the
+differentiated twice — by its tape's reverse pass (each primitive's VJP) and by the
 hand-derived formulas of :mod:`microtape.nn.analytic` — and the two are lined
 up at every named step, in backward order::
 
     dC  →  (dP~)  →  dP  →  dV  →  dS  →  dQ  →  dK  →  dW, db of each projection  →  dx
 
-The first row that disagrees is where the mistake is; the rows after it
-inherit it. ``finite_differences=True`` adds a third opinion at a few
+The first row that disagrees is where the mistake is; the rows computed
+from it (:data:`INHERITS`: ``dQ`` feeds ``dW_q``, ``db_q`` and the input
+gradient, but not ``dV`` or ``dW_v``) inherit it. ``finite_differences=True`` adds a third opinion at a few
 sampled entries of every row (:mod:`microtape.check.attention_fd`), and
 ``mistakes={"forgot_scale"}`` swaps in a deliberately wrong formula
 (:data:`microtape.check.MISTAKES`) to show what a failure looks like.
 
-The report has no side effects on gradients: the tape is replayed with every
-``.grad`` restored afterwards, and the analytic route only reads the layer's
-cache. What it leaves behind is the layer's last forward (``attn.tape``).
+The report has no side effects on gradients: both routes are computed by
+``attn.named_gradients`` (the tape's pure reverse pass, and the hand-derived
+chain reading the layer's cache), which writes no ``.grad``. What it leaves
+behind is the layer's last forward (``attn.tape``).
 """
 
 import numbers
@@ -36,12 +38,12 @@ import numpy as np
 
 from ..nn import analytic, masks
 from ..nn.attention import MultiHeadAttention
+from ..nn.checks import gradient_array
 from .attention_fd import EPS, AttentionPoint
-from .mistakes import ALIASES, MISTAKES, mistaken_attention_backward
-from .replay import replay
+from .mistakes import ALIASES, MISTAKES, mistake_links
 from .rows import GradientReport, default_tolerance, make_row
 
-__all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES"]
+__all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
 #: Entries per row that ``finite_differences=True`` samples.
 DEFAULT_FD_SAMPLES = 3
@@ -94,10 +96,50 @@ CROSS_INPUT_ROWS = [
 CHAIN_FORMULAS = {
     "dP": (
         ("dP = dC V^T", r"dP = dC\, V^{\top}"),
-        ("dP = dP~ * keep / (1-p)", r"dP = d\tilde P \odot \frac{m}{1-p}"),
+        ("dP = dP~ * keep   (keep = 1/(1-p) kept, 0 dropped)", r"dP = d\tilde P \odot \mathrm{keep}"),
     ),
     "dV": (("dV = P^T dC", r"dV = P^{\top} dC"), ("dV = P~^T dC", r"dV = \tilde P^{\top} dC")),
 }
+
+#: Which rows are computed from which (directly): a wrong row spoils these, and
+#: everything computed from them in turn. dW_o and db_o come from dy alone.
+COMPUTED_FROM = {
+    "dP_dropped": ("dC",),
+    "dP": ("dC", "dP_dropped"),
+    "dV": ("dC",),
+    "dS": ("dP",),
+    "dQ": ("dS",),
+    "dK": ("dS",),
+    "dW_q": ("dQ",),
+    "db_q": ("dQ",),
+    "dW_k": ("dK",),
+    "db_k": ("dK",),
+    "dW_v": ("dV",),
+    "db_v": ("dV",),
+    "dx": ("dQ", "dK", "dV"),
+    "dq": ("dQ",),
+    "dk": ("dK",),
+    "dv": ("dV",),
+}
+
+
+def _inherits(computed_from):
+    """``{label: labels whose value is computed (directly or not) from it}``."""
+    inherits = {}
+    for label in {x for sources in computed_from.values() for x in sources} | set(computed_from):
+        found, frontier = [], [label]
+        while frontier:
+            source = frontier.pop()
+            for row, sources in computed_from.items():
+                if source in sources and row not in found:
+                    found.append(row)
+                    frontier.append(row)
+        inherits[label] = tuple(found)
+    return inherits
+
+
+#: ``INHERITS["dQ"]``: the rows an error in ``dQ`` propagates to.
+INHERITS = _inherits(COMPUTED_FROM)
 
 #: Things worth knowing about a row, shown under the table.
 ROW_NOTES = {
@@ -205,20 +247,14 @@ def _check_mistakes_apply(attn, chosen, query, key, mask):
                 )
 
 
-def _upstream_gradient(grad_output, output, seed, dtype):
-    """The gradient at the output, and a sentence saying where it came from."""
+def _upstream_gradient(grad_output, output_shape, seed, dtype):
+    """The gradient at the output, and a sentence saying where it came from (checked before any forward)."""
     if grad_output is None:
         rng = np.random.default_rng(seed)
-        upstream = rng.standard_normal(output.shape).astype(dtype)
+        upstream = rng.standard_normal(output_shape).astype(dtype)
         return upstream, f"upstream gradient dy: standard normal, seed={seed} (grad_output=None)"
-    upstream = np.asarray(getattr(grad_output, "data", grad_output))
-    if upstream.shape != output.shape:
-        raise ValueError(
-            f"attention_report(grad_output=...): shape {upstream.shape}; expected the output's shape {output.shape}"
-        )
-    if upstream.dtype.kind not in "fiu" or not np.all(np.isfinite(upstream)):
-        raise ValueError("attention_report(grad_output=...): must hold finite real numbers")
-    return upstream.astype(dtype), "upstream gradient dy: given (grad_output)"
+    upstream = gradient_array(grad_output, "grad_output", "attention_report", output_shape, dtype)
+    return upstream, "upstream gradient dy: given (grad_output)"
 
 
 # ---------------------------------------------------------------- the report
@@ -260,36 +296,31 @@ def attention_report(
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"attention_report(seed={seed!r}): expected an integer")
     _check_mistakes_apply(attn, chosen, query, key, mask)
+    # Every argument is checked before the forward runs.
+    call = attn.check_call(query, key, value, mask)
+    upstream, upstream_text = _upstream_gradient(grad_output, (call.batch, call.q_len, attn.embed), seed, attn.dtype)
 
-    output = attn.forward(query, key, value, mask)
+    attn.forward(query, key, value, mask)
     tape = attn.tape
-    upstream, upstream_text = _upstream_gradient(grad_output, output, seed, attn.dtype)
-
-    # Where each input entered: the matmul of its projection (Q = matmul(query, W_qᵀ) + b_q).
-    projection = {role: tape.find(letter).inputs[0] for role, letter in zip(ROLES, "QKV", strict=True)}
-    input_node = {role: node.inputs[0] for role, node in projection.items()}
-    self_attention = input_node["query"] is input_node["key"] is input_node["value"]
+    self_attention = call.self_attention
     keep = attn.dropout_keep
 
-    # Route 1: replay the tape. Route 2: the hand-derived chain (maybe with mistakes).
-    replayed = replay(tape, output, upstream)
+    # Route 1: the tape's reverse pass. Route 2: the hand-derived chain (maybe with mistakes).
     cache = attn.analytic_cache()
-    if chosen:
-        by_hand = mistaken_attention_backward(upstream, cache, self_attention, chosen)
-    else:
-        by_hand = analytic.attention_backward(upstream, cache, self_attention)
+    taped = attn.named_gradients(upstream, "tape")
+    by_hand = attn.named_gradients(upstream, "analytic", links=mistake_links(chosen, cache) if chosen else None)
 
     rows = []
 
-    def add_row(label, name, formula, latex, taped, step):
+    def add_row(label, name, formula, latex):
         note = ROW_NOTES.get(label, "")
         for mistake_name in chosen:
             wrong = MISTAKES[mistake_name].formula_for(label)
             if wrong is not None:
                 formula, latex = wrong
                 note = f"injected mistake {mistake_name!r}: {MISTAKES[mistake_name].why}"
-        row = make_row(label, name, formula, latex, by_hand[name], taped, atol=tolerance, rtol=tolerance)
-        row.step, row.note = step, note
+        row = make_row(label, name, formula, latex, by_hand[name], taped[name], atol=tolerance, rtol=tolerance)
+        row.step, row.note = taped.completed_at.get(name), note
         rows.append(row)
 
     # The attention core, in the order of the hand-derived chain.
@@ -298,32 +329,23 @@ def attention_report(
             continue
         if label in CHAIN_FORMULAS:
             formula, latex = CHAIN_FORMULAS[label][keep is not None]
-        node = tape.find(name).output
-        add_row(label, name, formula, latex, replayed.gradient_of(node), replayed.completed_at(node))
+        add_row(label, name, formula, latex)
 
     # Each projection's parameters, out_proj first.
-    parameters = dict(attn.named_parameters())
     for label, name, formula, latex in PARAMETER_ROWS:
-        tensor = parameters[name]
-        add_row(label, name, formula, latex, replayed.gradient_of(tensor), replayed.completed_at(tensor))
+        add_row(label, name, formula, latex)
 
-    # The inputs.
-    if self_attention:
-        label, name, formula, latex = SELF_INPUT_ROW
-        node = input_node["query"]
-        add_row(label, name, formula, latex, replayed.gradient_of(node), replayed.completed_at(node))
-    else:
-        for label, role, formula, latex in CROSS_INPUT_ROWS:
-            # What this role's projection sent back: dk and dv stay apart even
-            # when key and value are one object (one leaf on the tape).
-            index = tape.index_of(projection[role])
-            add_row(label, role, formula, latex, replayed.step_at(index).grad_inputs[0], index)
+    # The inputs: dk and dv stay apart even when key and value are one object.
+    for label, name, formula, latex in [SELF_INPUT_ROW] if self_attention else CROSS_INPUT_ROWS:
+        add_row(label, name, formula, latex)
 
     fd_text = None
     if fd_samples:
         fd_tolerance = max(1e-6, 10 * tolerance)
-        intermediates = {name: tape.find(name).output.data for _, name, _, _ in analytic.CHAIN if _on_tape(tape, name)}
+        names = tape.names()
+        intermediates = {name: names[name].data for _, name, _, _ in analytic.CHAIN if name in names}
         point = AttentionPoint(cache, attn.last_mask, upstream, intermediates, self_attention)
+        parameters = dict(attn.named_parameters())
         rng = np.random.default_rng(seed)
         for row in rows:
             kind = "param" if row.name in parameters else "input" if row.name in (*ROLES, "x") else "node"
@@ -334,15 +356,13 @@ def attention_report(
             f"re-run); FD err = max|FD - taped|, must be <= {fd_tolerance:g} * (1 + max|taped|)"
         )
 
-    batch, q_len, embed = output.shape
-    k_len = input_node["key"].shape[1]
     total_mask = attn.last_mask
     config = {
         "attention": "self" if self_attention else "cross",
-        "batch": batch,
-        "q_len": q_len,
-        "k_len": k_len,
-        "embed": embed,
+        "batch": call.batch,
+        "q_len": call.q_len,
+        "k_len": call.k_len,
+        "embed": attn.embed,
         "heads": attn.num_heads,
         "head_dim": attn.head_dim,
         "causal": attn.causal,
@@ -367,18 +387,11 @@ def attention_report(
         atol=tolerance,
         rtol=tolerance,
         details=details,
-        replay=replayed,
-        analytic=by_hand,
+        gradients=taped.reverse_pass,
+        analytic=dict(by_hand),
         fd_text=fd_text,
+        inherits=INHERITS,
     )
-
-
-def _on_tape(tape, name):
-    try:
-        tape.find(name)
-    except KeyError:
-        return False
-    return True
 
 
 def _add_finite_differences(row, estimates, tolerance):

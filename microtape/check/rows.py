@@ -145,21 +145,23 @@ class GradientReport:
     """A list of checked gradients, in backward order.
 
     ``ok`` is True when every row passed; ``first_failure`` is the label of the
-    earliest failing row (the place to look: later rows usually inherit its
-    error); ``report["dQ"]`` finds a row by label or tape name. ``details`` are
-    the lines printed above the table (what was run, the tolerance, …).
+    earliest failing row (the place to look); ``inherits[label]`` lists the
+    rows computed from that row, which inherit an error in it;
+    ``report["dQ"]`` finds a row by label or tape name. ``details`` are the
+    lines printed above the table (what was run, the tolerance, …).
     """
 
     title = "Gradient check: hand-derived against the tape"
 
-    def __init__(self, rows, *, atol, rtol, details=(), replay=None, analytic=None, fd_text=None):
+    def __init__(self, rows, *, atol, rtol, details=(), gradients=None, analytic=None, fd_text=None, inherits=None):
         self.rows = list(rows)
         self.atol = atol
         self.rtol = rtol
         self.details = list(details)
-        self.replay = replay  # the backward pass the taped values came from (walk() reads it)
+        self.gradients = gradients  # the reverse pass the taped values came from (walk() reads it)
         self.analytic = analytic if analytic is not None else {}
         self.fd_text = fd_text  # how finite differences were run, or None
+        self.inherits = dict(inherits or {})  # label -> labels computed from it
 
     # -- verdicts
 
@@ -212,10 +214,20 @@ class GradientReport:
             if row.routes_agree
             else (f"max abs error {row.max_abs_error:.3e}")
         )
-        return (
-            f"{len(self.failures)} of {len(self.rows)} rows FAIL; first failure: {row.label} "
-            f"({row.name}): {why}. Look there first: rows after it inherit its error."
-        )
+        text = f"{len(self.failures)} of {len(self.rows)} rows FAIL; first failure: {row.label} ({row.name}): {why}."
+        labels = {r.label for r in self.rows}
+        downstream = [label for label in self.inherits.get(row.label, ()) if label in labels]
+        if downstream:
+            verb = "is" if len(downstream) == 1 else "are"
+            text += f" Look there first: {', '.join(downstream)} {verb} computed from it."
+        elif row.label in self.inherits:
+            text += " Look there first: no other row is computed from it."
+        else:
+            text += " Look there first."
+        independent = [r.label for r in self.failures if r is not row and r.label not in downstream]
+        if independent and row.label in self.inherits:
+            text += f" {', '.join(independent)} also fail{'s' if len(independent) == 1 else ''} on their own."
+        return text
 
     # -- text
 

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..nn.attention import MultiHeadAttention
-from ..tape import Tape
+from ..tape import Tape, gradients
 from .compare import compare
-from .replay import replay
 from .report import attention_report
 from .rows import GradientReport
 
@@ -126,7 +125,7 @@ def walk(source, *args, **kwargs):
     if isinstance(source, GradientReport):
         if args or kwargs:
             raise TypeError("walk(report): a report takes no further arguments")
-        return _steps(source.replay, source.rows)
+        return _steps(source.gradients, source.rows)
     if isinstance(source, MultiHeadAttention):
         return walk(attention_report(source, *args, **kwargs))
     if isinstance(source, Tape):
@@ -137,17 +136,17 @@ def walk(source, *args, **kwargs):
 def _walk_tape(tape, output, analytic=None, grad=None, **tolerances):
     if analytic:
         return walk(compare(tape, output, analytic, grad, **tolerances))
-    return _steps(replay(tape, output, grad), [])
+    return _steps(gradients(output, grad, tape=tape, steps=True), [])
 
 
-def _steps(replayed, rows):
-    names = replayed.tape.variable_names()
+def _steps(result, rows):
+    names = result.tape.variable_names()
     by_step = {}
     for row in rows:
         by_step.setdefault(row.step, []).append(row)
     steps = []
-    total = len(replayed.steps)
-    for number, step in enumerate(replayed.steps, start=1):
+    total = len(result.steps)
+    for number, step in enumerate(result.steps, start=1):
         equation = step.equation
         steps.append(
             WalkStep(
@@ -156,7 +155,7 @@ def _steps(replayed, rows):
                 index=step.index,
                 name=names[equation.output],
                 op=equation.op.name,
-                formula=equation.op.formula,
+                formula=_formula_with_names(equation, names),
                 latex=equation.op.latex,
                 module=equation.module,
                 input_names=tuple(names.get(x, x.name or "const") for x in equation.inputs),
@@ -166,3 +165,16 @@ def _steps(replayed, rows):
             )
         )
     return steps
+
+
+def _formula_with_names(equation, names):
+    """The VJP of one equation with the real operand names: ``dx = dy * W; dW = x^T @ dy``."""
+    op = equation.op
+    operands = {name: names.get(x, x.name or "const") for name, x in zip(op.inputs, equation.inputs)}
+    operands.update({op.output: names[equation.output], "g": f"d{names[equation.output]}"})
+    parts = [
+        f"d{operands[name]} = {op.formula_for(i, operands)}"
+        for i, name in enumerate(op.inputs)
+        if op.grads[i] is not None and equation.inputs[i].requires_grad
+    ]
+    return ";  ".join(parts) or op.formula

@@ -7,26 +7,15 @@ attention::
     >>> attn = mt.nn.MultiHeadAttention(8, 2, causal=True, seed=0)
     >>> x = np.random.default_rng(0).standard_normal((1, 4, 8))
     >>> y = attn(x)                                  # self-attention, a Tensor [1, 4, 8]
-    >>> dx = attn.backward(np.ones((1, 4, 8)))        # dq + dk + dv, by replaying the tape
+    >>> dx = attn.backward(np.ones((1, 4, 8)))        # dq + dk + dv, by the tape's reverse pass
     >>> attn.attention_weights.shape                  # [B, H, Tq, Tk]
     (1, 2, 4, 4)
 
-The forward, one named row on the tape per step (``print(attn.tape)``)::
-
-    Q, K, V = query Wqᵀ + bq,  key Wkᵀ + bk,  value Wvᵀ + bv     [B, T, E]
-    Q_heads, K_heads, V_heads  = split into H heads             [B·H, T, D],  D = E / H
-    scores         = Q_heads K_headsᵀ                           [B·H, Tq, Tk]
-    scaled_scores  = scores / √D       (so the softmax does not saturate as D grows)
-    causal_scores  = scaled_scores + causal mask   (if causal: -1e9 above the diagonal)
-    masked_scores  = … + mask          (if a mask is given: additive, 0 allows)
-    weights        = softmax(…)        row by row: each query's weights over keys sum to 1
-    dropped_weights = weights ⊙ keep    (training with dropout: keep = bernoulli(1-p)/(1-p))
-    context        = weights V_heads                            [B·H, Tq, D]
-    merged         = heads merged back                          [B, Tq, E]
-    output         = merged Woᵀ + bo
-
-The backward can run two ways, and they must agree: ``method="tape"``
-replays the tape (each op's VJP from :mod:`microtape.ops`);
+The forward is :func:`~microtape.nn.attention_chain.attention_chain` (written
+once, one named tape row per step: ``Q, K, V, Q_heads, …, scores,
+scaled_scores, weights, context, merged, output``; ``print(attn.tape)``).
+The backward runs two ways, and they must agree: ``method="tape"`` is the
+tape's reverse pass (each op's VJP from :mod:`microtape.ops`);
 ``method="analytic"`` applies the hand-derived formulas of
 :mod:`microtape.nn.analytic` (``dP = dC Vᵀ``, ``dS = P ⊙ (dP − rowsum(dP ⊙
 P))``, …), which import nothing but numpy.
@@ -37,26 +26,28 @@ memory (``x`` and ``x.view()``) are cross-attention: ``backward`` then
 returns only ``dq``; ``dk`` and ``dv`` come from :meth:`grad_key_input` and
 :meth:`grad_value_input` (if key and value are the same memory, add them).
 
-Zoom to scalars: :meth:`MultiHeadAttention.trace_scalars` runs the *same*
-forward code (:func:`attention_chain`) on :class:`~microtape.scalar_array.
-ScalarArray` inputs, so every multiply, add and exp is its own Scalar on the
-tape — and gives the same gradients as the tensor trace.
+Nothing half-done: every argument is checked before anything changes; a
+forward records on the enclosing tapes (and advances the dropout generator)
+only when it succeeds; an overflow is refused naming the step where it first
+appears; and every array the layer hands out for reading is read-only.
+Zoom to scalars (:meth:`MultiHeadAttention.trace_scalars`) and the PyTorch
+bridge live beside this file (``scalar_trace.py``, ``attention_torch.py``).
 """
 
-import math
 import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import ops
-from ..scalar_array import ScalarArray
-from ..tape import Tape, module_scope
+from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import analytic, masks
-from .linear import Linear, _float_dtype, _positive_int, linear
+from .attention_chain import STEP_NAMES, attention_chain
+from .checks import float_dtype, gradient_array, input_array, positive_int, probability, seed_value
+from .linear import Linear
+from .module import Module
 
-__all__ = ["MultiHeadAttention", "attention_chain", "DEFAULT_SCORE_MEMORY_LIMIT"]
+__all__ = ["MultiHeadAttention", "NamedGradients", "DEFAULT_SCORE_MEMORY_LIMIT", "ROLES", "read_only"]
 
 #: Refuse a forward whose score-sized arrays (kept on the tape, with their
 #: gradients) would exceed this many bytes. Per layer: ``attn.max_score_bytes``.
@@ -66,70 +57,43 @@ PROJECTIONS = analytic.PROJECTIONS
 ROLES = ("query", "key", "value")
 
 
-# ---------------------------------------------------------------- the chain, written once
+def read_only(array):
+    """A read-only view of ``array`` (None stays None): for reading, never for changing the tape."""
+    if array is None:
+        return None
+    view = np.asarray(array).view()
+    view.flags.writeable = False
+    return view
 
 
-def _project(x, params, projection, name):
-    with module_scope(projection):
-        return linear(x, params[f"{projection}.weight"], params[f"{projection}.bias"], name=name)
+@dataclass(frozen=True)
+class _Call:
+    """One forward's arguments, checked: what the forward and the scalar trace need."""
+
+    self_attention: bool
+    given: tuple  # (query, key, value) as passed (Tensors keep their connection)
+    arrays: tuple  # the same as numpy arrays of the layer's dtype
+    batch: int
+    q_len: int
+    k_len: int
+    causal_mask: np.ndarray | None = None  # [Tq, Tk]
+    user_mask: np.ndarray | None = None  # [Tq, Tk]
+    total_mask: np.ndarray | None = None  # their sum
 
 
-def _split_heads(x, num_heads, name):
-    batch, length, embed = x.shape
-    depth = embed // num_heads
-    # [B, T, E] -> [B, T, H, D] -> [B, H, T, D] -> [B·H, T, D]
-    return (
-        x.reshape(batch, length, num_heads, depth)
-        .transpose(0, 2, 1, 3)
-        .reshape(batch * num_heads, length, depth, name=name)
-    )
+class NamedGradients(dict):
+    """``{name: gradient}`` of one backward; by the tape route it also keeps the reverse pass.
 
-
-def _merge_heads(x, batch, name):
-    heads_total, length, depth = x.shape
-    num_heads = heads_total // batch
-    # [B·H, T, D] -> [B, H, T, D] -> [B, T, H, D] -> [B, T, E]
-    return (
-        x.reshape(batch, num_heads, length, depth)
-        .transpose(0, 2, 1, 3)
-        .reshape(batch, length, num_heads * depth, name=name)
-    )
-
-
-def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None, steps=None):
-    """The attention forward, written once against Tensor's methods.
-
-    Runs on :class:`~microtape.Tensor` (one tape row per step) and on
-    :class:`~microtape.scalar_array.ScalarArray` (one tape row per scalar
-    operation). ``params`` maps ``"q_proj.weight"``, ``"q_proj.bias"``, … to
-    arrays of the same kind; the masks and ``keep`` are constants. If
-    ``steps`` is a dict, the per-head arrays are put in it (``"Q_heads"``, …).
+    ``reverse_pass`` is the :class:`~microtape.tape.Gradients` (with steps) the
+    taped gradients came from, and ``completed_at[name]`` the tape index of the
+    step after which that gradient is complete (what step-by-step walks use).
+    Both are empty/None for the analytic route.
     """
-    batch, _, embed = query.shape
-    depth = embed // num_heads
-    Q = _project(query, params, "q_proj", "Q")
-    K = _project(key, params, "k_proj", "K")
-    V = _project(value, params, "v_proj", "V")
-    with module_scope("attention"):
-        q_heads = _split_heads(Q, num_heads, "Q_heads")
-        k_heads = _split_heads(K, num_heads, "K_heads")
-        v_heads = _split_heads(V, num_heads, "V_heads")
-        if steps is not None:
-            steps.update(Q_heads=q_heads, K_heads=k_heads, V_heads=v_heads)
-        scores = q_heads.matmul(k_heads.swapaxes(-1, -2, name="K_heads^T"), name="scores")
-        scores = scores.scale(1.0 / math.sqrt(depth), name="scaled_scores")
-        if causal_mask is not None:
-            scores = scores.add_constant(causal_mask, name="causal_scores")
-        if mask is not None:
-            scores = scores.add_constant(mask, name="masked_scores")
-        weights = scores.softmax(-1, name="weights")
-        used = weights if keep is None else weights.dropout(keep, name="dropped_weights")
-        context = used.matmul(v_heads, name="context")
-        merged = _merge_heads(context, batch, "merged")
-    return _project(merged, params, "out_proj", "output")
 
-
-# ---------------------------------------------------------------- what a forward leaves behind
+    def __init__(self, *args, reverse_pass=None):
+        super().__init__(*args)
+        self.reverse_pass = reverse_pass
+        self.completed_at = {}
 
 
 @dataclass
@@ -139,8 +103,8 @@ class _Forward:
     tape: Tape
     output: Tensor
     inputs: dict  # role -> the Tensor node used for it
-    projection_inputs: dict  # role -> the matmul node that read that input
-    nodes: dict  # tape name -> node (the named steps of the chain)
+    products: dict  # role -> the projection product x Wᵀ that read that input
+    nodes: dict  # step name -> node (the named steps of the chain)
     self_attention: bool
     mask: np.ndarray | None  # total additive mask [Tq, Tk]
     keep: np.ndarray | None  # dropout keep mask [B·H, Tq, Tk], scaled by 1/(1-p)
@@ -148,30 +112,7 @@ class _Forward:
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
 
 
-@dataclass
-class ScalarTrace:
-    """The result of :meth:`MultiHeadAttention.trace_scalars`."""
-
-    tape: Tape
-    output: ScalarArray
-    inputs: dict  # role -> ScalarArray
-    params: dict  # "q_proj.weight" -> ScalarArray
-
-    def backward(self, grad_output=None):
-        """Backpropagate ``sum(grad_output * output)`` through every scalar op."""
-        self.output.backward(grad_output)
-
-    def gradients(self):
-        """``{name: numpy array}`` for every input and parameter."""
-        grads = {name: array.grad() for name, array in self.params.items()}
-        grads.update({role: array.grad() for role, array in self.inputs.items()})
-        return grads
-
-
-# ---------------------------------------------------------------- the layer
-
-
-class MultiHeadAttention:
+class MultiHeadAttention(Module):
     """Multi-head attention with the seed library's contract.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
@@ -185,7 +126,8 @@ class MultiHeadAttention:
     """
 
     def __init__(self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64):
-        embed = _positive_int(embed, "MultiHeadAttention(embed)")
+        super().__init__()
+        embed = positive_int(embed, "MultiHeadAttention(embed)")
         if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
             raise ValueError(f"MultiHeadAttention(num_heads={num_heads!r}): expected a positive integer")
         if embed % num_heads:
@@ -193,22 +135,27 @@ class MultiHeadAttention:
                 f"MultiHeadAttention(num_heads={num_heads}): must divide embed={embed} "
                 f"(each head gets embed / num_heads features)"
             )
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"MultiHeadAttention(dropout={dropout!r}): expected a probability with 0 <= dropout < 1")
+        dropout = probability(dropout, "MultiHeadAttention(dropout)")
         if not isinstance(causal, (bool, np.bool_)):
             raise ValueError(f"MultiHeadAttention(causal={causal!r}): expected True or False")
-        dtype = _float_dtype(dtype, "MultiHeadAttention(dtype)")
+        dtype = float_dtype(dtype, "MultiHeadAttention(dtype)")
+        seed = seed_value(seed, "MultiHeadAttention(seed)")
+        parameter_bytes = 4 * (embed * embed + embed) * dtype.itemsize
+        if parameter_bytes > DEFAULT_SCORE_MEMORY_LIMIT:
+            raise MemoryError(
+                f"MultiHeadAttention(embed={embed}): refused — four {embed}×{embed} projections need about "
+                f"{parameter_bytes / 2**30:,.1f} GiB of parameters (limit {DEFAULT_SCORE_MEMORY_LIMIT / 2**30:g} GiB)"
+            )
         self.embed = embed
         self.num_heads = int(num_heads)
         self.head_dim = embed // self.num_heads
-        self.dropout = float(dropout)
+        self.dropout = dropout
         self.causal = bool(causal)
         self.dtype = dtype
-        self.training = True
-        self.max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
+        self._max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
         seeds = np.random.SeedSequence(seed).spawn(len(PROJECTIONS) + 1)
         for projection, child in zip(PROJECTIONS, seeds):
-            setattr(self, projection, Linear(embed, embed, seed=child, dtype=dtype, name=projection))
+            setattr(self, projection, Linear(embed, embed, seed=child, dtype=dtype))
         self._rng = np.random.default_rng(seeds[-1])
         self._last = None
 
@@ -218,47 +165,21 @@ class MultiHeadAttention:
             f"causal={self.causal}, dtype={np.dtype(self.dtype).name})"
         )
 
-    # -- parameters and modes
+    @property
+    def max_score_bytes(self):
+        """The score-memory limit of one forward + backward, in bytes (default 4 GiB)."""
+        return self._max_score_bytes
 
-    def named_parameters(self):
-        """``[("q_proj.weight", Tensor), ("q_proj.bias", Tensor), …]`` in a fixed order."""
-        return [
-            (f"{projection}.{name}", tensor)
-            for projection in PROJECTIONS
-            for name, tensor in getattr(self, projection).named_parameters()
-        ]
+    @max_score_bytes.setter
+    def max_score_bytes(self, value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value == float("inf"):
+            raise ValueError(f"MultiHeadAttention.max_score_bytes = {value!r}: expected a positive, finite number")
+        self._max_score_bytes = value
 
-    def parameters(self):
-        return [tensor for _, tensor in self.named_parameters()]
-
-    def zero_grad(self):
-        """Forget all parameter gradients (set them to None)."""
-        for tensor in self.parameters():
-            tensor.grad = None
-
-    def train(self, mode=True):
-        """Training mode: dropout is applied (when ``dropout > 0``)."""
-        self.training = bool(mode)
-        return self
-
-    def eval(self):
-        """Evaluation mode: no dropout."""
-        return self.train(False)
-
-    # -- input checking (everything here runs before any state changes)
+    # -- checking a call (everything here runs before any state changes)
 
     def _array_of(self, value, argument):
-        if isinstance(value, Tensor):
-            data = value.data
-        elif isinstance(value, np.ndarray):
-            data = value
-        else:
-            raise TypeError(
-                f"MultiHeadAttention.forward: {argument} must be a Tensor or numpy array [B, T, E], "
-                f"got {type(value).__name__}"
-            )
-        if data.dtype.kind not in "fiu":
-            raise TypeError(f"MultiHeadAttention.forward: {argument} must hold real numbers, got dtype {data.dtype}")
+        data = input_array(value, argument, "MultiHeadAttention.forward", self.dtype, finite=False)
         if data.ndim != 3:
             raise ValueError(f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
         if data.shape[-1] != self.embed:
@@ -268,69 +189,10 @@ class MultiHeadAttention:
             )
         if 0 in data.shape:
             raise ValueError(f"MultiHeadAttention.forward: {argument} has shape {data.shape}; no axis may be empty")
-        if not np.all(np.isfinite(data)):
-            where = tuple(int(i) for i in np.argwhere(~np.isfinite(data))[0])
-            raise ValueError(
-                f"MultiHeadAttention.forward: {argument} contains {data[where]} at index {where}; inputs must be finite"
-            )
-        return data
+        return input_array(data, argument, "MultiHeadAttention.forward", self.dtype)  # now the finite check
 
-    def _check_mask(self, mask, q_len, k_len):
-        if mask is None:
-            return None
-        if isinstance(mask, Tensor):
-            mask = mask.data
-        mask = np.asarray(mask)
-        if mask.dtype == np.bool_:
-            raise TypeError(
-                "MultiHeadAttention.forward: mask is boolean, but masks here are additive floats "
-                "(0 = may attend, a large negative number such as -1e9 = suppressed). Convert it with "
-                "microtape.nn.masks.from_bool(allowed) (True = may attend)."
-            )
-        if mask.dtype.kind not in "fiu":
-            raise TypeError(f"MultiHeadAttention.forward: mask must be an additive float array, got dtype {mask.dtype}")
-        if mask.shape != (q_len, k_len):
-            raise ValueError(
-                f"MultiHeadAttention.forward: mask has shape {mask.shape}; expected [Tq, Tk] = {[q_len, k_len]}"
-            )
-        if np.any(np.isnan(mask)) or np.any(mask == np.inf):
-            raise ValueError(
-                "MultiHeadAttention.forward: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress"
-            )
-        return mask.astype(self.dtype)
-
-    def _check_rows(self, total_mask):
-        blocked = np.all(masks.suppressed(total_mask), axis=-1)
-        if np.any(blocked):
-            row = int(np.flatnonzero(blocked)[0])
-            raise ValueError(
-                f"MultiHeadAttention.forward: query row {row} has no valid key — every entry of mask row "
-                f"{row} (causal mask included) is <= {masks.SUPPRESSED_BELOW:g}. Its softmax would be meaningless; "
-                "leave at least one key allowed in every row."
-            )
-
-    def score_bytes(self, batch, q_len, k_len):
-        """Bytes of the score-sized arrays one forward + backward keeps."""
-        values = batch * self.num_heads * q_len * k_len
-        # scores, scaled_scores, weights (+ causal/masked scores, + dropout's
-        # keep and dropped weights), and a gradient for each.
-        copies = 3 + self.causal + 1 + (2 if self.training and self.dropout > 0 else 0)
-        return 2 * copies * values * np.dtype(self.dtype).itemsize
-
-    def _check_memory(self, batch, q_len, k_len):
-        needed = self.score_bytes(batch, q_len, k_len)
-        if needed > self.max_score_bytes:
-            values = batch * self.num_heads * q_len * k_len
-            raise MemoryError(
-                f"MultiHeadAttention.forward: refused — the scores hold B·H·Tq·Tk = {batch}·{self.num_heads}·"
-                f"{q_len}·{k_len} = {values:,} values, and the tape keeps several such arrays and their "
-                f"gradients: about {needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of "
-                f"{self.max_score_bytes:,} bytes. Use shorter sequences or a smaller batch, or raise "
-                "attn.max_score_bytes. (Attention memory is quadratic in T; this is not FlashAttention.)"
-            )
-
-    def _parse(self, query, key, value, mask):
-        """Validate every argument; return what the forward needs. Changes nothing."""
+    def _check_shapes(self, query, key, value):
+        """Types, shapes and values of query/key/value; returns an unfinished :class:`_Call`."""
         if (key is None) != (value is None):
             raise ValueError("MultiHeadAttention.forward: give both key and value, or neither (self-attention)")
         self_attention = key is None or (query is key and key is value)
@@ -351,24 +213,78 @@ class MultiHeadAttention:
         batch, q_len, k_len = q_data.shape[0], q_data.shape[1], k_data.shape[1]
         if self.causal and q_len != k_len:
             raise ValueError(f"MultiHeadAttention.forward: causal attention needs Tq == Tk, got Tq={q_len}, Tk={k_len}")
-        user_mask = self._check_mask(mask, q_len, k_len)
-        causal = masks.causal_mask(q_len, self.dtype) if self.causal else None
-        total = None
-        for part in (causal, user_mask):
-            if part is not None:
-                total = part if total is None else total + part
+        return _Call(self_attention, (query, key, value), (q_data, k_data, v_data), batch, q_len, k_len)
+
+    def score_bytes(self, batch, q_len, k_len):
+        """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
+        values = batch * self.num_heads * q_len * k_len
+        # scores, scaled_scores, weights (+ causal/masked scores, + dropout's
+        # keep and dropped weights), a gradient for each, and the masks.
+        copies = 3 + self.causal + 1 + (2 if self.training and self.dropout > 0 else 0)
+        return 2 * copies * values * np.dtype(self.dtype).itemsize
+
+    def _check_memory(self, batch, q_len, k_len):
+        needed = self.score_bytes(batch, q_len, k_len)
+        if needed > self.max_score_bytes:
+            values = batch * self.num_heads * q_len * k_len
+            raise MemoryError(
+                f"MultiHeadAttention.forward: refused — the scores hold B·H·Tq·Tk = {batch}·{self.num_heads}·"
+                f"{q_len}·{k_len} = {values:,} values, and the tape keeps several such arrays and their "
+                f"gradients: about {needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of "
+                f"{self.max_score_bytes:,} bytes. Use shorter sequences or a smaller batch, or raise "
+                "attn.max_score_bytes. (Attention memory is quadratic in T; this is not FlashAttention.)"
+            )
+
+    def _check_mask(self, mask, q_len, k_len):
+        if mask is None:
+            return None
+        where = "MultiHeadAttention.forward"
+        if np.asarray(getattr(mask, "data", mask)).dtype == np.bool_:
+            raise TypeError(
+                f"{where}: mask is boolean, but masks here are additive floats "
+                "(0 = may attend, a large negative number such as -1e9 = suppressed). Convert it with "
+                "microtape.nn.masks.from_bool(allowed) (True = may attend)."
+            )
+        shape = np.shape(getattr(mask, "data", mask))
+        if shape != (q_len, k_len):
+            raise ValueError(f"{where}: mask has shape {shape}; expected [Tq, Tk] = {[q_len, k_len]}")
+        mask = input_array(mask, "mask", where, self.dtype, finite=False)
+        if np.isnan(mask).any() or (mask == np.inf).any():
+            raise ValueError(f"{where}: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
+        return mask
+
+    def _check_rows(self, total_mask):
+        blocked = np.all(masks.suppressed(total_mask), axis=-1)
+        if np.any(blocked):
+            row = int(np.flatnonzero(blocked)[0])
+            raise ValueError(
+                f"MultiHeadAttention.forward: query row {row} has no valid key — every entry of mask row "
+                f"{row} (causal mask included) is <= {masks.SUPPRESSED_BELOW:g}. Its softmax would be meaningless; "
+                "leave at least one key allowed in every row."
+            )
+
+    def _with_masks(self, call, mask):
+        """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
+        user_mask = self._check_mask(mask, call.q_len, call.k_len)
+        causal = masks.causal_mask(call.q_len, self.dtype) if self.causal else None
+        parts = [part for part in (causal, user_mask) if part is not None]
+        total = None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
         if total is not None:
             self._check_rows(total)
-        self._check_memory(batch, q_len, k_len)
-        return self_attention, (query, key, value), batch, q_len, k_len, causal, user_mask, total
+        return _Call(**{**call.__dict__, "causal_mask": causal, "user_mask": user_mask, "total_mask": total})
 
-    def _input_node(self, value, role):
+    def check_call(self, query, key=None, value=None, mask=None):
+        """Check a forward's arguments exactly as :meth:`forward` does, changing nothing."""
+        call = self._check_shapes(query, key, value)
+        self._check_memory(call.batch, call.q_len, call.k_len)
+        return self._with_masks(call, mask)
+
+    def _input_node(self, given, data, role):
         """The Tensor the tape starts from for this input (shares memory; no copy)."""
-        if isinstance(value, Tensor) and value.requires_grad:
+        if isinstance(given, Tensor) and given.requires_grad:
             # Part of a larger taped computation: keep it connected (a cast is recorded too).
-            return value if value.dtype == self.dtype else value.astype(self.dtype)
-        data = value.data if isinstance(value, Tensor) else value
-        return Tensor(data.astype(self.dtype, copy=False), requires_grad=True, name=role)
+            return given if given.dtype == self.dtype else given.astype(self.dtype)
+        return Tensor(data, requires_grad=True, name=role)
 
     # -- forward
 
@@ -379,40 +295,46 @@ class MultiHeadAttention:
         array ``[Tq, Tk]`` (0 allows, -1e9 or -inf suppresses). The tape of this
         call becomes ``self.tape``; a failed call changes nothing.
         """
-        self_attention, raw, batch, q_len, k_len, causal, user_mask, total = self._parse(query, key, value, mask)
-        if self_attention:
-            x = self._input_node(raw[0], "x")
-            inputs = {"query": x, "key": x, "value": x}
-        else:
-            inputs = {role: self._input_node(raw[i], role) for i, role in enumerate(ROLES)}
-            if raw[1] is raw[2]:
-                inputs["value"] = inputs["key"]  # the same object stays one node
+        call = self.check_call(query, key, value, mask)
+        rng_state = self._rng.bit_generator.state
         keep = None
         if self.training and self.dropout > 0:
-            shape = (batch * self.num_heads, q_len, k_len)
+            shape = (call.batch * self.num_heads, call.q_len, call.k_len)
             kept = self._rng.random(shape) >= self.dropout
             keep = (kept / (1.0 - self.dropout)).astype(self.dtype)
-        params = {name: tensor for name, tensor in self.named_parameters()}
+        params = dict(self.named_parameters())
         constants = {
-            "causal_mask": None if causal is None else Tensor(causal, name="causal_mask"),
-            "mask": None if user_mask is None else Tensor(user_mask, name="mask"),
+            "causal_mask": None if call.causal_mask is None else Tensor(call.causal_mask, name="causal_mask"),
+            "mask": None if call.user_mask is None else Tensor(call.user_mask, name="mask"),
             "keep": None if keep is None else Tensor(keep, name="dropout_keep"),
         }
-        with Tape() as tape:
-            output = attention_chain(
-                inputs["query"], inputs["key"], inputs["value"], params, self.num_heads,
-                constants["causal_mask"], constants["mask"], constants["keep"],
-            )  # fmt: skip
-        nodes = {node.name: node for node in tape.nodes if node.name}
-        projection_inputs = {role: nodes[letter].inputs[0] for role, letter in zip(ROLES, "QKV")}
-        for role, matmul in projection_inputs.items():
-            assert matmul.op is ops.matmul and matmul.inputs[0] is inputs[role], f"{role} projection not found"
-        self._last = _Forward(tape, output, inputs, projection_inputs, nodes, self_attention, total, keep, batch)
+        record = {}
+        try:
+            # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
+            with Tape.atomic() as tape, np.errstate(all="ignore"):
+                if call.self_attention:
+                    x = self._input_node(call.given[0], call.arrays[0], "x")
+                    inputs = {"query": x, "key": x, "value": x}
+                else:
+                    inputs = {
+                        role: self._input_node(call.given[i], call.arrays[i], role) for i, role in enumerate(ROLES)
+                    }
+                output = attention_chain(
+                    inputs["query"], inputs["key"], inputs["value"], params, self.num_heads,
+                    constants["causal_mask"], constants["mask"], constants["keep"], record=record,
+                )  # fmt: skip
+                if not np.isfinite(output.data).all():
+                    raise _overflow(tape, "MultiHeadAttention.forward", self.dtype)
+        except BaseException:
+            self._rng.bit_generator.state = rng_state
+            raise
+        nodes = {node.name: node for node in tape.nodes if node.name in STEP_NAMES}
+        self._last = _Forward(
+            tape, output, inputs, record["products"], nodes, call.self_attention, call.total_mask, keep, call.batch
+        )
         return output
 
-    __call__ = forward
-
-    # -- what the last forward left
+    # -- what the last forward left (read-only)
 
     def _require_forward(self, what):
         if self._last is None:
@@ -424,13 +346,17 @@ class MultiHeadAttention:
         """The :class:`~microtape.Tape` of the last forward (None before the first)."""
         return None if self._last is None else self._last.tape
 
+    @property
+    def last_output(self):
+        """The output node of the last forward (None before the first)."""
+        return None if self._last is None else self._last.output
+
     def _per_head(self, array):
-        batch = self._last.batch
-        return array.reshape(batch, self.num_heads, *array.shape[1:])
+        return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
 
     @property
     def attention_weights(self):
-        """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout."""
+        """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout (read-only)."""
         last = self._require_forward("attention_weights")
         return self._per_head(last.nodes["weights"].data)
 
@@ -444,23 +370,23 @@ class MultiHeadAttention:
     @property
     def last_mask(self):
         """The total additive mask ``[Tq, Tk]`` of the last forward (causal + user), or None."""
-        return None if self._last is None else self._last.mask
+        return None if self._last is None else read_only(self._last.mask)
 
     @property
     def dropout_keep(self):
-        """The saved dropout mask ``[B·H, Tq, Tk]`` (scaled by 1/(1-p)), or None."""
-        return None if self._last is None else self._last.keep
+        """The saved dropout mask ``[B·H, Tq, Tk]`` (1/(1-p) where kept, 0 where dropped), or None."""
+        return None if self._last is None else read_only(self._last.keep)
 
     @property
     def last_gradients(self):
-        """``{name: array}``: every named gradient of the last backward (either route)."""
-        return dict(self._require_forward("last_gradients").grads)
+        """``{name: array}``: every named gradient of the last backward; the same keys by either route."""
+        return {name: read_only(grad) for name, grad in self._require_forward("last_gradients").grads.items()}
 
     def _last_grad(self, name, what):
         grads = self._require_forward(what).grads
         if not grads:
             raise RuntimeError(f"MultiHeadAttention.{what}: call backward() first")
-        return grads[name]
+        return read_only(grads[name])
 
     def grad_scores(self):
         """dS ``[B, H, Tq, Tk]``: the gradient of the (scaled, masked) scores, last backward."""
@@ -478,200 +404,177 @@ class MultiHeadAttention:
         """dv of the last backward (cross-attention; for self it is part of the returned sum)."""
         return self._last_grad("value", "grad_value_input()")
 
+    def analytic_cache(self):
+        """The numpy values the analytic backward reads, taken from the last forward (read-only)."""
+        last = self._require_forward("analytic_cache()")
+        cache = {role: read_only(node.data) for role, node in last.inputs.items()}
+        for name in ("Q_heads", "K_heads", "V_heads", "weights", "merged"):
+            cache[name] = read_only(last.nodes[name].data)
+        cache["keep"] = read_only(last.keep)
+        cache["params"] = {name: read_only(tensor.data) for name, tensor in self.named_parameters()}
+        cache["num_heads"] = self.num_heads
+        return cache
+
+    def gradient_names(self):
+        """The keys of :attr:`last_gradients` for the last forward (both routes give exactly these)."""
+        last = self._require_forward("gradient_names()")
+        names = [*last.nodes, *(name for name, _ in self.named_parameters()), *ROLES]
+        return names + ["x"] if last.self_attention else names
+
     # -- backward
+
+    def named_gradients(self, grad_output, method="tape", *, links=None):
+        """Every named gradient of the last forward for ``grad_output`` — computed, never stored.
+
+        Returns a :class:`NamedGradients` (a dict keyed as :meth:`gradient_names`):
+        the chain's steps (``"context"`` is dC, ``"weights"`` dP,
+        ``"scaled_scores"`` dS, ``"Q_heads"`` dQ, …), the parameters
+        (``"q_proj.weight"``) and the inputs (``"query"``, ``"key"``, ``"value"``
+        — what each projection sent back — and ``"x"`` for self-attention).
+        ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
+        hand-derived chain; ``links`` swaps links of the latter (teaching
+        mistakes, see :data:`microtape.nn.analytic.LINKS`). No state changes.
+        """
+        last = self._require_forward("backward()")
+        if method not in ("tape", "analytic"):
+            raise ValueError(f"MultiHeadAttention.backward(method={method!r}): expected 'tape' or 'analytic'")
+        if links is not None and method != "analytic":
+            raise ValueError("MultiHeadAttention.named_gradients(links=...): links replace analytic steps only")
+        grad_output = gradient_array(
+            grad_output, "grad_output", "MultiHeadAttention.backward", last.output.shape, self.dtype
+        )
+        with np.errstate(all="ignore"):
+            if method == "tape":
+                grads = self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
+            else:
+                computed = analytic.attention_backward(grad_output, self.analytic_cache(), last.self_attention, links)
+                grads = NamedGradients({name: computed[name] for name in self.gradient_names()})
+        self._check_finite_gradients(grads, method)
+        return grads
 
     def backward(self, grad_output, method="tape"):
         """Backpropagate ``grad_output`` (``[B, Tq, E]``) through the last forward.
 
         Returns ``dq + dk + dv`` (the whole input gradient) for self-attention,
         ``dq`` for cross-attention. Parameter gradients are *added* into each
-        projection's ``weight.grad`` / ``bias.grad``. ``method="tape"`` replays
-        the tape; ``method="analytic"`` uses the hand-derived formulas.
+        projection's ``weight.grad`` / ``bias.grad``. ``method="tape"`` runs
+        the tape's reverse pass; ``method="analytic"`` the hand-derived
+        formulas. Nothing changes when it fails (bad argument, overflow).
         """
-        last = self._require_forward("backward()")
-        if method not in ("tape", "analytic"):
-            raise ValueError(f"MultiHeadAttention.backward(method={method!r}): expected 'tape' or 'analytic'")
-        grad_output = np.asarray(grad_output.data if isinstance(grad_output, Tensor) else grad_output)
-        if grad_output.shape != last.output.shape:
-            raise ValueError(
-                f"MultiHeadAttention.backward: grad_output has shape {grad_output.shape}; expected the "
-                f"output's shape {last.output.shape}"
-            )
-        if grad_output.dtype.kind not in "fiu" or not np.all(np.isfinite(grad_output)):
-            raise ValueError("MultiHeadAttention.backward: grad_output must hold finite real numbers")
-        grad_output = grad_output.astype(self.dtype, copy=False)
-        grads = self._backward_tape(grad_output) if method == "tape" else self._backward_analytic(grad_output)
-        last.grads = grads
-        return grads["x"] if last.self_attention else grads["query"]
-
-    def _backward_tape(self, grad_output):
+        grads = self.named_gradients(grad_output, method)
         last = self._last
-        param_names = {id(tensor): name for name, tensor in self.named_parameters()}
-        role_of = {id(node): role for role, node in last.projection_inputs.items()}
-        grads = {}
-        for step in last.tape.backward_steps(last.output, grad_output):
-            node = step.equation.output
-            if node.name:
-                grads[node.name] = step.grad_output
-            role = role_of.get(id(node))
-            if role is not None:
-                grads[role] = step.grad_inputs[0]  # what this projection sent to its input
-            for x, grad in zip(node.inputs, step.grad_inputs):
-                name = param_names.get(id(x))
-                if name is not None:
-                    grads[name] = grad if name not in grads else grads[name] + grad
-        if last.self_attention:
-            grads["x"] = grads["query"] + grads["key"] + grads["value"]
-        return grads
-
-    def analytic_cache(self):
-        """The numpy values the analytic backward reads, taken from the last forward."""
-        last = self._require_forward("analytic_cache()")
-        cache = {role: node.data for role, node in last.inputs.items()}
-        for name in ("Q_heads", "K_heads", "V_heads", "weights", "merged"):
-            cache[name] = last.nodes[name].data
-        cache["keep"] = last.keep
-        cache["params"] = {name: tensor.data for name, tensor in self.named_parameters()}
-        cache["num_heads"] = self.num_heads
-        return cache
-
-    def _backward_analytic(self, grad_output):
-        last = self._last
-        grads = analytic.attention_backward(grad_output, self.analytic_cache(), last.self_attention)
-        if last.keep is None:
-            grads.pop("dropped_weights", None)
-        present = {name for name in last.nodes} | set(ROLES) | {"x"} | {name for name, _ in self.named_parameters()}
-        grads = {name: grad for name, grad in grads.items() if name in present}
-        # Leaves accumulate, as the taped route does.
-        for name, tensor in self.named_parameters():
-            tensor.grad = grads[name] if tensor.grad is None else tensor.grad + grads[name]
-        if last.self_attention:
-            _accumulate(last.inputs["query"], grads["x"])
+        # Only now, with every gradient computed and finite, change state.
+        if grads.reverse_pass is not None:
+            grads.reverse_pass.accumulate()
         else:
-            for role in ROLES:
-                _accumulate(last.inputs[role], grads[role])
+            for name, tensor in self.named_parameters():
+                _accumulate(tensor, grads[name])
+            for node, _ in _distinct_inputs(last):
+                _accumulate(node, grads["x"] if last.self_attention else _role_sum(last, node, grads))
+        last.grads = grads
+        return np.array(grads["x"] if last.self_attention else grads["query"])
+
+    def _named_tape_gradients(self, result):
+        """The reverse pass's gradients under the analytic route's names, with the step completing each."""
+        last = self._last
+        index_of = {node: i for i, node in enumerate(last.tape.nodes)}
+        grads = NamedGradients(reverse_pass=result)
+        for name, node in last.nodes.items():
+            grads[name], grads.completed_at[name] = result[node], index_of[node]
+        for name, tensor in self.named_parameters():
+            grads[name], grads.completed_at[name] = result[tensor], result.completed_at(tensor)
+        for role, product in last.products.items():
+            # What this role's projection sent back: dk and dv stay apart even
+            # when key and value are one node.
+            index = index_of[product]
+            grads[role], grads.completed_at[role] = result.step_at(index).grad_inputs[0], index
+        if last.self_attention:
+            x = last.inputs["query"]
+            grads["x"], grads.completed_at["x"] = result[x], result.completed_at(x)
         return grads
 
-    # -- zoom to scalars
+    def _check_finite_gradients(self, grads, method):
+        """Refuse a backward whose gradients overflowed, naming the first step (in backward order).
+
+        An inf or NaN anywhere along the chain reaches the parameters and inputs
+        (products and sums spread it), so only those are scanned unless one is bad.
+        """
+        ends = [name for name, _ in self.named_parameters()] + (["x"] if self._last.self_attention else list(ROLES))
+        if all(np.isfinite(grads[name]).all() for name in ends):
+            return
+        for name in _backward_order(self.gradient_names()):
+            grad = grads[name]
+            if not np.isfinite(grad).all():
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(grad))[0])
+                raise FloatingPointError(
+                    f"MultiHeadAttention.backward(method={method!r}): the gradient of {name} overflowed "
+                    f"{np.dtype(self.dtype).name} at index {index} (it is {grad[index]}); grad_output or the "
+                    "weights are too large for this dtype. No gradient was changed."
+                )
+
+    # -- zoom to scalars, and the PyTorch bridge (in files of their own)
 
     def trace_scalars(self, query, key=None, value=None, mask=None, max_ops=200_000):
-        """Run the same forward with one Scalar per number (tiny sizes only).
+        """Run the same forward with one Scalar per number (tiny sizes only); see :mod:`.scalar_trace`."""
+        from .scalar_trace import trace_scalars
 
-        Returns a :class:`ScalarTrace`: its ``tape`` has one equation per
-        scalar multiply/add/exp/…; ``trace.backward(g)`` then
-        ``trace.gradients()`` give the same numbers as the tensor route. Uses
-        the dropout mask of the last forward if dropout is active.
-        """
-        self_attention, raw, batch, q_len, k_len, causal, user_mask, total = self._parse(query, key, value, mask)
-        embed = self.embed
-        estimate = 4 * batch * (q_len + 2 * k_len) * embed * embed + 6 * batch * q_len * k_len * embed
-        if estimate > max_ops:
-            raise ValueError(
-                f"MultiHeadAttention.trace_scalars: about {estimate:,} scalar ops for B={batch}, Tq={q_len}, "
-                f"Tk={k_len}, E={embed} (limit max_ops={max_ops:,}); the scalar trace is for tiny examples "
-                "such as E <= 4, T <= 3"
-            )
-        keep = None
-        if self.training and self.dropout > 0:
-            if (
-                self._last is None
-                or self._last.keep is None
-                or self._last.keep.shape != (batch * self.num_heads, q_len, k_len)
-            ):
-                raise ValueError(
-                    "trace_scalars with dropout active: run forward() on the same sizes first "
-                    "(its mask is reused), or call eval()"
-                )
-            keep = self._last.keep
-        arrays = [np.asarray(getattr(x, "data", x), dtype=np.float64) for x in raw]
-        if self_attention:
-            x = ScalarArray.leaves(arrays[0], name="x")
-            inputs = {"x": x}
-            query_s = key_s = value_s = x
-        else:
-            inputs = {role: ScalarArray.leaves(arrays[i], name=role) for i, role in enumerate(ROLES)}
-            query_s, key_s, value_s = inputs["query"], inputs["key"], inputs["value"]
-        params = {name: ScalarArray.leaves(tensor.data, name=name) for name, tensor in self.named_parameters()}
-        heads = {}
-        with Tape() as tape:
-            output = attention_chain(
-                query_s, key_s, value_s, params, self.num_heads, causal, user_mask, keep, steps=heads
-            )
-        _tag_heads(tape, heads, self.num_heads, batch)
-        return ScalarTrace(tape, output, inputs, params)
-
-    # -- PyTorch bridge
+        return trace_scalars(self, query, key, value, mask, max_ops=max_ops)
 
     @classmethod
     def from_torch(cls, module, causal=False, dtype=np.float64):
-        """A layer with the weights of a ``torch.nn.MultiheadAttention`` (torch imported here only)."""
-        import torch  # noqa: F401  (only to fail clearly if missing)
+        """A layer with the weights of a ``torch.nn.MultiheadAttention`` (torch imported there only)."""
+        from .attention_torch import attention_from_torch
 
-        embed, heads = module.embed_dim, module.num_heads
-        if getattr(module, "in_proj_weight", None) is None:
-            raise ValueError("from_torch: separate q/k/v projection weights (kdim/vdim != embed) are not supported")
-        if module.in_proj_bias is None or module.out_proj.bias is None:
-            raise ValueError("from_torch: the module must have biases (bias=True)")
-        if getattr(module, "bias_k", None) is not None or getattr(module, "add_zero_attn", False):
-            raise ValueError("from_torch: add_bias_kv and add_zero_attn are not supported")
-        layer = cls(embed, heads, dropout=float(module.dropout), causal=causal, dtype=dtype)
-        weight = module.in_proj_weight.detach().cpu().double().numpy()
-        bias = module.in_proj_bias.detach().cpu().double().numpy()
-        for i, projection in enumerate(("q_proj", "k_proj", "v_proj")):
-            getattr(layer, projection).weight.data[...] = weight[i * embed : (i + 1) * embed]
-            getattr(layer, projection).bias.data[...] = bias[i * embed : (i + 1) * embed]
-        layer.out_proj.weight.data[...] = module.out_proj.weight.detach().cpu().double().numpy()
-        layer.out_proj.bias.data[...] = module.out_proj.bias.detach().cpu().double().numpy()
-        layer.train(module.training)
-        return layer
+        return attention_from_torch(cls, module, causal=causal, dtype=dtype)
 
     def to_torch(self):
         """An equivalent ``torch.nn.MultiheadAttention(batch_first=True)`` (float64 or float32)."""
-        import torch
+        from .attention_torch import attention_to_torch
 
-        torch_dtype = torch.float64 if self.dtype == np.float64 else torch.float32
-        module = torch.nn.MultiheadAttention(
-            self.embed, self.num_heads, dropout=self.dropout, bias=True, batch_first=True, dtype=torch_dtype
-        )
-        with torch.no_grad():
-            module.in_proj_weight.copy_(
-                torch.from_numpy(
-                    np.concatenate([self.q_proj.weight.data, self.k_proj.weight.data, self.v_proj.weight.data])
-                )
+        return attention_to_torch(self)
+
+
+def _overflow(tape, where, dtype):
+    """The error for a forward that produced inf/NaN: it names the first step where that appeared."""
+    for index, node in enumerate(tape.nodes):
+        data = np.asarray(node.data)
+        bad = ~np.isfinite(data)
+        if node.op.name == "add_constant":
+            bad &= ~np.isneginf(data)  # a -inf mask entry gives -inf on purpose
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            name = tape.variable_names()[node]
+            row = f" (row {at[-2]})" if data.ndim >= 2 else ""
+            return FloatingPointError(
+                f"{where}: {name} overflowed {np.dtype(dtype).name} at index {at}{row}, step {index} of the tape "
+                f"(it is {data[at]}): the inputs or weights are too large for this dtype. Nothing was recorded."
             )
-            module.in_proj_bias.copy_(
-                torch.from_numpy(np.concatenate([self.q_proj.bias.data, self.k_proj.bias.data, self.v_proj.bias.data]))
-            )
-            module.out_proj.weight.copy_(torch.from_numpy(self.out_proj.weight.data))
-            module.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.data))
-        module.train(self.training)
-        return module
+    return FloatingPointError(f"{where}: the output is not finite. Nothing was recorded.")
 
 
-def _tag_heads(tape, heads, num_heads, batch):
-    """Move each scalar op of the attention core into its head's module ("attention.head1").
+def _backward_order(names):
+    """Gradient names from the output back to the inputs (the order the pass completes them)."""
+    forward = {name: i for i, name in enumerate(STEP_NAMES)}
+    steps = sorted((n for n in names if n in forward), key=lambda n: -forward[n])
+    return steps + [n for n in names if n not in forward]
 
-    At scalar granularity every number belongs to one head: a score of head h
-    is made from head h's Q and K entries, its softmax from head h's scores,
-    and so on. We start from the split Q, K, V entries and follow the tape
-    forward; the graph then draws one cluster per head. (Tensor ops cover all
-    heads at once, so the tensor trace has no per-head rows to group.)
-    """
-    head_of = {}
-    for array in heads.values():
-        for row, entries in enumerate(array.items):
-            for entry in entries.flat:
-                head_of[entry] = row
-    for node in tape.nodes:
-        if not node.module.endswith("attention"):
-            continue
-        rows = {head_of[x] for x in node.inputs if x in head_of}
-        if len(rows) == 1:
-            row = rows.pop()
-            head_of[node] = row
-            index, head = divmod(row, num_heads)
-            node.module += f".head{head}" if batch == 1 else f".batch{index}.head{head}"
+
+def _distinct_inputs(last):
+    """The input nodes of the last forward, each once, with a role that used it."""
+    seen = {}
+    for role, node in last.inputs.items():
+        seen.setdefault(id(node), (node, role))
+    return list(seen.values())
+
+
+def _role_sum(last, node, grads):
+    """The gradient of one input node: the sum over the roles it played (key and value, say)."""
+    roles = [role for role, other in last.inputs.items() if other is node]
+    total = grads[roles[0]]
+    for role in roles[1:]:
+        total = total + grads[role]
+    return total
 
 
 def _accumulate(node, grad):
-    node.grad = grad if node.grad is None else node.grad + grad
+    node.grad = np.array(grad) if node.grad is None else node.grad + grad

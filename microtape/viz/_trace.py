@@ -2,24 +2,17 @@
 
 This module turns "a tape, or the output of some computation" into a
 :class:`Program` — the equations in order, the leaves in order of first use,
-who uses what — and replays the backward pass *without side effects* into a
-:class:`BackwardTrace`, so a graph can show the gradient of every node after
-any step.
-
-Why a private replay? ``Tape.backward_steps`` writes the ``.grad`` fields only
-when its iteration *finishes*. We know in advance how many steps there are (the
-equations the output depends on), so we take exactly that many steps and then
-close the generator: it never finishes, and no ``.grad`` field changes. Every
-picture of a backward pass is therefore one exact pass from the chosen output,
-whatever ``.grad`` holds from earlier calls (gradients of leaves accumulate
-across calls; a picture shows one pass).
+who uses what — and reads the reverse pass (:func:`microtape.gradients`, which
+writes nothing) into a :class:`BackwardTrace`, so a graph can show the
+gradient of every node after any step. Every picture of a backward pass is
+one exact pass from the chosen output, whatever ``.grad`` holds from earlier
+calls (gradients of leaves accumulate across calls; a picture shows one pass).
 """
-
-from collections import deque
 
 import numpy as np
 
-from ..tape import Node, Tape
+from ..nn.masks import SUPPRESSED_BELOW
+from ..tape import Node, Tape, gradients
 
 __all__ = ["Program", "BackwardTrace", "collect", "trace_backward", "leaf_kind"]
 
@@ -87,36 +80,8 @@ def collect(source, output=None):
         return Program(equations, output, source)
     if output is not None and output is not source:
         raise ValueError("output=...: pass it only with a Tape (a result node is its own output)")
-    equations = _equations_of(source)
-    # A tape over exactly these equations, so that tape.backward_steps can
-    # replay them: the order is topological, as a recorded tape's would be.
-    tape = Tape()
-    tape._nodes = list(equations)
-    return Program(equations, source, tape)
-
-
-def _equations_of(root):
-    """The op nodes ``root`` depends on, inputs first (iterative post-order DFS).
-
-    Unlike the engine's own search, this one also steps through constants, so
-    masks and dropout keep-masks appear in the drawing. Operand order is kept.
-    """
-    order = []
-    visited = {root}
-    stack = [(root, 0)]
-    while stack:
-        node, i = stack[-1]
-        if i < len(node.inputs):
-            stack[-1] = (node, i + 1)
-            child = node.inputs[i]
-            if child.op is not None and child not in visited:
-                visited.add(child)
-                stack.append((child, 0))
-        else:
-            stack.pop()
-            if node.op is not None:
-                order.append(node)
-    return order
+    tape = Tape.of(source)
+    return Program(tape.nodes, source, tape)
 
 
 def leaf_kind(leaf, parameters=None):
@@ -175,7 +140,7 @@ class BackwardTrace:
 
 
 def trace_backward(program, grad=None):
-    """Replay the backward pass of ``program`` without writing any ``.grad``.
+    """The reverse pass of ``program``, step by step (nothing is written).
 
     The seed is ``grad`` if given, else the output's ``.grad`` if a backward
     already ran (so the picture shows the same numbers), else ones.
@@ -183,53 +148,16 @@ def trace_backward(program, grad=None):
     output = program.output
     if grad is None:
         grad = output.grad
-    if output.op is None:
-        steps_expected = 0
-    else:
-        steps_expected = _count_reachable(program)
-    # Safety net: should the count ever be wrong and the generator finish, it
-    # would write .grad fields — put them back.
-    saved = [(node, node.grad) for node in program.equations] + [(x, x.grad) for x in program.leaves]
-    steps = program.tape.backward_steps(output, grad)
-    order, grad_out, sent = [], {}, []
-    try:
-        for _ in range(steps_expected):
-            step = next(steps)
-            i = program.index[step.equation.output]
-            order.append(i)
-            grad_out[i] = step.grad_output
-            sent.append(step.grad_inputs)
-    except StopIteration:  # pragma: no cover - guarded against above
-        for node, value in saved:
-            node.grad = value
-        raise AssertionError("viz: the backward pass had fewer steps than expected") from None
-    finally:
-        steps.close()
-    if output.op is None:
-        # A lone leaf: its gradient is the seed itself.
-        grad_out = {}
+    result = gradients(output, grad, tape=program.tape, steps=True)
+    order = [step.index for step in result.steps]
+    grad_out = {step.index: step.grad_output for step in result.steps}
+    sent = [step.grad_inputs for step in result.steps]
     return BackwardTrace(program, order, grad_out, sent)
-
-
-def _count_reachable(program):
-    """How many equations the backward pass from the output will visit."""
-    index = program.index
-    start = index[program.output]
-    seen = {start}
-    queue = deque([start])
-    while queue:
-        node = program.equations[queue.popleft()]
-        for x in node.inputs:
-            j = index.get(x)
-            if j is not None and x.requires_grad and j not in seen:
-                seen.add(j)
-                queue.append(j)
-    return len(seen)
 
 
 # ---------------------------------------------------------------- summaries
 
-MASKED_AT = -1e4  # an additive mask value at or below this counts as "masked"
+MASKED_AT = SUPPRESSED_BELOW  # an additive mask value at or below this counts as "masked"
 
 
 def fmt(value):

@@ -35,9 +35,11 @@ import numbers
 
 import numpy as np
 
+from ..nn.masks import SUPPRESSED_BELOW
+
 __all__ = ["attention_heatmaps", "WHICH", "MASKED_AT"]
 
-MASKED_AT = -1e4  # an additive mask value at or below this hides the cell
+MASKED_AT = SUPPRESSED_BELOW  # an additive mask value at or below this hides the cell
 WHICH = ("weights", "dropped", "grad_scores", "grad_weights")
 GRADIENTS = ("grad_scores", "grad_weights")
 TITLES = {

@@ -1,0 +1,128 @@
+"""Argument checks every layer shares: clear errors before anything changes.
+
+This module lets a layer turn what a user passed into a safe numpy array, or
+refuse it with a message that names the argument, the value and what was
+expected::
+
+    data = input_array(x, "x", "Linear.forward", dtype=np.float64)
+
+The rules (the same for every layer): a ``Tensor`` or a plain numpy array —
+not a masked array (its mask would be dropped silently), not ``np.matrix``,
+not a torch tensor (convert it with ``.detach().numpy()``); real numbers;
+cast to the layer's dtype *first*, then checked to be finite — so a float64
+``1e39`` given to a float32 layer is refused, not silently turned into inf.
+"""
+
+import numbers
+
+import numpy as np
+
+from ..tensor import Tensor
+
+__all__ = [
+    "input_array",
+    "gradient_array",
+    "positive_int",
+    "float_dtype",
+    "probability",
+    "check_finite",
+    "seed_value",
+]
+
+
+def _describe(value):
+    module = type(value).__module__.split(".")[0]
+    name = type(value).__name__
+    return f"{module}.{name}" if module not in ("builtins", "numpy") else name
+
+
+def input_array(value, argument, where, dtype, *, finite=True):
+    """``value`` (a Tensor or numpy array) as a numpy array of ``dtype``; clear errors otherwise."""
+    if isinstance(value, Tensor):
+        data = value.data
+    elif type(value) is np.ndarray:
+        data = value
+    elif isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{where}: {argument} is a numpy masked array; its mask would be dropped silently. "
+            f"Pass {argument}.filled(value) (or a plain array)"
+        )
+    elif isinstance(value, np.ndarray):
+        raise TypeError(
+            f"{where}: {argument} is a {_describe(value)} (a numpy subclass); "
+            f"pass a plain array: np.asarray({argument})"
+        )
+    else:
+        hint = " (convert it with .detach().cpu().numpy())" if _describe(value).startswith("torch.") else ""
+        raise TypeError(f"{where}: {argument} must be a microtape Tensor or numpy array, got {_describe(value)}{hint}")
+    if data.dtype.kind not in "fiu":
+        raise TypeError(f"{where}: {argument} must hold real numbers, got dtype {data.dtype}")
+    data = data.astype(dtype, copy=False)
+    if finite:
+        check_finite(data, argument, where, cast_from=value)
+    return data
+
+
+def check_finite(data, argument, where, cast_from=None):
+    """Refuse NaN or ±inf in ``data``, naming the first offending index."""
+    if data.size and not np.isfinite(data).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(data))[0])
+        original = np.asarray(getattr(cast_from, "data", cast_from))[index] if cast_from is not None else None
+        became = ""
+        if original is not None and np.isfinite(original):
+            became = f" ({original!r} overflowed {data.dtype.name})"
+        raise ValueError(
+            f"{where}: {argument} contains {data[index]} at index {index}{became}; inputs must be finite numbers"
+        )
+
+
+def gradient_array(value, argument, where, shape, dtype):
+    """An upstream gradient: real, finite after the cast to ``dtype``, of the output's ``shape``."""
+    if isinstance(value, numbers.Number) and not isinstance(value, bool) and shape == ():
+        value = np.asarray(value)
+    if isinstance(value, Tensor):
+        value = value.data
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{where}: {argument} must be a numpy array or Tensor, got {_describe(value)}")
+    if isinstance(value, np.ma.MaskedArray) or type(value) is not np.ndarray:
+        raise TypeError(f"{where}: {argument} must be a plain numpy array, got {_describe(value)}")
+    if value.dtype.kind not in "fiu":
+        kind = "complex (the imaginary part would be lost)" if value.dtype.kind == "c" else str(value.dtype)
+        raise TypeError(f"{where}: {argument} must hold real numbers, got {kind}")
+    if value.shape != tuple(shape):
+        raise ValueError(f"{where}: {argument} has shape {value.shape}; expected the output's shape {tuple(shape)}")
+    data = value.astype(dtype, copy=False)
+    check_finite(data, argument, where, cast_from=value)
+    return data
+
+
+def positive_int(value, what):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{what}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def float_dtype(dtype, what):
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{what}: expected float32 or float64, got {dtype!r}") from None
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"{what}: expected float32 or float64, got {dtype}")
+    return dtype
+
+
+def probability(value, what):
+    """A dropout probability: a real number with ``0 <= p < 1``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{what}: expected a probability with 0 <= p < 1, got {value!r}")
+    return float(value)
+
+
+def seed_value(seed, what):
+    """A seed for numpy's generators: None, a non-negative int, or a SeedSequence/Generator."""
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"{what}: expected None or a non-negative integer, got {seed!r}")
+    return int(seed)

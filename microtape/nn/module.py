@@ -1,0 +1,139 @@
+"""Module: what every layer shares — parameters with dotted names, train/eval, zero_grad.
+
+This module lets you build layers out of layers, PyTorch-style::
+
+    class TwoLayers(mt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = mt.nn.Linear(4, 8, seed=0)
+            self.second = mt.nn.Linear(8, 2, seed=1)
+
+        def forward(self, x):
+            with self.scope():
+                return self.second(self.first(x).tanh())
+
+    model = TwoLayers()
+    [name for name, _ in model.named_parameters()]
+    # ['first.weight', 'first.bias', 'second.weight', 'second.bias']
+
+Assigning a :class:`~microtape.Tensor` that requires a gradient to a public
+attribute registers it as a parameter; assigning a Module registers it as a
+child (names starting with ``_`` are private state, never registered). A
+parameter's ``name`` (what tape listings and graphs print) is its dotted path
+from the outermost module: ``q_proj.weight`` in an attention
+layer, ``self_attn.q_proj.weight`` once that layer sits in an encoder. A
+module's :meth:`scope` tags the operations it runs with its attribute name,
+so graphs draw one box per module.
+"""
+
+from ..tape import module_scope
+from ..tensor import Tensor
+
+__all__ = ["Module"]
+
+
+class Module:
+    """The base of every layer: ``parameters``, ``named_parameters``, ``zero_grad``, ``train``/``eval``.
+
+    Subclasses call ``super().__init__()`` first, assign their parameters and
+    sub-layers as attributes, and define ``forward``; calling the module calls
+    ``forward``. ``training`` is True for a new module (dropout active).
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_path", "")  # dotted path from the outermost module ("" for it)
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        if name.startswith("_"):
+            pass  # private state (the last input, a cache) is never a parameter or a child
+        elif isinstance(value, Module):
+            self._modules[name] = value
+            value._set_path(_join(self._path, name))
+        elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
+            self._parameters[name] = value
+            value.name = _join(self._path, name)
+        object.__setattr__(self, name, value)
+
+    def _set_path(self, path):
+        """Rename this module's parameters (and its children's) after it was placed at ``path``."""
+        object.__setattr__(self, "_path", path)
+        for name, tensor in self._parameters.items():
+            tensor.name = _join(path, name)
+        for name, child in self._modules.items():
+            child._set_path(_join(path, name))
+
+    # -- parameters
+
+    def named_parameters(self):
+        """``[(dotted name, Tensor), ...]``: own parameters first, then each child's, in assignment order.
+
+        Names are relative to this module (``q_proj.weight`` for an attention
+        layer). A parameter shared by two children is listed once.
+        """
+        named, seen = [], set()
+        for name, tensor in self._parameters.items():
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                named.append((name, tensor))
+        for child_name, child in self._modules.items():
+            for name, tensor in child.named_parameters():
+                if id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    named.append((f"{child_name}.{name}", tensor))
+        return named
+
+    def parameters(self):
+        """The parameter Tensors, in the order of :meth:`named_parameters`."""
+        return [tensor for _, tensor in self.named_parameters()]
+
+    def named_modules(self):
+        """``[(dotted name, Module), ...]``: this module (name ``""``) and every descendant."""
+        named = [("", self)]
+        for child_name, child in self._modules.items():
+            named += [(_join(child_name, name), module) for name, module in child.named_modules()]
+        return named
+
+    def children(self):
+        return list(self._modules.values())
+
+    def zero_grad(self):
+        """Forget every parameter gradient (set ``.grad`` to None)."""
+        for tensor in self.parameters():
+            tensor.grad = None
+
+    # -- modes
+
+    def train(self, mode=True):
+        """Training mode (dropout active); ``train(False)`` is :meth:`eval`. Returns the module."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"{type(self).__name__}.train(mode={mode!r}): expected True or False")
+        for _, module in self.named_modules():
+            object.__setattr__(module, "training", mode)
+        return self
+
+    def eval(self):
+        """Evaluation mode: no dropout. Returns the module."""
+        return self.train(False)
+
+    # -- running
+
+    def scope(self):
+        """A context that tags the operations run inside with this module's name (for graphs)."""
+        return module_scope(self._path.rpartition(".")[2])
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} defines no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+def _join(prefix, name):
+    return f"{prefix}.{name}" if prefix else name
