@@ -9,14 +9,22 @@
     microtape exercises ...           list, hand out and check the classroom derivative exercises
 
 Each sub-command lives with the part of the package it shows: this file only
-parses arguments and calls it.
+parses arguments and calls it. Exit status: 0 done (and every check passed),
+1 a check failed, 2 a bad option or path (one line on stderr naming it;
+``--debug`` shows the traceback).
 """
 
 import argparse
 import sys
 from pathlib import Path
 
+from .cli_args import Parser, UsageError, non_negative_int, output_file, output_folder, positive_int
+
 __all__ = ["main", "build_parser"]
+
+# Graph and heatmap files the pictures can be written as.
+GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot")
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _demo(args):
@@ -26,6 +34,7 @@ def _demo(args):
     from .viz.demo import DEMO, demo_attention, demo_tokens, write_pictures
     from .viz.render import GraphvizNotFound
 
+    Path(args.out).mkdir(parents=True, exist_ok=True)  # a place we cannot write fails now, in one line
     attn, x, grad_output = demo_attention(**DEMO)
     print(f"The default attention: {attn!r}, x of shape {list(np.shape(x))}\n")
     print(attn.tape.listing())
@@ -52,6 +61,7 @@ def _graph(args):
     from .viz.render import GraphvizNotFound
 
     attention = dict(DEMO, seq=args.seq)
+    _check_seq_size(args.seq, "graph")
     try:
         path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, **attention)
     except GraphvizNotFound as error:
@@ -61,9 +71,17 @@ def _graph(args):
     return 0
 
 
+def _check_seq_size(seq, command):
+    """The demo pictures draw every node: refuse lengths no picture can show (before any work)."""
+    limit = {"graph": 64, "heatmap": 512}[command]
+    if seq > limit:
+        raise UsageError(f"--seq {seq}: at most {limit} positions for `microtape {command}` (a picture of every step)")
+
+
 def _heatmap(args):
     from .viz.demo import DEMO, render_heatmap
 
+    _check_seq_size(args.seq, "heatmap")
     which = tuple(args.which) if len(args.which) > 1 else args.which[0]
     path = render_heatmap(args.file, which=which, **dict(DEMO, seq=args.seq))
     print(f"Wrote {path}")
@@ -71,16 +89,21 @@ def _heatmap(args):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="microtape",
         description="An educational autograd engine you can see and check.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("::", 1)[1].split("Each sub-command", 1)[0],
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}", parser_class=Parser
+    )
 
     demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
-    demo.add_argument("--out", default="demo-output", help="folder for the pictures (default: demo-output)")
+    demo.add_argument(
+        "--out", type=output_folder, default="demo-output", help="folder for the pictures (default: demo-output)"
+    )
     demo.set_defaults(run=_demo)
 
     from .check import command as check_command
@@ -91,18 +114,28 @@ def build_parser():
 
     graph = commands.add_parser("graph", help="draw the default attention's computational graph")
     graph.add_argument(
-        "file", nargs="?", default="graph.svg", help="output file; .svg, .png or .pdf (default: graph.svg)"
+        "file",
+        nargs="?",
+        type=output_file(GRAPH_SUFFIXES),
+        default="graph.svg",
+        help="output file; .svg, .png, .pdf or .dot (default: graph.svg)",
     )
     graph.add_argument("--backward", action="store_true", help="annotate with gradients and VJP formulas")
-    graph.add_argument("--step", type=int, default=None, help="freeze the backward pass after this step")
+    graph.add_argument("--step", type=non_negative_int, default=None, help="freeze the backward pass after this step")
     graph.add_argument(
         "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
     )
-    graph.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
+    graph.add_argument("--seq", type=positive_int, default=6, help="sequence length (default: 6)")
     graph.set_defaults(run=_graph)
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
-    heatmap.add_argument("file", nargs="?", default="heatmap.png", help="output image (default: heatmap.png)")
+    heatmap.add_argument(
+        "file",
+        nargs="?",
+        type=output_file(IMAGE_SUFFIXES),
+        default="heatmap.png",
+        help="output image: .png, .svg or .pdf (default: heatmap.png)",
+    )
     heatmap.add_argument(
         "--which",
         nargs="+",
@@ -110,7 +143,7 @@ def build_parser():
         choices=("weights", "dropped", "grad_scores", "grad_weights"),
         help="what to draw (several: one row each)",
     )
-    heatmap.add_argument("--seq", type=int, default=6, help="sequence length (default: 6)")
+    heatmap.add_argument("--seq", type=positive_int, default=6, help="sequence length (default: 6)")
     heatmap.set_defaults(run=_heatmap)
 
     from .exercises import command as exercises_command
@@ -122,8 +155,22 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run the command line; returns the exit status (0 ok, 1 a check failed, 2 bad usage)."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except UsageError as error:
+        if args.debug:
+            raise
+        print(f"microtape {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, MemoryError, OSError) as error:
+        # The library's own refusals (a size too large, a file that cannot be
+        # written) name what was wrong: one line, not a traceback.
+        if args.debug:
+            raise
+        print(f"microtape {args.command}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

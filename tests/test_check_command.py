@@ -71,13 +71,37 @@ def test_fd_adds_the_third_opinion(capsys):
     assert "FD err" in out and "finite differences" in out
 
 
-def test_options_that_make_no_sense_exit_2(capsys):
-    for argv in (["--heads", "3"], ["--causal", "--kv-seq", "3"], ["--mask-prob", "1.5"], ["--seq", "0"]):
-        status, out, err = run(capsys, *argv)
-        assert status == 2, argv
-        assert err.startswith("microtape check: error:")
-    status, _, err = run(capsys, "--mistake", "dropout_mask_not_applied")
-    assert status == 2 and "--dropout" in err
+def _main(capsys, *argv):
+    """`microtape check ARGV` through the real entry point: (exit status, stderr)."""
+    from microtape.cli import main
+
+    try:
+        status = main(["check", *argv])
+    except SystemExit as done:  # the parser's own refusals
+        status = done.code
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--heads", "3"], "--heads"),
+        (["--causal", "--kv-seq", "3"], "--causal"),
+        (["--mask-prob", "1.5"], "--mask-prob"),
+        (["--seq", "0"], "--seq"),
+        (["--seed", "-1"], "--seed"),
+        (["--embed", "abc"], "--embed"),
+        (["--seq", "100000"], "refused"),
+        (["--embed", "100000", "--heads", "1"], "embed"),
+        (["--mistake", "dropout_mask_not_applied"], "--dropout"),
+    ],
+)
+def test_options_that_make_no_sense_exit_2_in_one_line(capsys, argv, named):
+    """A bad option: exit 2 (not 1, which means a row failed), one line naming it, no traceback."""
+    status, err = _main(capsys, *argv)
+    assert status == 2, argv
+    assert err.startswith("microtape check: error:") and named in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_unknown_mistake_is_refused_by_the_parser(capsys):

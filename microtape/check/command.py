@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from ..cli_args import UsageError, non_negative_int, positive_int, probability
 from ..nn import masks
 from ..nn.attention import MultiHeadAttention
 from .mistakes import MISTAKES
@@ -28,26 +29,30 @@ __all__ = ["add_arguments", "run", "build_example"]
 
 def add_arguments(parser):
     """Add the options of `microtape check` to an ``argparse`` parser."""
-    parser.add_argument("--embed", type=int, default=16, help="embedding size E (default: 16)")
-    parser.add_argument("--heads", type=int, default=4, help="number of heads H; must divide E (default: 4)")
-    parser.add_argument("--batch", type=int, default=2, help="batch size B (default: 2)")
-    parser.add_argument("--seq", type=int, default=5, help="query length Tq (default: 5)")
+    parser.add_argument("--embed", type=positive_int, default=16, help="embedding size E (default: 16)")
+    parser.add_argument("--heads", type=positive_int, default=4, help="number of heads H; must divide E (default: 4)")
+    parser.add_argument("--batch", type=positive_int, default=2, help="batch size B (default: 2)")
+    parser.add_argument("--seq", type=positive_int, default=5, help="query length Tq (default: 5)")
     parser.add_argument(
         "--kv-seq",
-        type=int,
+        type=positive_int,
         default=None,
         help="key/value length Tk; different from --seq means cross-attention (default: same as --seq)",
     )
     parser.add_argument("--cross", action="store_true", help="cross-attention even when Tk == Tq")
     parser.add_argument("--causal", action="store_true", help="causal mask (query i sees keys 0..i)")
-    parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability on the weights (default: 0)")
+    parser.add_argument(
+        "--dropout", type=probability, default=0.0, help="dropout probability on the weights (default: 0)"
+    )
     parser.add_argument(
         "--mask-prob",
-        type=float,
+        type=probability,
         default=0.0,
         help="suppress each score entry with this probability (a random additive mask; no row is left empty)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed for weights, inputs, masks, dy (default: 0)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed for weights, inputs, masks, dy (default: 0)"
+    )
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="default: float64")
     parser.add_argument(
         "--fd",
@@ -80,14 +85,14 @@ def random_mask(q_len, k_len, probability, rng, causal=False):
 
 def build_example(args):
     """The layer and the inputs `microtape check` runs on, from parsed options."""
-    for option in ("embed", "heads", "batch", "seq"):
-        if getattr(args, option) <= 0:
-            raise ValueError(f"--{option} must be a positive integer, got {getattr(args, option)}")
-    if not 0.0 <= args.mask_prob < 1.0:
-        raise ValueError(f"--mask-prob must be a probability below 1, got {args.mask_prob}")
     k_len = args.seq if args.kv_seq is None else args.kv_seq
-    if k_len <= 0:
-        raise ValueError(f"--kv-seq must be a positive integer, got {k_len}")
+    if args.embed % args.heads:
+        raise UsageError(f"--heads {args.heads} must divide --embed {args.embed}")
+    if args.causal and k_len != args.seq:
+        raise UsageError(f"--causal needs --kv-seq equal to --seq (causal attention is self-attention), got {k_len}")
+    # Sizes first: nothing is allocated for a check that the memory guard would refuse.
+    probe = MultiHeadAttention(args.embed, args.heads, dropout=args.dropout, causal=False, dtype=args.dtype)
+    probe._check_memory(args.batch, args.seq, k_len)
     attn = MultiHeadAttention(
         args.embed, args.heads, dropout=args.dropout, causal=args.causal, seed=args.seed, dtype=args.dtype
     )
@@ -117,7 +122,7 @@ def run(args):
             seed=args.seed,
             mistakes=args.mistake or None,
         )
-    except (ValueError, TypeError) as error:
+    except (UsageError, ValueError, TypeError, MemoryError) as error:
         print(f"microtape check: error: {error}", file=sys.stderr)
         return 2
     print(report)
