@@ -556,7 +556,8 @@ max_ = _op(
 def _softmax_forward(x, axis=-1):
     # Subtracting the row max changes nothing mathematically (it cancels in the
     # ratio) but keeps exp() from overflowing: the "numerically stable" softmax.
-    weights = np.asarray(x - np.max(x, axis=axis, keepdims=True))
+    with np.errstate(over="ignore"):  # [1.7e308, -1.7e308]: the gap overflows to -inf, whose exp is 0
+        weights = np.asarray(x - np.max(x, axis=axis, keepdims=True))
     # exp and the division work in place: one score-sized array, not three.
     np.exp(weights, out=weights)
     weights /= np.sum(weights, axis=axis, keepdims=True)

@@ -290,6 +290,12 @@ class Tensor(Node):
             raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
         return tuple(int(a) for a in axes) if isinstance(axis, tuple) else int(axis)
 
+    @staticmethod
+    def _keepdims(keepdims, what):
+        if not isinstance(keepdims, (bool, np.bool_)):
+            raise TypeError(f"Tensor.{what}(keepdims={keepdims!r}): expected True or False")
+        return bool(keepdims)
+
     def _check_not_empty(self, axis, what):
         reduced = self.size if axis is None else np.prod([self.shape[a] for a in np.atleast_1d(axis)])
         if reduced == 0:
@@ -297,15 +303,18 @@ class Tensor(Node):
 
     def sum(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "sum")
+        keepdims = self._keepdims(keepdims, "sum")
         return record(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
     def mean(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "mean")
+        keepdims = self._keepdims(keepdims, "mean")
         self._check_not_empty(axis, "mean")
         return record(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
     def max(self, axis=None, keepdims=False, name=None):
         axis = self._axis(axis, "max")
+        keepdims = self._keepdims(keepdims, "max")
         self._check_not_empty(axis, "max")
         return record(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 

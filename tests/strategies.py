@@ -40,8 +40,9 @@ __all__ = [
 MAX_SIDE = 4
 MAX_DIMS = 3
 
-# Inputs an op treats as constants (masks): their VJP entry must be None.
-CONSTANT_INPUTS = {"add_constant": (1,), "dropout": (1,)}
+# Inputs an op treats as constants (masks): their VJP entry must be None. Read
+# from the ops themselves (each op says which inputs are not differentiable).
+CONSTANT_INPUTS = {name: op.constant_inputs for name, op in OPS.items() if op.constant_inputs}
 
 
 class OpCase(NamedTuple):

@@ -204,3 +204,47 @@ def test_validates_tolerances(kwargs, name):
     """eps must be positive, atol and rtol non-negative finite numbers: ValueError naming which."""
     with pytest.raises(ValueError, match=name):
         gradcheck(lambda t: t.sum(), np.ones(2), **kwargs)
+
+
+# ---------------------------------------------------------------- it cannot be fooled by NaN or inf
+
+
+@pytest.mark.parametrize(
+    ("fn", "x", "said"),
+    [
+        (lambda t: ((t * t) ** 0.5).sum(), np.array([0.0, 1.0]), "taped gradient of input 0 is nan"),
+        (lambda t: t * np.nan, np.array([0.0, 1.0]), "value is nan"),
+        (lambda t: t * np.inf, np.array([0.5, 1.0]), "value is inf"),
+        (lambda t: (t * np.inf).sum(), np.array([0.5, 1.0]), "taped gradient of input 0 is inf"),
+    ],
+)
+def test_non_finite_values_or_gradients_fail_and_say_so(fn, x, said):
+    """NaN/inf on either side is a failure named in the result, never a pass (|nan - x| > tol is False)."""
+    result = gradcheck(fn, x)
+    assert not result.ok and not bool(result)
+    assert any(said in text for text in result.not_finite), result.not_finite
+    assert "not finite" in str(result) and "FAILED" in str(result)
+
+
+def test_a_gradient_wrong_in_one_element_fails():
+    """A VJP right everywhere but one entry is caught, at that entry."""
+
+    def vjp(g, ans, x):
+        grad = g * np.cos(x)
+        grad.flat[3] += 0.01
+        return (grad,)
+
+    almost_sin = dataclasses.replace(SIN, vjp=vjp)
+    x = np.linspace(-1.0, 1.0, 8).reshape(2, 4)
+    result = gradcheck(lambda t: _apply(almost_sin, (t,)).sum(), x)
+    assert not result.ok and result.worst.index == (0, 3)
+    assert result.max_abs_error == pytest.approx(0.01, rel=1e-4)
+
+
+def test_numpy_number_arguments_are_accepted_and_bad_counts_refused():
+    """eps=np.float32(1e-6) is a number; max_entries=-1 and seed=-1 are refused naming the argument."""
+    assert gradcheck(lambda t: t.exp().sum(), np.array([1.0, 2.0]), eps=np.float32(1e-6)).ok
+    for kwargs, name in (({"max_entries": -1}, "max_entries"), ({"max_entries": 0}, "max_entries"),
+                         ({"seed": -1}, "seed"), ({"seed": 1.5}, "seed")):  # fmt: skip
+        with pytest.raises(ValueError, match=name):
+            gradcheck(lambda t: t.sum(), np.ones(2), **kwargs)

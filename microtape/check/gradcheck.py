@@ -16,15 +16,18 @@ the taped gradient of ``sum(v * y)`` with the central difference
 
 whose error shrinks like eps². Everything runs in float64. An entry passes
 when ``|taped - numeric| <= atol + rtol * |numeric|`` (numpy's ``allclose``
-rule).
+rule). A value or gradient that is not finite (NaN, ±inf) on either side is
+a failure, said as such — never a pass: ``abs(nan - x) > tol`` is False, so
+a plain comparison would let it through.
 """
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..scalar import Scalar
-from ..tape import Node
+from ..tape import Node, gradients
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]
@@ -56,6 +59,7 @@ class GradcheckResult:
     atol: float
     rtol: float
     per_input: list = field(default_factory=list)  # max abs error for each input
+    not_finite: list = field(default_factory=list)  # what was NaN or infinite, in words
 
     def __bool__(self):
         return self.ok
@@ -66,6 +70,7 @@ class GradcheckResult:
             f"gradcheck {verdict}: {self.checked} entries, max |taped - numeric| = {self.max_abs_error:.3e} "
             f"(eps={self.eps:g}, atol={self.atol:g}, rtol={self.rtol:g})"
         ]
+        lines += [f"  not finite: {text}" for text in self.not_finite]
         for i, error in enumerate(self.per_input):
             lines.append(f"  input {i}: max abs error {error:.3e}")
         if self.worst is not None:
@@ -96,8 +101,9 @@ def _wrap(array, scalar):
 
 def _evaluate(fn, arrays, scalars, upstream):
     """sum(upstream * fn(inputs)) as a plain float, nothing recorded for later."""
-    output = fn(*[_wrap(a, s) for a, s in zip(arrays, scalars)])
-    return float(np.sum(np.asarray(output.data, dtype=np.float64) * upstream))
+    with np.errstate(all="ignore"):  # a non-finite value is reported, not warned about
+        output = fn(*[_wrap(a, s) for a, s in zip(arrays, scalars)])
+        return float(np.sum(np.asarray(output.data, dtype=np.float64) * upstream))
 
 
 def numeric_gradient(fn, arrays, scalars, upstream, position, index, eps):
@@ -114,41 +120,70 @@ def numeric_gradient(fn, arrays, scalars, upstream, position, index, eps):
     return (plus - minus) / (2 * eps)
 
 
+def _where(array):
+    """The first non-finite entry of ``array``: ``(index, value)``."""
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
+    return index, array[index]
+
+
+def _non_negative(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"gradcheck({name}={value!r}): expected a non-negative number")
+    return float(value)
+
+
 def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, seed=0):
     """Compare the taped gradient of ``fn`` with central finite differences.
 
     ``fn`` takes one microtape value per input (a ``Scalar`` for a plain
     number or Scalar input, a float64 ``Tensor`` otherwise) and returns a
     Scalar or Tensor. ``max_entries`` checks only that many randomly chosen
-    entries per input (seeded), for large inputs.
+    entries per input (seeded), for large inputs. A NaN or infinite value,
+    taped gradient or finite difference fails the check and is named in
+    ``result.not_finite``.
     """
     if not callable(fn):
         raise TypeError(f"gradcheck(fn, ...): fn must be callable, got {type(fn).__name__}")
     if not inputs:
         raise ValueError("gradcheck(fn, *inputs): give at least one input")
-    for name, value in (("eps", eps), ("atol", atol), ("rtol", rtol)):
-        if not (isinstance(value, (int, float)) and value >= 0 and np.isfinite(value)):
-            raise ValueError(f"gradcheck({name}={value!r}): expected a non-negative number")
+    eps, atol, rtol = _non_negative(eps, "eps"), _non_negative(atol, "atol"), _non_negative(rtol, "rtol")
     if eps == 0:
         raise ValueError("gradcheck(eps=0): the step must be positive")
+    if max_entries is not None and (
+        isinstance(max_entries, bool) or not isinstance(max_entries, numbers.Integral) or max_entries < 1
+    ):
+        raise ValueError(f"gradcheck(max_entries={max_entries!r}): expected None or a positive integer")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"gradcheck(seed={seed!r}): expected a non-negative integer")
 
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)
 
-    # The taped gradient of sum(upstream * y).
+    # The taped gradient of sum(upstream * y), by the pure reverse pass.
     wrapped = [_wrap(a, s) for a, s in zip(arrays, scalars)]
-    output = fn(*wrapped)
+    with np.errstate(all="ignore"):  # a non-finite value is reported below, not warned about
+        output = fn(*wrapped)
     if not isinstance(output, Node):
         raise TypeError(f"gradcheck: fn must return a Scalar or Tensor, got {type(output).__name__}")
     out_shape = np.shape(output.data)
     upstream = np.ones(out_shape) if out_shape == () else rng.standard_normal(out_shape)
-    output.backward(float(upstream) if isinstance(output, Scalar) else upstream.astype(output.data.dtype))
-    taped = [
-        np.zeros(np.shape(a)) if w.grad is None else np.asarray(w.grad, np.float64) for a, w in zip(arrays, wrapped)
-    ]
+    not_finite = []
+    value = np.asarray(output.data, dtype=np.float64)
+    if not np.isfinite(value).all():
+        index, bad = _where(value)
+        not_finite.append(f"the function's value is {bad} at index {index}")
+    seed_grad = float(upstream) if isinstance(output, Scalar) else upstream.astype(output.data.dtype)
+    with np.errstate(all="ignore"):
+        found = gradients(output, seed_grad) if output.requires_grad else {}
+    taped = [np.asarray(found[w], np.float64) if w in found else np.zeros(np.shape(a)) for a, w in zip(arrays, wrapped)]
+    for position, grad in enumerate(taped):
+        if not np.isfinite(grad).all():
+            index, bad = _where(grad)
+            not_finite.append(f"the taped gradient of input {position} is {bad} at index {index}")
 
-    worst, worst_error, checked, per_input, ok = None, -1.0, 0, [], True
+    worst, worst_error, checked, per_input = None, -1.0, 0, []
+    ok = not not_finite
     for position, array in enumerate(arrays):
         indices = list(np.ndindex(array.shape))
         if max_entries is not None and len(indices) > max_entries:
@@ -158,8 +193,15 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, see
         for index in indices:
             numeric = numeric_gradient(fn, arrays, scalars, upstream, position, index, eps)
             analytic = float(taped[position][index])
-            error = abs(analytic - numeric)
             checked += 1
+            if not np.isfinite(numeric):
+                not_finite.append(f"the finite difference of input {position} is {numeric} at index {index}")
+                ok = False
+                continue
+            if not np.isfinite(analytic):
+                ok = False
+                continue
+            error = abs(analytic - numeric)
             input_error = max(input_error, error)
             if error > atol + rtol * abs(numeric):
                 ok = False
@@ -167,4 +209,5 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, see
                 worst_error = error
                 worst = Mismatch(position, index, analytic, numeric)
         per_input.append(input_error)
-    return GradcheckResult(ok, worst, max(worst_error, 0.0), checked, eps, atol, rtol, per_input)
+    max_error = float("inf") if not_finite else max(worst_error, 0.0)
+    return GradcheckResult(ok, worst, max_error, checked, eps, atol, rtol, per_input, not_finite)

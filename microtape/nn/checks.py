@@ -57,7 +57,8 @@ def input_array(value, argument, where, dtype, *, finite=True):
         raise TypeError(f"{where}: {argument} must be a microtape Tensor or numpy array, got {_describe(value)}{hint}")
     if data.dtype.kind not in "fiu":
         raise TypeError(f"{where}: {argument} must hold real numbers, got dtype {data.dtype}")
-    data = data.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):  # an overflow in the cast is found (and named) just below
+        data = data.astype(dtype, copy=False)
     if finite:
         check_finite(data, argument, where, cast_from=value)
     return data
@@ -91,7 +92,8 @@ def gradient_array(value, argument, where, shape, dtype):
         raise TypeError(f"{where}: {argument} must hold real numbers, got {kind}")
     if value.shape != tuple(shape):
         raise ValueError(f"{where}: {argument} has shape {value.shape}; expected the output's shape {tuple(shape)}")
-    data = value.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):
+        data = value.astype(dtype, copy=False)
     check_finite(data, argument, where, cast_from=value)
     return data
 

@@ -14,6 +14,7 @@ leading axes (``[B, T, in]``): every row shares the same weight.
 
 import numpy as np
 
+from ..tape import Tape
 from ..tensor import Tensor
 from . import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
@@ -92,10 +93,17 @@ class Linear(Module):
         return Tensor(data, name="x")
 
     def forward(self, x, name="y"):
-        """``x @ weight.T + bias`` on the tape. Returns a Tensor."""
-        x = self._input_node(x)
-        with self.scope():
-            output = linear(x, self.weight, self.bias, name=name)
+        """``x @ weight.T + bias`` on the tape. Returns a Tensor; refuses a result that overflowed."""
+        with Tape.atomic(), np.errstate(all="ignore"):
+            x = self._input_node(x)
+            with self.scope():
+                output = linear(x, self.weight, self.bias, name=name)
+            if not np.isfinite(output.data).all():
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(output.data))[0])
+                raise FloatingPointError(
+                    f"Linear.forward: the output overflowed {self.dtype.name} at index {index} "
+                    "(x or the weights are too large for this dtype); nothing was recorded"
+                )
         self._last_input = x
         return output
 
@@ -106,7 +114,8 @@ class Linear(Module):
         x = self._last_input.data
         expected = x.shape[:-1] + (self.out_features,)
         grad_output = gradient_array(grad_output, "grad_output", "Linear.backward", expected, self.dtype)
-        grad_x, grad_weight, grad_bias = analytic.linear_backward(grad_output, x, self.weight.data)
+        with np.errstate(all="ignore"):
+            grad_x, grad_weight, grad_bias = analytic.linear_backward(grad_output, x, self.weight.data)
         for value, what in ((grad_x, "dx"), (grad_weight, "dW"), (grad_bias, "db")):
             if not np.isfinite(value).all():
                 raise FloatingPointError(
