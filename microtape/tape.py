@@ -293,14 +293,26 @@ def _reverse(equations, output, seed, keep_steps=False):
         g = grads.get(node)
         if g is None or node.op is None:
             continue  # not on the path to the output
-        sent = _vjp(node, g)
+        op, inputs = node.op, node.inputs
+        # The VJP call, spelled out for one and two inputs (as in `record`): a
+        # Scalar backward pays for every Python call.
+        if node.params:
+            sent = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+        elif len(inputs) == 2:
+            sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
+        elif len(inputs) == 1:
+            sent = op.vjp(g, node.data, inputs[0].data)
+        else:
+            sent = op.vjp(g, node.data, *[x.data for x in inputs])
+        if not op.builtin:
+            _check_user_vjp(op, node, sent)
         position = 0  # a counter, not enumerate(): this is the hottest loop of a Scalar backward
-        for x in node.inputs:
+        for x in inputs:
             if x.requires_grad:
                 gx = sent[position]
                 if gx is None:
                     raise TypeError(
-                        f"op {node.op.name!r} gives no gradient for input {x!r}, which requires one; "
+                        f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
                         "its input in that position must be a constant"
                     )
                 previous = grads.get(x)
@@ -312,22 +324,6 @@ def _reverse(equations, output, seed, keep_steps=False):
             completed[node] = index
             steps.append((index, g, tuple(sent)))
     return grads, steps, completed
-
-
-def _vjp(node, g):
-    """What ``node``'s op sends back to its inputs, given ``g`` (spelled out for 1 and 2 inputs)."""
-    op, inputs, params = node.op, node.inputs, node.params
-    if params:
-        sent = op.vjp(g, node.data, *[x.data for x in inputs], **params)
-    elif len(inputs) == 2:
-        sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
-    elif len(inputs) == 1:
-        sent = op.vjp(g, node.data, inputs[0].data)
-    else:
-        sent = op.vjp(g, node.data, *[x.data for x in inputs])
-    if not op.builtin:
-        _check_user_vjp(op, node, sent)
-    return sent
 
 
 def _check_user_vjp(op, node, sent):
