@@ -27,6 +27,7 @@ and checks a student's ``.py`` file in a child process with a time limit.
 
 import importlib
 
+from .autograder import assert_output, assert_right
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
 from .registry import EXERCISES, Exercise, Mistake, get
 from .scores import ScoreTable, score, score_table
@@ -34,6 +35,8 @@ from .scores import ScoreTable, score, score_table
 __all__ = [
     "check",
     "assert_correct",
+    "assert_output",
+    "assert_right",
     "score",
     "score_table",
     "list_exercises",
