@@ -1,79 +1,174 @@
 """The classroom exercises: solutions pass, known mistakes get their own hint, bad answers get clear words.
 
 The checker's reference is the tape (each exercise builds its forward from
-microtape Tensors); the reference solutions in ``microtape.exercises.solutions``
-are plain numpy. So "every solution passes" is also an independent check of
-the engine, and "every mistaken variant is diagnosed as itself" checks that
-the hints come from comparisons that tell the mistakes apart.
+microtape Tensors); the reference solutions in ``instructor/solutions.py``
+(outside the package) are plain numpy. So "every solution passes" is also an
+independent check of the engine, and "every mistaken variant is diagnosed as
+itself" checks that the hints come from comparisons that tell the mistakes
+apart.
 """
 
-import argparse
+import importlib
+import inspect
 import json
-import textwrap
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from exercise_helpers import making_mistake, replacing
 
 import microtape.exercises as ex
-from microtape.exercises import command, solutions
+from instructor.solutions import SOLUTIONS
 
 NAMES = ex.list_exercises()
 MISTAKES = [(name, mistake.name) for name in NAMES for mistake in ex.get(name).mistakes]
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_catalogue():
-    assert NAMES == [
-        "softmax_backward",
-        "linear_backward",
-        "attention_backward",
-        "masked_softmax_backward",
-        "dropout_backward",
-        "layernorm_backward",
-    ]
+def test_the_lab_order_is_written_once():
+    # EXERCISES, list_exercises() and ORDER all come from the LAB tuple of modules.
+    modules = [importlib.import_module(f"microtape.exercises.{module}") for module in ex.LAB]
+    from_modules = [name for module in modules for name in module.__all__ if name in ex.EXERCISES]
+    assert NAMES == list(ex.EXERCISES) == list(ex.ORDER) == from_modules
+    assert NAMES[:3] == ["softmax_backward", "linear_backward", "tanh_layer_backward"]
+    assert NAMES[-1] == "layernorm_backward" and ex.get(NAMES[-1]).stretch
     assert "layernorm_backward" not in ex.list_exercises(include_stretch=False)
-    assert list(ex.EXERCISES) == NAMES
-    assert set(solutions.SOLUTIONS) == set(NAMES)
+    assert set(SOLUTIONS) == set(NAMES)
+
+
+def test_new_exercises_are_in_the_lab():
+    for name in ("attention_dropout_backward", "masked_attention", "tanh_layer_backward"):
+        assert name in NAMES
+        exercise = ex.get(name)
+        assert len(exercise.mistakes) >= 4 and exercise.visible and exercise.hidden
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_stub_is_a_prompt_and_reports_not_implemented(name):
+def test_stub_is_a_prompt_and_reports_not_started(name):
     exercise = ex.get(name)
     assert exercise.prompt and "Return" in exercise.prompt
     source = ex.stub_source(name)
     assert source.startswith(f"def {name}(") and "raise NotImplementedError" in source
     result = ex.check(name, exercise.stub)
-    assert not result.ok
+    assert not result.ok and result.status == "not started" and result.score == 0
     assert "not written yet" in result.message
     assert isinstance(result.exception, NotImplementedError)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_reference_solution_passes(name):
-    result = ex.check(name, solutions.SOLUTIONS[name], trials=5)
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+def test_reference_solution_passes(name, hidden):
+    result = ex.check(name, SOLUTIONS[name], hidden=hidden)
     assert result.ok, result.message
-    assert result.trials_run == 5
-    assert result.max_abs_error < 1e-12
+    assert result.status == "right" and result.score == result.max_score == ex.get(name).max_score
+    assert result.trials_run == len(ex.get(name).cases(hidden))
+    assert result.max_abs_error < 1e-11
     assert result.message.startswith(f"✓ {name}")
-    assert ex.assert_correct(name, solutions.SOLUTIONS[name]).ok
+    assert ex.assert_correct(name, SOLUTIONS[name], hidden=hidden).ok
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_more_trials_and_other_seeds_pass(name):
-    assert ex.check(name, solutions.SOLUTIONS[name], trials=12, seed=7).ok
+    assert ex.check(name, SOLUTIONS[name], trials=12, seed=7).ok
+    assert ex.check(name, SOLUTIONS[name], trials=12, seed=3, hidden=True).ok
 
 
 @pytest.mark.parametrize(("name", "mistake_name"), MISTAKES)
-def test_each_known_mistake_fails_with_its_hint(name, mistake_name):
+def test_each_known_mistake_is_diagnosed_as_itself(name, mistake_name):
     mistake = ex.get(name).mistake(mistake_name)
-    result = ex.check(name, mistake.fn)
-    assert not result.ok
+    student = making_mistake(name, mistake_name)
+    result = ex.check(name, student)
+    assert not result.ok and result.status in ("wrong", "partly right")
     assert mistake_name in result.mistakes, result.message
     assert mistake.hint in result.message
     assert f"hint — {mistake.label}" in result.message
     assert result.problems and all(problem.index is not None or problem.what == "shape" for problem in result.problems)
+    assert result.score < result.max_score
     with pytest.raises(AssertionError, match="hint"):
-        ex.assert_correct(name, mistake.fn)
+        ex.assert_correct(name, student)
+    # The hidden trials catch it too.
+    assert not ex.check(name, student, hidden=True).ok
+
+
+def _outputs_changed(name, mistake):
+    """The outputs a mistake changes on at least one visible trial."""
+    exercise = ex.get(name)
+    changed = set()
+    for trial, case in enumerate(exercise.visible):
+        inputs = exercise.make_inputs(np.random.default_rng([0, trial, 0]), case)
+        args = [inputs[p] for p in exercise.parameters]
+        truth = dict(zip([o.name for o in exercise.outputs], exercise.tape_gradients(inputs), strict=True))
+        try:
+            with np.errstate(all="ignore"):
+                values = mistake.fn(*args)
+        except Exception:
+            continue
+        for output, value in values.items():
+            value = np.asarray(value, dtype=float)
+            if value.shape != np.shape(truth[output]) or not np.allclose(value, truth[output], equal_nan=False):
+                changed.add(output)
+    return changed
+
+
+@pytest.mark.parametrize(("name", "mistake_name"), MISTAKES)
+def test_each_hint_names_only_the_outputs_its_mistake_gets_wrong(name, mistake_name):
+    exercise = ex.get(name)
+    mistake = exercise.mistake(mistake_name)
+    changed = _outputs_changed(name, mistake)
+    assert changed, f"{mistake_name} changes nothing on the visible trials"
+    for output in exercise.outputs:
+        if output.name in changed:
+            continue
+        for word in output.hint_words:
+            assert not re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", mistake.hint), (
+                f"{name}.{mistake_name}: the hint names {word!r}, which this mistake gets right"
+            )
+
+
+def test_attention_scale_hints_describe_the_mistake_actually_made():
+    exercise = ex.get("attention_backward")
+    forward_only = exercise.mistake("no_forward_scale").hint
+    backward_only = exercise.mistake("no_backward_scale").hint
+    both = exercise.mistake("no_scale_anywhere").hint
+    # Forward only: the backward already divides dQ, dK by √d — the hint must not ask for it.
+    assert "divide" not in forward_only and "dQ = dS K / √d" not in forward_only
+    assert "softmax(Q Kᵀ / √d)" in forward_only
+    # Backward only: the forward is right; the hint is about dQ and dK only.
+    assert "softmax" not in backward_only and "dV" not in backward_only
+    assert "dQ = dS K / √d" in backward_only
+    # Both: both fixes.
+    assert "forward" in both and "divide dQ and dK by √d" in both
+
+    # And each student gets the hint of their own mistake, not a neighbour's.
+    for mistake_name in ("no_forward_scale", "no_backward_scale", "no_scale_anywhere"):
+        result = ex.check("attention_backward", making_mistake("attention_backward", mistake_name))
+        assert result.mistakes == (mistake_name,), result.message
+
+
+def test_a_mistake_is_named_only_when_the_answer_holds_all_of_it():
+    # dV computed without the scale in the forward, dQ and dK right: the
+    # no_forward_scale variant changes all three, so it must not be named.
+    def student(q, k, v, grad_c):
+        grad_q, grad_k, _ = SOLUTIONS["attention_backward"](q, k, v, grad_c)
+        wrong = ex.get("attention_backward").mistake("no_forward_scale").fn(q, k, v, grad_c)
+        return grad_q, grad_k, wrong["grad_v"]
+
+    result = ex.check("attention_backward", student)
+    assert not result.ok and result.wrong_outputs == ("grad_v",)
+    assert "no_forward_scale" not in result.mistakes and "no_scale_anywhere" not in result.mistakes
+
+
+def test_two_independent_mistakes_are_both_named():
+    def student(x, weight, grad_y):
+        values = dict(zip(("grad_x", "grad_weight", "grad_bias"), SOLUTIONS["linear_backward"](x, weight, grad_y)))
+        for mistake in ("weight_grad_one_row", "bias_summed_over_wrong_axis"):
+            values.update(ex.get("linear_backward").mistake(mistake).fn(x, weight, grad_y))
+        return values["grad_x"], values["grad_weight"], values["grad_bias"]
+
+    result = ex.check("linear_backward", student)
+    assert set(result.mistakes) == {"weight_grad_one_row", "bias_summed_over_wrong_axis"}
+    assert result.status == "partly right" and result.right_outputs == ("grad_x",)
 
 
 def test_required_kinds_of_mistake_are_covered():
@@ -83,53 +178,116 @@ def test_required_kinds_of_mistake_are_covered():
         ("attention_backward", "missing_rowsum"),
         ("attention_backward", "transposed"),
         ("attention_backward", "wrong_axis"),
+        ("attention_backward", "unstable_exp"),
         ("softmax_backward", "missing_rowsum"),
         ("softmax_backward", "wrong_axis"),
         ("linear_backward", "transposed"),
         ("linear_backward", "wrong_axis"),
         ("masked_softmax_backward", "mask_not_applied"),
+        ("masked_softmax_backward", "unstable_exp"),
+        ("masked_attention", "mask_not_applied"),
+        ("masked_attention", "mask_after_softmax"),
         ("dropout_backward", "dropout_scale_missing"),
         ("dropout_backward", "mask_not_applied"),
+        ("attention_dropout_backward", "dropout_misplaced"),
+        ("attention_dropout_backward", "dropout_scale_missing"),
+        ("tanh_layer_backward", "wrong_derivative"),
+        ("layernorm_backward", "ignored_argument"),
     ]:
-        assert pair in kinds
+        assert pair in kinds, pair
+
+
+# ---------------------------------------------------------------- the package holds no answer
+
+
+def _package_functions():
+    """Every function defined in a module of microtape.exercises, with its module's name."""
+    found = []
+    for module_name in ["checker", "registry", "scores", "trials", "command", "runner", *ex.LAB]:
+        module = importlib.import_module(f"microtape.exercises.{module_name}")
+        for attribute, value in vars(module).items():
+            if inspect.isfunction(value) and value.__module__ == module.__name__:
+                found.append((f"{module_name}.{attribute}", value))
+    for name in NAMES:
+        for mistake in ex.get(name).mistakes:
+            found.append((f"{name}.mistakes.{mistake.name}", mistake.fn))
+    return found
+
+
+def _callable_with(fn, parameters):
+    try:
+        inspect.signature(fn).bind(*parameters)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nothing_in_the_package_is_accepted_as_an_answer(name):
+    parameters = ex.get(name).parameters
+    tried = 0
+    for label, fn in _package_functions():
+        if not _callable_with(fn, parameters):
+            continue
+        tried += 1
+        with np.errstate(all="ignore"):
+            result = ex.check(name, fn)
+        assert not result.ok, f"{label} is accepted as an answer to {name}"
+        assert result.score == 0, f"{label} earns points on {name}: {result.message}"
+    assert tried >= len(ex.get(name).mistakes)
+
+
+@pytest.mark.parametrize("module_name", ["attention", "layernorm", "layer", "masked_attention", "attention_dropout"])
+def test_no_mistake_switch_gives_the_right_answer(module_name):
+    module = importlib.import_module(f"microtape.exercises.{module_name}")
+    (name,) = [n for n in module.__all__ if n in ex.EXERCISES]
+    for mistake in module._CHANGES:
+        with np.errstate(all="ignore"):
+            assert not ex.check(name, lambda *args, m=mistake: module._with_mistake(m, *args)).ok
+    with pytest.raises(ValueError, match="expected one of"):
+        module._with_mistake("right", *[None] * len(ex.get(name).parameters))
+
+
+def test_the_solutions_module_is_not_in_the_package():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("microtape.exercises.solutions")
+    assert not hasattr(ex, "solutions")
+
+
+# ---------------------------------------------------------------- feedback
 
 
 def test_feedback_names_the_output_and_the_first_wrong_entry():
     def student(q, k, v, grad_c):
-        grad_q, grad_k, grad_v = solutions.attention_backward(q, k, v, grad_c)
+        grad_q, grad_k, grad_v = SOLUTIONS["attention_backward"](q, k, v, grad_c)
         grad_v = grad_v.copy()
-        grad_v[..., 1, 2] += 0.5  # one wrong entry
+        grad_v[..., 1, 1] += 0.5  # one wrong entry
         return grad_q, grad_k, grad_v
 
     result = ex.check("attention_backward", student)
     assert not result.ok
     assert [problem.output for problem in result.problems] == ["grad_v"]
     problem = result.problems[0]
-    assert problem.index == (1, 2)
+    assert problem.index == (1, 1)
     assert problem.got == pytest.approx(problem.expected + 0.5)
-    assert "grad_v[1, 2]" in result.message and "1 of 16 differ" in result.message
+    assert "grad_v[1, 1]" in result.message and "1 of 16 differ" in result.message
     assert "grad_q and grad_k are right" in result.message
     assert "no known mistake matches" in result.message
+    assert "score 2 of 3: grad_q and grad_k right on all 5 trials; grad_v not yet." in result.message
 
 
 def test_generic_diagnoses():
-    def negated(p, grad_p):
-        return -solutions.softmax_backward(p, grad_p)
+    negated = replacing("softmax_backward", grad_s=lambda p, g: -SOLUTIONS["softmax_backward"](p, g))
 
     def swapped(q, k, v, grad_c):
-        grad_q, grad_k, grad_v = solutions.attention_backward(q, k, v, grad_c)
+        grad_q, grad_k, grad_v = SOLUTIONS["attention_backward"](q, k, v, grad_c)
         return grad_k, grad_q, grad_v
 
     def doubled(grad_y, mask, p):
-        return 2 * solutions.dropout_backward(grad_y, mask, p)
+        return 2 * SOLUTIONS["dropout_backward"](grad_y, mask, p)
 
-    def kept_axis(x, weight, grad_y):
-        grad_x, grad_weight, _ = solutions.linear_backward(x, weight, grad_y)
-        return grad_x, grad_weight, grad_y.sum(axis=0, keepdims=True)
-
-    def transposed(x, weight, grad_y):
-        grad_x, grad_weight, grad_bias = solutions.linear_backward(x, weight, grad_y)
-        return grad_x, grad_weight.T, grad_bias
+    kept_axis = replacing("linear_backward", grad_bias=lambda x, w, g: g.sum(axis=0, keepdims=True))
+    transposed = replacing("linear_backward", grad_weight=lambda x, w, g: (g.T @ x).T)
 
     assert ex.check("softmax_backward", negated).mistakes == ("sign_flipped",)
     assert ex.check("attention_backward", swapped).mistakes == ("swapped_outputs",)
@@ -163,8 +321,15 @@ def test_shape_error_gives_a_shape_message_not_a_traceback():
 )
 def test_malformed_returns_are_explained(returned, words):
     result = ex.check("linear_backward", lambda x, weight, grad_y: returned)
-    assert not result.ok
+    assert not result.ok and result.status == "wrong" and result.score == 0
     assert words in result.message
+
+
+def test_a_dict_by_node_name_is_an_answer():
+    solution = SOLUTIONS["tanh_layer_backward"]
+    assert ex.check("tanh_layer_backward", solution).ok  # returns a dict
+    as_tuple = ex.check("tanh_layer_backward", lambda *args: tuple(solution(*args).values()))
+    assert as_tuple.ok
 
 
 def test_exception_inside_the_student_function_is_reported_with_the_exercise_name():
@@ -183,11 +348,12 @@ def test_batch_only_failure_names_the_trial_and_shapes():
     def one_head_only(q, k, v, grad_c):
         if q.ndim == 3:
             q = q.T  # a classic: .T reverses every axis
-        return solutions.attention_backward(q, k, v, grad_c)
+        return SOLUTIONS["attention_backward"](q, k, v, grad_c)
 
     result = ex.check("attention_backward", one_head_only)
     assert not result.ok and result.trial == 2
     assert "trial 3 of 5: q [2, 4, 3]" in result.message
+    assert result.status == "wrong"  # it crashes on a later trial too: nothing is right on every trial
 
 
 def test_a_function_with_the_wrong_arguments_is_told_so():
@@ -207,117 +373,72 @@ def test_inputs_are_not_shared_with_the_student():
 
     ex.check("softmax_backward", greedy, trials=1)
     # A fresh check still sees the original inputs and passes the right answer.
-    assert ex.check("softmax_backward", solutions.softmax_backward).ok
+    assert ex.check("softmax_backward", SOLUTIONS["softmax_backward"]).ok
     assert np.allclose(seen[0].sum(axis=-1), 1.0)
 
 
 def test_bad_arguments_to_check():
     with pytest.raises(ValueError, match="Did you mean 'softmax_backward'"):
-        ex.check("softmax", solutions.softmax_backward)
+        ex.check("softmax", SOLUTIONS["softmax_backward"])
     with pytest.raises(TypeError, match="must be a function"):
         ex.check("softmax_backward", 3)
-    with pytest.raises(ValueError, match="trials"):
-        ex.check("softmax_backward", solutions.softmax_backward, trials=0)
+    with pytest.raises(ValueError, match=r"check\(trials=0\)"):
+        ex.check("softmax_backward", SOLUTIONS["softmax_backward"], trials=0)
+    with pytest.raises(ValueError, match=r"check\(time_limit=-1\): expected a positive number"):
+        ex.check("softmax_backward", SOLUTIONS["softmax_backward"], time_limit=-1)
+    with pytest.raises(ValueError, match="has no output named 'grad_z'"):
+        ex.get("linear_backward").output("grad_z")
 
 
 def test_result_renders():
-    good = ex.check("dropout_backward", solutions.dropout_backward)
+    good = ex.check("dropout_backward", SOLUTIONS["dropout_backward"])
     bad = ex.check("dropout_backward", lambda grad_y, mask, p: grad_y * mask)
     assert bool(good) and not bool(bad)
     assert str(bad) == bad.message
     assert "<pre" in good._repr_html_() and "&lt;" not in good._repr_html_()
     assert "dropout scale missing" in bad._repr_html_()
     assert bad.hints and bad.kinds == ("dropout_scale_missing",)
+    assert "wrong, 0/1" in repr(bad)
 
 
-def test_starter_file_is_valid_python_with_every_stub(tmp_path):
+def test_starter_file_is_valid_python_with_every_stub():
     text = ex.starter_file()
     compile(text, "starter.py", "exec")
     for name in NAMES:
         assert f"def {name}(" in text
 
 
-# ---------------------------------------------------------------- the command
+def test_tanh_layer_answer_lines_up_with_compare_by_node_name():
+    import microtape as mt
+    from microtape.exercises.layer import NODES, tanh_layer_tape
 
-
-def _run(*argv):
-    parser = argparse.ArgumentParser(prog="microtape")
-    sub = parser.add_subparsers(dest="command")
-    command.add_arguments(sub.add_parser("exercises"))
-    return command.run(parser.parse_args(["exercises", *argv]))
-
-
-def test_command_list(capsys):
-    assert _run("list") == 0
-    out = capsys.readouterr().out
-    for name in NAMES:
-        assert name in out
-    assert _run() == 0  # list is the default
-
-
-def test_command_checks_a_student_file(tmp_path, capsys):
-    student = tmp_path / "answers.py"
-    student.write_text(
-        textwrap.dedent(
-            """
-            import numpy as np
-
-            def softmax_backward(p, grad_p):
-                return p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
-
-            def dropout_backward(grad_y, mask, p):
-                return grad_y * mask          # forgot the scale
-
-            def helper():                     # not an exercise: ignored
-                return 1
-            """
-        )
-    )
-    assert _run("check", str(student)) == 1
-    out = capsys.readouterr().out
-    assert "✓ softmax_backward" in out and "✗ dropout_backward" in out
-    assert "dropout scale missing" in out and "1 of 2 exercises correct" in out
-
-    assert _run("check", str(student), "--name", "softmax_backward") == 0
-    assert "1 of 1 exercise correct" in capsys.readouterr().out
-
-
-def test_command_check_errors(tmp_path, capsys):
-    assert _run("check", str(tmp_path / "missing.py")) == 1
-    assert "no such file" in capsys.readouterr().err
-    empty = tmp_path / "empty.py"
-    empty.write_text("x = 1\n")
-    assert _run("check", str(empty)) == 1
-    assert "defines none of the exercise functions" in capsys.readouterr().err
-    broken = tmp_path / "broken.py"
-    broken.write_text("def softmax_backward(p, grad_p)\n    return p\n")
-    assert _run("check", str(broken)) == 1
-    assert "SyntaxError" in capsys.readouterr().err
-    assert _run("check", str(empty), "--name", "nope") == 1
-    assert "no exercise named 'nope'" in capsys.readouterr().err
-
-
-def test_command_stub_round_trip(tmp_path, capsys):
-    assert _run("stub") == 0
-    starter = tmp_path / "starter.py"
-    starter.write_text(capsys.readouterr().out)
-    # Fresh stubs all fail as "not written yet"; the exit status says so.
-    assert _run("check", str(starter)) == 1
-    out = capsys.readouterr().out
-    assert out.count("not written yet") == len(NAMES)
+    rng = np.random.default_rng(5)
+    x, weight, bias = rng.standard_normal((3, 4)), rng.standard_normal((2, 4)), rng.standard_normal(2)
+    grad_h = rng.standard_normal((3, 2))
+    tape, h = tanh_layer_tape(x, weight, bias)
+    mine = SOLUTIONS["tanh_layer_backward"](x, weight, bias, grad_h)
+    report = mt.check.compare(tape, h, mine, grad=grad_h)
+    assert report.ok and {row.name for row in report} == set(NODES)
+    wrong = dict(mine, z=grad_h * (1 - (x @ weight.T + bias) ** 2))
+    assert mt.check.compare(tape, h, wrong, grad=grad_h).first_failure == "z"
 
 
 # ---------------------------------------------------------------- the notebooks' storage
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_notebook_07_has_a_stub_and_a_check_for_every_exercise():
+def test_notebook_07_has_a_stub_and_a_check_for_every_exercise_in_lab_order():
     (notebook,) = [path for path in NOTEBOOKS if path.name == "07_exercises.ipynb"]
     sources = ["".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]]
-    for name in NAMES:
-        assert any(s.startswith(f"def {name}(") and "raise NotImplementedError" in s for s in sources), name
-        assert f'ex.check("{name}", {name})' in sources, name
+    stubs = []
+    for i, source in enumerate(sources):
+        for name in NAMES:
+            if source.startswith(f"def {name}(") and "raise NotImplementedError" in source:
+                stubs.append(name)
+                assert f'ex.check("{name}", {name})' in sources[i + 1], name
+    assert stubs == NAMES
+    assert any("ex.score(globals())" in source for source in sources)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.name)

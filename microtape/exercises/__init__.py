@@ -4,7 +4,7 @@ This package lets a student write a backward pass by hand and check it::
 
     >>> import microtape.exercises as ex
     >>> ex.list_exercises()[:3]
-    ['softmax_backward', 'linear_backward', 'attention_backward']
+    ['softmax_backward', 'linear_backward', 'tanh_layer_backward']
     >>> print(ex.stub_source("softmax_backward"))   # the stub to fill in  # doctest: +SKIP
     >>> def softmax_backward(p, grad_p):
     ...     return p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
@@ -14,49 +14,71 @@ This package lets a student write a backward pass by hand and check it::
 ``check`` runs the function on several seeded float64 inputs and compares it
 with the *tape* (the forward built from microtape Tensors, differentiated by
 the tape's backward pass). A wrong answer gets the output and the first entry
-that differ, and a hint when it equals a known mistaken derivation.
-``assert_correct`` raises ``AssertionError`` with the same feedback (for
-nbgrader/otter hidden tests). Teachers find reference answers in
-:mod:`microtape.exercises.solutions`; ``microtape exercises`` on the command
-line lists the exercises and checks a student's ``.py`` file.
+that differ, a hint when it equals a known mistaken derivation, and partial
+credit for the outputs that are right. ``assert_correct`` raises
+``AssertionError`` with the same feedback (for autograder tests);
+``score(globals())`` is a notebook's score table.
+
+The package holds no reference solution: teachers find them in the
+repository's ``instructor/`` folder, next to the autograder assignment in
+``grading/``. ``microtape exercises`` on the command line lists the exercises
+and checks a student's ``.py`` file in a child process with a time limit.
 """
 
-# The exercise modules register themselves, in the order of the lab.
-from . import attention, dropout, layernorm, linear, masking, softmax  # noqa: F401
-from .checker import ATOL, RTOL, CheckResult, assert_correct, check
+import importlib
+
+from .autograder import assert_output, assert_right
+from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
 from .registry import EXERCISES, Exercise, Mistake, get
+from .scores import ScoreTable, score, score_table
 
 __all__ = [
     "check",
     "assert_correct",
+    "assert_output",
+    "assert_right",
+    "score",
+    "score_table",
     "list_exercises",
     "stub_source",
     "prompt",
     "starter_file",
     "get",
     "CheckResult",
+    "ScoreTable",
     "Exercise",
     "Mistake",
+    "TimeLimitExceeded",
     "EXERCISES",
+    "LAB",
+    "ORDER",
+    "STATUSES",
     "RTOL",
     "ATOL",
+    "PRECISION_RTOL",
 ]
 
-#: The order of the lab (and of ``list_exercises()``).
-ORDER = (
-    "softmax_backward",
-    "linear_backward",
-    "attention_backward",
-    "masked_softmax_backward",
-    "dropout_backward",
-    "layernorm_backward",
+#: The lab, in order: the module of each exercise. Importing a module
+#: registers its exercise, so this tuple is the one place the order is
+#: written — ``EXERCISES``, ``list_exercises()``, the command line, notebook 07
+#: and the autograder assignment all follow it.
+LAB = (
+    "softmax",
+    "linear",
+    "layer",
+    "attention",
+    "masking",
+    "masked_attention",
+    "dropout",
+    "attention_dropout",
+    "layernorm",
 )
-assert set(ORDER) == set(EXERCISES), "every registered exercise has a place in ORDER"
-# The modules registered alphabetically (the order of the imports above);
-# re-insert so that EXERCISES, too, runs in the order of the lab.
-for _name in ORDER:
-    EXERCISES[_name] = EXERCISES.pop(_name)
-del _name
+for _module in LAB:
+    importlib.import_module(f"{__name__}.{_module}")
+del _module
+
+#: The exercise names in the order of the lab.
+ORDER = tuple(EXERCISES)
 
 
 def list_exercises(include_stretch=True):

@@ -12,6 +12,7 @@ import numpy as np
 from .. import ops
 from ..tape import Tape
 from ..tensor import Tensor
+from . import trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["attention_backward"]
@@ -33,6 +34,9 @@ def attention_backward(q, k, v, grad_c):
 
     Return a tuple ``(grad_q, grad_k, grad_v)`` shaped like ``q, k, v``.
 
+    Some trials have large scores (each row of S shifted by up to ±1000):
+    compute the softmax so that ``np.exp`` cannot overflow.
+
     The chain, one link at a time (each is a rule you have seen):
         C = P V      →  dP = ?,  dV = ?          (matmul: which side is transposed?)
         P = softmax  →  dS = ?                   (the softmax exercise)
@@ -41,17 +45,37 @@ def attention_backward(q, k, v, grad_c):
     raise NotImplementedError("attention_backward: write the backward pass of attention here")
 
 
-# (N or None for one head, Tq, Tk, D) per trial. The first is one square head,
-# so transposed products still run and can be recognised by their values.
-SHAPES = [(None, 4, 4, 4), (None, 3, 5, 2), (2, 4, 4, 3), (3, 2, 3, 4), (None, 5, 5, 8)]
+# One dict per trial: (N or None for one head, Tq, Tk, D). The first is one
+# square head, so transposed products still run and can be recognised by their
+# values. "large" trials shift each row of the scores by up to ±1000 (see
+# trials.shift_keys): the softmax is unchanged, an unstabilised exp overflows.
+VISIBLE = (
+    {"shape": (None, 4, 4, 4)},
+    {"shape": (None, 3, 5, 2)},
+    {"shape": (2, 4, 4, 3)},
+    {"shape": (3, 2, 3, 4)},
+    {"shape": (None, 5, 5, 8), "large": True},
+)
+HIDDEN = (
+    {"shape": (None, 5, 5, 3)},
+    {"shape": (2, 3, 6, 4), "large": True},
+    {"shape": (None, 4, 2, 5)},
+    {"shape": (4, 3, 3, 2)},
+    {"shape": (None, 6, 6, 4), "large": True},
+    {"shape": (2, 2, 5, 3)},
+)
 
 
-def make_inputs(rng, trial):
-    batch, q_len, k_len, depth = SHAPES[trial % len(SHAPES)]
+def make_inputs(rng, case):
+    batch, q_len, k_len, depth = case["shape"]
     lead = () if batch is None else (batch,)
+    q = rng.standard_normal(lead + (q_len, depth))
+    k = rng.standard_normal(lead + (k_len, depth))
+    if case.get("large"):
+        k = trials.shift_keys(rng, q, k, trials.LARGE)
     return {
-        "q": rng.standard_normal(lead + (q_len, depth)),
-        "k": rng.standard_normal(lead + (k_len, depth)),
+        "q": q,
+        "k": k,
         "v": rng.standard_normal(lead + (k_len, depth)),
         "grad_c": rng.standard_normal(lead + (q_len, depth)),
     }
@@ -73,70 +97,67 @@ def tape_gradients(inputs):
 
 # ---------------------------------------------------------------- known mistakes
 #
-# Each variant is the right derivation with one thing changed. ``_chain`` takes
-# the changes as switches, so every variant reads as "the chain, but ...".
+# Each variant is the chain with exactly one link wrong: ``_with_mistake``
+# takes the name of that link and returns only the outputs it gets wrong (the
+# checker takes the others from the tape). It refuses any other name, so no
+# call of it is the right answer.
+
+#: The outputs each mistake changes.
+_CHANGES = {
+    "no_backward_scale": ("grad_q", "grad_k"),
+    "no_forward_scale": ("grad_q", "grad_k", "grad_v"),
+    "no_scale_anywhere": ("grad_q", "grad_k", "grad_v"),
+    "no_rowsum": ("grad_q", "grad_k"),
+    "rowsum_wrong_axis": ("grad_q", "grad_k"),
+    "grad_v_not_transposed": ("grad_v",),
+    "grad_k_not_transposed": ("grad_k",),
+    "softmax_skipped": ("grad_q", "grad_k"),
+    "exp_not_stabilised": ("grad_q", "grad_k", "grad_v"),
+}
 
 
 def _t(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _chain(
-    q,
-    k,
-    v,
-    grad_c,
-    *,
-    forward_scale=True,
-    backward_scale=True,
-    rowsum=True,
-    rowsum_axis=-1,
-    transpose_p=True,
-    transpose_ds=True,
-    through_softmax=True,
-):
+def _naive_softmax(s):
+    e = np.exp(s)  # no max subtracted: overflows above ~709
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _with_mistake(mistake, q, k, v, grad_c):
+    if mistake not in _CHANGES:
+        raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     scale = 1.0 / math.sqrt(q.shape[-1])
-    weights = ops.softmax.forward(q @ _t(k) * (scale if forward_scale else 1.0), axis=-1)
-    grad_weights = grad_c @ _t(v)
-    grad_v = (_t(weights) if transpose_p else weights) @ grad_c
-    if not through_softmax:
-        grad_scores = grad_weights
-    elif rowsum:
-        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=rowsum_axis, keepdims=True))
+    forward_scale = 1.0 if mistake in ("no_forward_scale", "no_scale_anywhere") else scale
+    scores = q @ _t(k) * forward_scale
+    if mistake == "exp_not_stabilised":
+        with np.errstate(over="ignore", invalid="ignore"):
+            weights = _naive_softmax(scores)
     else:
+        weights = ops.softmax.forward(scores, axis=-1)
+    grad_weights = grad_c @ _t(v)
+    grad_v = (weights if mistake == "grad_v_not_transposed" else _t(weights)) @ grad_c
+    if mistake == "softmax_skipped":
+        grad_scores = grad_weights
+    elif mistake == "no_rowsum":
         grad_scores = weights * grad_weights
-    back = scale if (backward_scale and forward_scale) else 1.0
-    grad_q = grad_scores @ k * back
-    grad_k = (_t(grad_scores) if transpose_ds else grad_scores) @ q * back
-    return grad_q, grad_k, grad_v
+    else:
+        axis = -2 if mistake == "rowsum_wrong_axis" else -1
+        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=axis, keepdims=True))
+    backward_scale = 1.0 if mistake in ("no_backward_scale", "no_scale_anywhere") else scale
+    grad_q = grad_scores @ k * backward_scale
+    grad_k = (grad_scores if mistake == "grad_k_not_transposed" else _t(grad_scores)) @ q * backward_scale
+    every = {"grad_q": grad_q, "grad_k": grad_k, "grad_v": grad_v}
+    return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _no_backward_scale(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, backward_scale=False)
+def _variant(mistake):
+    def variant(q, k, v, grad_c):
+        return _with_mistake(mistake, q, k, v, grad_c)
 
-
-def _no_scale_anywhere(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, forward_scale=False)
-
-
-def _no_rowsum(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, rowsum=False)
-
-
-def _rowsum_wrong_axis(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, rowsum_axis=-2)
-
-
-def _grad_v_not_transposed(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, transpose_p=False)
-
-
-def _grad_k_not_transposed(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, transpose_ds=False)
-
-
-def _softmax_skipped(q, k, v, grad_c):
-    return _chain(q, k, v, grad_c, through_softmax=False)
+    variant.__name__ = variant.__qualname__ = f"_{mistake}"
+    return variant
 
 
 register(
@@ -146,48 +167,61 @@ register(
         stub=attention_backward,
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
-        outputs=(Output("grad_q", "q"), Output("grad_k", "k"), Output("grad_v", "v")),
+        outputs=(
+            Output("grad_q", "q", aliases=("dQ",)),
+            Output("grad_k", "k", aliases=("dK",)),
+            Output("grad_v", "v", aliases=("dV",)),
+        ),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         mistakes=(
             Mistake(
                 "no_backward_scale",
                 "missing_scale",
                 "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
                 "so the chain rule scales their gradients too: dQ = dS K / √d, dK = dSᵀ Q / √d.",
-                _no_backward_scale,
+                _variant("no_backward_scale"),
+            ),
+            Mistake(
+                "no_forward_scale",
+                "missing_scale",
+                "your P is softmax(Q Kᵀ), without the 1/√d: recompute the forward as in the prompt, "
+                "P = softmax(Q Kᵀ / √d). The backward's 1/√d you already have.",
+                _variant("no_forward_scale"),
             ),
             Mistake(
                 "no_scale_anywhere",
                 "missing_scale",
                 "your answer is the gradient of attention *without* the 1/√d: recompute "
                 "P = softmax(Q Kᵀ / √d) in the forward, and divide dQ and dK by √d in the backward.",
-                _no_scale_anywhere,
+                _variant("no_scale_anywhere"),
             ),
             Mistake(
                 "no_rowsum",
                 "missing_rowsum",
                 "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)), with the sum over each row (axis=-1, keepdims=True).",
-                _no_rowsum,
+                _variant("no_rowsum"),
             ),
             Mistake(
                 "rowsum_wrong_axis",
                 "wrong_axis",
                 "your softmax backward sums down the columns (axis=-2). Each row of P is one "
                 "softmax over the keys, so rowsum(dP ⊙ P) runs over axis=-1.",
-                _rowsum_wrong_axis,
+                _variant("rowsum_wrong_axis"),
             ),
             Mistake(
                 "grad_v_not_transposed",
                 "transposed",
                 "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC (shape [Tk, D], like V).",
-                _grad_v_not_transposed,
+                _variant("grad_v_not_transposed"),
             ),
             Mistake(
                 "grad_k_not_transposed",
                 "transposed",
                 "your dK is dS Q / √d. K enters the scores transposed (S = Q Kᵀ / √d), so "
                 "dK = dSᵀ Q / √d (shape [Tk, D], like K).",
-                _grad_k_not_transposed,
+                _variant("grad_k_not_transposed"),
             ),
             Mistake(
                 "softmax_skipped",
@@ -195,7 +229,14 @@ register(
                 "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
                 "without passing through the softmax. Apply the softmax backward first: "
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)).",
-                _softmax_skipped,
+                _variant("softmax_skipped"),
+            ),
+            Mistake(
+                "exp_not_stabilised",
+                "unstable_exp",
+                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
+                _variant("exp_not_stabilised"),
             ),
         ),
     )

@@ -5,25 +5,57 @@
     microtape exercises list                      # what there is to do
     microtape exercises stub > my_answers.py      # a file of stubs to fill in
     microtape exercises check my_answers.py       # check every exercise it defines
-    microtape exercises check my_answers.py --name softmax_backward
+    microtape exercises check my_answers.py --name softmax_backward --timeout 5
 
-``check`` imports the file (running its code, as ``python`` would) and checks
-each function whose name is an exercise's. The exit status is 0 when every
-checked exercise passes, 1 otherwise — so a grading script can use it.
+``check`` runs the student's file in a *child process* (see
+:mod:`microtape.exercises.runner`), never in this one, with a time limit
+(``--timeout`` seconds for running the file, and again for each exercise).
+It prints each exercise's feedback, then a score table with partial credit.
+
+Exit status of ``check``:
+
+* 0 — every checked exercise is right;
+* 1 — some exercise is wrong, partly right or not started (all were checked);
+* 2 — a usage error: no such file, an unknown ``--name``, a bad option;
+* 3 — not checked: the student's code did not return an answer — it called
+  ``exit()`` / ``sys.exit()`` (whatever the code), raised
+  ``KeyboardInterrupt``, ran past the time limit, crashed while the file was
+  loading (e.g. a ``SyntaxError``), or ended the process.
 
 ``microtape/cli.py`` wires this in with ``add_arguments(subparser)`` and
 ``run(args)``.
 """
 
+import argparse
 import importlib.util
+import json
+import os
+import selectors
+import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
-from .checker import check
+from .checker import CheckResult
 from .registry import EXERCISES, get
 
-__all__ = ["add_arguments", "run", "load_student_file"]
+__all__ = ["add_arguments", "run", "load_student_file", "check_file", "EXIT_CODES", "DEFAULT_TIMEOUT"]
+
+#: What each exit status of `microtape exercises check` means.
+EXIT_CODES = {
+    0: "every checked exercise is right",
+    1: "some exercise is wrong, partly right or not started",
+    2: "usage error (no such file, unknown --name, bad option)",
+    3: "not checked: the student's code exited, was interrupted, ran past the time limit or crashed at load",
+}
+#: Seconds for running the student's file, and again for each exercise's check.
+DEFAULT_TIMEOUT = 10.0
+#: Extra seconds the parent waits beyond the time limit (starting Python, importing numpy).
+_GRACE = 5.0
+#: How much of the student's own printed output is shown.
+_SHOWN_OUTPUT_LINES = 20
 
 
 def add_arguments(parser):
@@ -33,13 +65,27 @@ def add_arguments(parser):
     actions.add_parser("list", help="list the exercises (the default)")
     stub = actions.add_parser("stub", help="print a Python file of stubs to fill in")
     stub.add_argument("names", nargs="*", metavar="NAME", help="only these exercises (default: all)")
-    checker = actions.add_parser("check", help="check the exercise functions defined in a .py file")
+    epilog = "exit status:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+    checker = actions.add_parser(
+        "check",
+        help="check the exercise functions defined in a .py file (in a child process, with a time limit)",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     checker.add_argument("file", help="the student's Python file (it is run, as `python FILE` would)")
     checker.add_argument(
         "--name", action="append", metavar="NAME", help="check only this exercise (repeat for several)"
     )
-    checker.add_argument("--trials", type=int, default=5, help="random inputs per exercise (default: 5)")
+    checker.add_argument("--trials", type=int, default=None, help="random inputs per exercise (default: all trials)")
     checker.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    checker.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time limit for running the file, and for each exercise (default: {DEFAULT_TIMEOUT:g})",
+    )
+    checker.add_argument("--hidden", action="store_true", help="use the hidden trials (what an autograder runs)")
     return parser
 
 
@@ -50,7 +96,7 @@ def run(args):
         return _list()
     if action == "stub":
         return _stub(args.names)
-    return _check(args.file, args.name, args.trials, args.seed)
+    return _check(args)
 
 
 def _list():
@@ -62,7 +108,7 @@ def _list():
         signature = f"{name}({', '.join(exercise.parameters)})"
         outputs = ", ".join(output.name for output in exercise.outputs)
         print(f"{signature:<{width + 24}} -> {outputs}")
-        print(f"    {exercise.title}")
+        print(f"    {exercise.title}{' (stretch)' if exercise.stretch else ''}")
     print(
         "\nGet stubs with `microtape exercises stub > answers.py`, check with `microtape exercises check answers.py`."
     )
@@ -76,13 +122,13 @@ def _stub(names):
         text = starter_file(names or None)
     except ValueError as error:
         print(f"microtape exercises stub: {error}", file=sys.stderr)
-        return 1
+        return 2
     print(text, end="")
     return 0
 
 
 def load_student_file(path):
-    """Import a student's ``.py`` file as a fresh module and return it."""
+    """Import a student's ``.py`` file as a fresh module and return it (in *this* process)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -95,49 +141,172 @@ def load_student_file(path):
     return module
 
 
-def _check(file, names, trials, seed):
-    if trials < 1:
-        print(f"microtape exercises check: --trials must be at least 1, got {trials}", file=sys.stderr)
-        return 1
+def _usage(message):
+    print(f"microtape exercises check: {message}", file=sys.stderr)
+    return 2
+
+
+def _check(args):
+    if args.trials is not None and args.trials < 1:
+        return _usage(f"--trials must be at least 1, got {args.trials}")
+    if args.seed < 0:
+        return _usage(f"--seed must be at least 0, got {args.seed}")
+    if not args.timeout > 0:
+        return _usage(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        wanted = None if not names else [get(name).name for name in names]
+        wanted = None if not args.name else [get(name).name for name in args.name]
     except ValueError as error:
-        print(f"microtape exercises check: {error}", file=sys.stderr)
-        return 1
-    try:
-        module = load_student_file(file)
-    except FileNotFoundError as error:
-        print(f"microtape exercises check: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # a syntax error or a crash at import: the student's to fix
-        print(
-            f"microtape exercises check: could not run {file}: {type(error).__name__}: {error}",
-            file=sys.stderr,
-        )
-        return 1
+        return _usage(error)
+    if not Path(args.file).is_file():
+        return _usage(f"no such file: {args.file}")
 
     from . import list_exercises
 
-    defined = [name for name in list_exercises() if callable(getattr(module, name, None))]
-    if wanted is None:
-        chosen = defined
-        if not chosen:
-            print(
-                f"{file} defines none of the exercise functions ({', '.join(list_exercises())}).",
-                file=sys.stderr,
-            )
-            return 1
-    else:
-        missing = [name for name in wanted if name not in defined]
-        if missing:
-            print(f"{file} does not define {', '.join(missing)}.", file=sys.stderr)
-            return 1
-        chosen = wanted
+    names = wanted or list_exercises()
+    report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout, hidden=args.hidden)
+    return report.print(explicit=wanted is not None)
 
-    passed = 0
-    for name in chosen:
-        result = check(name, getattr(module, name), trials=trials, seed=seed)
-        passed += result.ok
-        print(result.message)
-    print(f"\n{passed} of {len(chosen)} exercise{'s' if len(chosen) != 1 else ''} correct.")
-    return 0 if passed == len(chosen) else 1
+
+class FileReport:
+    """What the child process reported about one student file."""
+
+    def __init__(self, file, names):
+        self.file = file
+        self.names = names
+        self.defined = None  # the exercise functions the file defines (None: it never loaded)
+        self.results = {}  # name -> CheckResult
+        self.not_checked = {}  # name or "import" -> message
+        self.output = ""  # what the student's code printed
+
+    def _not_checked_result(self, name, message):
+        exercise = get(name)
+        outputs = {output.name: False for output in exercise.outputs}
+        return CheckResult(name, False, f"✗ {name}: not checked — {message}.", status="not checked",
+                           outputs=outputs, max_score=exercise.max_score)  # fmt: skip
+
+    def print(self, explicit):
+        """Print the feedback and the score table; return the exit status."""
+        from .scores import ScoreTable
+
+        if "import" in self.not_checked:
+            print(f"✗ {self.file}: not checked — {self.not_checked['import']}.")
+            self._print_output()
+            print("\nNothing was checked: the file must run to the end and define the exercise functions.")
+            return 3
+        checked = [name for name in self.names if name in (self.defined or ())]
+        missing = [name for name in self.names if name not in (self.defined or ())]
+        if explicit and missing:
+            print(f"{self.file} does not define {', '.join(missing)}.", file=sys.stderr)
+            self._print_output()
+            return 1
+        if not checked:
+            print(f"{self.file} defines none of the exercise functions ({', '.join(self.names)}).", file=sys.stderr)
+            self._print_output()
+            return 1
+        results = []
+        for name in checked:
+            if name in self.results:
+                results.append(self.results[name])
+            else:
+                message = self.not_checked.get(name, "the checker was stopped before it got to this exercise")
+                results.append(self._not_checked_result(name, message))
+        for result in results:
+            print(result.message)
+        self._print_output()
+        table = ScoreTable(results)
+        print()
+        print(table)
+        right = sum(result.ok for result in results)
+        print(f"\n{right} of {len(results)} exercise{'s' if len(results) != 1 else ''} correct.")
+        if any(result.status == "not checked" for result in results):
+            return 3
+        return 0 if right == len(results) else 1
+
+    def _print_output(self):
+        lines = self.output.rstrip().splitlines()
+        if not lines:
+            return
+        shown = lines[-_SHOWN_OUTPUT_LINES:]
+        cut = f" (last {len(shown)} of {len(lines)} lines)" if len(shown) < len(lines) else ""
+        print(f"\n--- what your code printed{cut} ---", file=sys.stderr)
+        for line in shown:
+            print(f"| {line}", file=sys.stderr)
+
+
+def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, grace=_GRACE):
+    """Check the exercise functions of a student's file in a child process; returns a :class:`FileReport`.
+
+    The child gets ``timeout`` seconds to run the file and ``timeout`` more
+    for each exercise (enforced inside it by an alarm, and from here by
+    stopping it if it goes silent for longer than that plus ``grace`` seconds).
+    """
+    report = FileReport(str(file), list(names))
+    settings = {"names": list(names), "trials": trials, "seed": seed, "timeout": float(timeout), "hidden": hidden}
+    read_end, write_end = os.pipe()
+    with tempfile.TemporaryFile() as printed:
+        command = [sys.executable, "-m", "microtape.exercises.runner", str(write_end), json.dumps(settings), str(file)]
+        child = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=printed, stderr=subprocess.STDOUT, pass_fds=(write_end,)
+        )
+        os.close(write_end)
+        try:
+            _collect(report, child, read_end, timeout, grace)
+        finally:
+            os.close(read_end)
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+        printed.seek(0)
+        report.output = printed.read().decode("utf-8", errors="replace")
+    return report
+
+
+def _collect(report, child, read_end, timeout, grace):
+    """Read the child's reports until it finishes, stopping it when it overstays a time limit."""
+    selector = selectors.DefaultSelector()
+    selector.register(read_end, selectors.EVENT_READ)
+    buffer = b""
+    current = "import"
+    deadline = time.monotonic() + timeout + grace
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            child.kill()
+            if current is None:
+                return  # everything reported; it only did not exit (e.g. a thread left running)
+            limit = f"{timeout:g} s"
+            where = "running the file" if current == "import" else current
+            report.not_checked[current] = f"{where} did not finish within {limit} (the process was stopped)"
+            return
+        if not selector.select(timeout=remaining):
+            continue
+        chunk = os.read(read_end, 65536)
+        if not chunk:  # the child closed the pipe: it has ended
+            if current is not None:
+                code = child.wait()
+                where = "running the file" if current == "import" else current
+                report.not_checked[current] = f"the process ended while {where} (exit status {code}) before reporting"
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            event = message.pop("event")
+            if event == "loaded":
+                report.defined = message["defined"]
+                current = None
+            elif event == "start":
+                current = message["name"]
+                deadline = time.monotonic() + timeout + grace
+                continue
+            elif event == "result":
+                name = message["name"]
+                report.results[name] = CheckResult(
+                    name, message["ok"], message["message"], status=message["status"], outputs=message["outputs"],
+                    score=message["score"], max_score=message["max_score"], mistakes=tuple(message["mistakes"]),
+                )  # fmt: skip
+                current = None
+            elif event == "not_checked":
+                report.not_checked[message["stage"]] = message["message"]
+                current = None
+            deadline = time.monotonic() + grace if current is None else deadline

@@ -6,6 +6,7 @@ layer records on its weights — and the tape backward.
 
 from ..tape import Tape
 from ..tensor import Tensor
+from . import trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["dropout_backward"]
@@ -35,18 +36,30 @@ def dropout_backward(grad_y, mask, p):
     raise NotImplementedError("dropout_backward: write the backward pass of dropout here")
 
 
-# (shape, p) per trial.
-CASES = [((4, 5), 0.25), ((2, 3, 4), 0.5), ((6,), 0.1), ((3, 3), 0.4), ((2, 2, 5), 0.3)]
+# One dict per trial: the shape and the drop probability p. Both vary, so an
+# answer with p written in does not pass; the hidden trials use other p.
+VISIBLE = (
+    {"shape": (4, 5), "p": 0.25},
+    {"shape": (2, 3, 4), "p": 0.5},
+    {"shape": (6,), "p": 0.1},
+    {"shape": (3, 3), "p": 0.4},
+    {"shape": (2, 2, 5), "p": 0.3},
+)
+HIDDEN = (
+    {"shape": (5, 3), "p": 0.2},
+    {"shape": (3, 2, 2), "p": 0.6},
+    {"shape": (7,), "p": 0.05},
+    {"shape": (4, 4), "p": 0.35},
+    {"shape": (2, 3, 3), "p": 0.75},
+    {"shape": (6, 2), "p": 0.15},
+)
 
 
-def make_inputs(rng, trial):
-    shape, drop = CASES[trial % len(CASES)]
-    mask = rng.random(shape) >= drop
-    mask.flat[0] = False  # at least one dropped entry and one kept entry
-    mask.flat[-1] = True
+def make_inputs(rng, case):
+    shape, drop = case["shape"], case["p"]
     return {
         "grad_y": rng.standard_normal(shape),
-        "mask": mask,
+        "mask": trials.dropout_mask(rng, shape, drop),
         "p": drop,
         "x": rng.standard_normal(shape),
     }
@@ -64,20 +77,24 @@ def tape_gradients(inputs):
 # ---------------------------------------------------------------- known mistakes
 
 
+#
+# Each variant returns the output it gets wrong, by name.
+
+
 def _scale_missing(grad_y, mask, p):
-    return grad_y * mask
+    return {"grad_x": grad_y * mask}
 
 
 def _mask_not_applied(grad_y, mask, p):
-    return grad_y / (1.0 - p)
+    return {"grad_x": grad_y / (1.0 - p)}
 
 
 def _scale_inverted(grad_y, mask, p):
-    return grad_y * mask * (1.0 - p)
+    return {"grad_x": grad_y * mask * (1.0 - p)}
 
 
 def _scaled_by_p(grad_y, mask, p):
-    return grad_y * mask / p
+    return {"grad_x": grad_y * mask / p}
 
 
 register(
@@ -88,6 +105,8 @@ register(
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
         outputs=(Output("grad_x", "grad_y"),),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         mistakes=(
             Mistake(
                 "scale_missing",

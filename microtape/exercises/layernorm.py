@@ -11,9 +11,7 @@ from ..tape import Tape
 from ..tensor import Tensor
 from .registry import Exercise, Mistake, Output, register
 
-__all__ = ["layernorm_backward", "EPS"]
-
-EPS = 1e-5
+__all__ = ["layernorm_backward"]
 
 
 def layernorm_backward(x, gamma, grad_y, eps):
@@ -26,7 +24,7 @@ def layernorm_backward(x, gamma, grad_y, eps):
         y     = gamma * xhat + beta          gamma, beta: [F], shared by all rows
 
     Arguments: ``x`` [N, F], ``gamma`` [F], ``grad_y`` = dL/dy [N, F] and
-    ``eps`` (a small float, 1e-5).
+    ``eps`` (a small positive float; it changes from trial to trial).
 
     Return a tuple ``(grad_x, grad_gamma, grad_beta)`` shaped like ``x``,
     ``gamma`` and ``beta`` [F].
@@ -40,17 +38,34 @@ def layernorm_backward(x, gamma, grad_y, eps):
     raise NotImplementedError("layernorm_backward: write the backward pass of layer norm here")
 
 
-# (N, F) per trial. The first is not square, so sums over the wrong axis show as a shape.
-SHAPES = [(4, 5), (3, 8), (6, 3), (2, 6), (5, 4)]
+# One dict per trial: (N, F), eps, and the spread of x. eps varies (and some
+# rows have a small variance, where eps matters), so an answer that ignores its
+# eps argument does not pass. The first is not square, so sums over the wrong
+# axis show as a shape.
+VISIBLE = (
+    {"shape": (4, 5), "eps": 1e-5, "spread": 0.5},
+    {"shape": (3, 8), "eps": 0.01, "spread": 0.5},
+    {"shape": (6, 3), "eps": 0.1, "spread": 0.5},
+    {"shape": (2, 6), "eps": 1e-3, "spread": 0.05},
+    {"shape": (5, 4), "eps": 0.5, "spread": 1.0},
+)
+HIDDEN = (
+    {"shape": (3, 7), "eps": 0.05, "spread": 0.5},
+    {"shape": (5, 2), "eps": 1e-5, "spread": 0.2},
+    {"shape": (2, 9), "eps": 0.3, "spread": 1.0},
+    {"shape": (4, 4), "eps": 2e-3, "spread": 0.05},
+    {"shape": (6, 5), "eps": 1.0, "spread": 2.0},
+    {"shape": (1, 6), "eps": 0.02, "spread": 0.3},
+)
 
 
-def make_inputs(rng, trial):
-    rows, features = SHAPES[trial % len(SHAPES)]
+def make_inputs(rng, case):
+    rows, features = case["shape"]
     return {
-        "x": rng.standard_normal((rows, features)) * 0.5 + rng.standard_normal((rows, 1)),
+        "x": rng.standard_normal((rows, features)) * case["spread"] + rng.standard_normal((rows, 1)),
         "gamma": 1.0 + 0.5 * rng.standard_normal(features),
         "grad_y": rng.standard_normal((rows, features)),
-        "eps": EPS,
+        "eps": case["eps"],
         "beta": rng.standard_normal(features),
     }
 
@@ -71,51 +86,54 @@ def tape_gradients(inputs):
 
 
 # ---------------------------------------------------------------- known mistakes
+#
+# Each variant is the chain with exactly one thing wrong: ``_with_mistake``
+# takes its name and returns only the outputs it gets wrong (the checker takes
+# the others from the tape). It refuses any other name, so no call of it is the
+# right answer.
+
+#: The outputs each mistake changes.
+_CHANGES = {
+    "statistics_constant": ("grad_x",),
+    "variance_constant": ("grad_x",),
+    "gamma_forgotten": ("grad_x",),
+    "params_summed_over_wrong_axis": ("grad_gamma", "grad_beta"),
+    "eps_left_out": ("grad_x", "grad_gamma"),
+    "eps_ignored": ("grad_x", "grad_gamma"),
+}
+
+#: The eps an answer that ignores its argument typically writes in.
+_USUAL_EPS = 1e-5
 
 
-def _parts(x, gamma, grad_y, eps):
+def _with_mistake(mistake, x, gamma, grad_y, eps):
+    if mistake not in _CHANGES:
+        raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
+    eps = {"eps_left_out": 0.0, "eps_ignored": _USUAL_EPS}.get(mistake, eps)
     centred = x - x.mean(axis=-1, keepdims=True)
     inv_std = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + eps)
     xhat = centred * inv_std
-    return xhat, inv_std, grad_y * gamma
+    g = grad_y if mistake == "gamma_forgotten" else grad_y * gamma
+    bracket = g
+    if mistake != "statistics_constant":
+        bracket = bracket - g.mean(axis=-1, keepdims=True)
+        if mistake != "variance_constant":
+            bracket = bracket - xhat * (g * xhat).mean(axis=-1, keepdims=True)
+    axis = -1 if mistake == "params_summed_over_wrong_axis" else 0
+    every = {
+        "grad_x": bracket * inv_std,
+        "grad_gamma": (grad_y * xhat).sum(axis=axis),
+        "grad_beta": grad_y.sum(axis=axis),
+    }
+    return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _param_grads(x, gamma, grad_y, eps):
-    xhat, _, _ = _parts(x, gamma, grad_y, eps)
-    return (grad_y * xhat).sum(axis=0), grad_y.sum(axis=0)
+def _variant(mistake):
+    def variant(x, gamma, grad_y, eps):
+        return _with_mistake(mistake, x, gamma, grad_y, eps)
 
-
-def _statistics_constant(x, gamma, grad_y, eps):
-    _, inv_std, g = _parts(x, gamma, grad_y, eps)
-    return (g * inv_std, *_param_grads(x, gamma, grad_y, eps))
-
-
-def _variance_constant(x, gamma, grad_y, eps):
-    _, inv_std, g = _parts(x, gamma, grad_y, eps)
-    return ((g - g.mean(axis=-1, keepdims=True)) * inv_std, *_param_grads(x, gamma, grad_y, eps))
-
-
-def _gamma_forgotten(x, gamma, grad_y, eps):
-    xhat, inv_std, _ = _parts(x, gamma, grad_y, eps)
-    g = grad_y
-    grad_x = (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True)) * inv_std
-    return (grad_x, *_param_grads(x, gamma, grad_y, eps))
-
-
-def _params_summed_over_wrong_axis(x, gamma, grad_y, eps):
-    xhat, inv_std, g = _parts(x, gamma, grad_y, eps)
-    grad_x = (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True)) * inv_std
-    return grad_x, (grad_y * xhat).sum(axis=-1), grad_y.sum(axis=-1)
-
-
-def _eps_left_out(x, gamma, grad_y, eps):
-    return _right(x, gamma, grad_y, 0.0)
-
-
-def _right(x, gamma, grad_y, eps):
-    xhat, inv_std, g = _parts(x, gamma, grad_y, eps)
-    grad_x = (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True)) * inv_std
-    return (grad_x, *_param_grads(x, gamma, grad_y, eps))
+    variant.__name__ = variant.__qualname__ = f"_{mistake}"
+    return variant
 
 
 register(
@@ -126,6 +144,8 @@ register(
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
         outputs=(Output("grad_x", "x"), Output("grad_gamma", "gamma"), Output("grad_beta", "beta")),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         stretch=True,
         mistakes=(
             Mistake(
@@ -134,34 +154,41 @@ register(
                 "your grad_x is grad_y * gamma / sqrt(var + eps): it treats mu and var as constants. "
                 "Both depend on every x in the row; their paths add the terms "
                 "− mean(g) − xhat * mean(g * xhat) (with g = grad_y * gamma).",
-                _statistics_constant,
+                _variant("statistics_constant"),
             ),
             Mistake(
                 "variance_constant",
                 "missing_variance_term",
                 "your grad_x has the mean's term but not the variance's: var depends on x too, "
                 "which adds − xhat * mean(g * xhat) inside the bracket.",
-                _variance_constant,
+                _variant("variance_constant"),
             ),
             Mistake(
                 "gamma_forgotten",
                 "skipped_step",
                 "your grad_x skips gamma: the gradient reaching xhat is g = grad_y * gamma, not grad_y.",
-                _gamma_forgotten,
+                _variant("gamma_forgotten"),
             ),
             Mistake(
                 "params_summed_over_wrong_axis",
                 "wrong_axis",
                 "your grad_gamma and grad_beta sum over the features (axis=-1). gamma and beta are "
                 "shared by every row, so sum over the rows: axis=0, shape [F].",
-                _params_summed_over_wrong_axis,
+                _variant("params_summed_over_wrong_axis"),
             ),
             Mistake(
                 "eps_left_out",
                 "missing_eps",
-                "your grad_x uses 1/sqrt(var) without eps. The forward divided by sqrt(var + eps); "
-                "use the same number in the backward.",
-                _eps_left_out,
+                "your grad_x and grad_gamma use 1/sqrt(var) without eps. The forward divided by "
+                "sqrt(var + eps); use the same number in the backward.",
+                _variant("eps_left_out"),
+            ),
+            Mistake(
+                "eps_ignored",
+                "ignored_argument",
+                "your grad_x and grad_gamma use eps = 1e-5 whatever eps you are given: use the "
+                "argument eps (it changes from trial to trial).",
+                _variant("eps_ignored"),
             ),
         ),
     )

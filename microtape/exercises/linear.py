@@ -35,15 +35,31 @@ def linear_backward(x, weight, grad_y):
     raise NotImplementedError("linear_backward: write the backward pass of Linear here")
 
 
-# (N, in, out) per trial. The first has in == out, so that even a transposed
-# product runs and can be recognised by its values; the others are not square.
-SHAPES = [(4, 3, 3), (5, 3, 4), (6, 2, 3), (2, 5, 2), (3, 4, 6)]
+# One dict per trial: (N, in, out). The first has in == out, so that even a
+# transposed product runs and can be recognised by its values; the others are
+# not square. The hidden trials use other sizes.
+VISIBLE = (
+    {"shape": (4, 3, 3)},
+    {"shape": (5, 3, 4)},
+    {"shape": (6, 2, 3)},
+    {"shape": (2, 5, 2)},
+    {"shape": (3, 4, 6)},
+)
+HIDDEN = (
+    {"shape": (3, 4, 4)},
+    {"shape": (7, 2, 5)},
+    {"shape": (1, 3, 2)},
+    {"shape": (4, 6, 3)},
+    {"shape": (5, 5, 1)},
+    {"shape": (2, 7, 7), "scale": 10.0},
+)
 
 
-def make_inputs(rng, trial):
-    rows, fan_in, fan_out = SHAPES[trial % len(SHAPES)]
+def make_inputs(rng, case):
+    rows, fan_in, fan_out = case["shape"]
+    scale = case.get("scale", 1.0)
     return {
-        "x": rng.standard_normal((rows, fan_in)),
+        "x": rng.standard_normal((rows, fan_in)) * scale,
         "weight": rng.standard_normal((fan_out, fan_in)),
         "grad_y": rng.standard_normal((rows, fan_out)),
         "bias": rng.standard_normal(fan_out),
@@ -61,37 +77,31 @@ def tape_gradients(inputs):
 
 
 # ---------------------------------------------------------------- known mistakes
-
-
-def _right(x, weight, grad_y):
-    return grad_y @ weight, grad_y.T @ x, grad_y.sum(axis=0)
+#
+# Each variant returns only the outputs its mistake gets wrong, by name: the
+# checker takes the others from the tape. So no variant, and no mix of them,
+# is the answer (the package must not hold it).
 
 
 def _weight_grad_transposed(x, weight, grad_y):
-    grad_x, _, grad_bias = _right(x, weight, grad_y)
-    return grad_x, x.T @ grad_y, grad_bias
+    return {"grad_weight": x.T @ grad_y}
 
 
 def _input_grad_with_weight_transposed(x, weight, grad_y):
-    # Only runs when in == out (numpy raises otherwise).
-    _, grad_weight, grad_bias = _right(x, weight, grad_y)
-    return grad_y @ weight.T, grad_weight, grad_bias
+    return {"grad_x": grad_y @ weight.T}  # only runs when in == out (numpy raises otherwise)
 
 
 def _bias_summed_over_wrong_axis(x, weight, grad_y):
-    grad_x, grad_weight, _ = _right(x, weight, grad_y)
-    return grad_x, grad_weight, grad_y.sum(axis=1)
+    return {"grad_bias": grad_y.sum(axis=1)}
 
 
 def _bias_not_summed(x, weight, grad_y):
-    grad_x, grad_weight, _ = _right(x, weight, grad_y)
-    return grad_x, grad_weight, grad_y
+    return {"grad_bias": grad_y}
 
 
 def _weight_grad_one_row(x, weight, grad_y):
     # The outer product of the first row only: forgot that every row contributes.
-    grad_x, _, grad_bias = _right(x, weight, grad_y)
-    return grad_x, np.outer(grad_y[0], x[0]), grad_bias
+    return {"grad_weight": np.outer(grad_y[0], x[0])}
 
 
 register(
@@ -102,6 +112,8 @@ register(
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
         outputs=(Output("grad_x", "x"), Output("grad_weight", "weight"), Output("grad_bias", "bias")),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         mistakes=(
             Mistake(
                 "weight_grad_transposed",

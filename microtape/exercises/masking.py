@@ -12,6 +12,7 @@ from .. import ops
 from ..nn import masks
 from ..tape import Tape
 from ..tensor import Tensor
+from . import trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["masked_softmax_backward"]
@@ -32,6 +33,9 @@ def masked_softmax_backward(s, mask, grad_p):
 
     Return ``grad_s`` = dL/dS, the shape of ``s``.
 
+    Some trials have large scores (each row shifted by up to ±1000): compute
+    the softmax so that ``np.exp`` cannot overflow.
+
     Think first: the mask is a constant, so what does adding it do to the
     gradient? And what should the gradient be at a masked position — does
     the loss change if you nudge a score nobody looks at?
@@ -39,36 +43,34 @@ def masked_softmax_backward(s, mask, grad_p):
     raise NotImplementedError("masked_softmax_backward: write the backward pass of the masked softmax here")
 
 
-def _padding_mask(rng, q_len, k_len, value):
-    """Each query may look at the first ``length`` keys (at least one)."""
-    lengths = rng.integers(1, k_len + 1, size=q_len)
-    lengths[0] = max(1, k_len - 1)  # at least one key masked somewhere
-    allowed = np.arange(k_len)[None, :] < lengths[:, None]
-    return np.where(allowed, 0.0, value)
+# One dict per trial: (N or None, Tq, Tk), the kind of mask and the value that
+# suppresses. "large" trials shift each row of the scores by up to ±1000: the
+# softmax is unchanged, an unstabilised exp overflows.
+VISIBLE = (
+    {"shape": (None, 4, 4), "mask": "causal", "value": masks.NEG_INF},
+    {"shape": (None, 3, 5), "mask": "padding", "value": masks.NEG_INF},
+    {"shape": (2, 4, 4), "mask": "causal", "value": -np.inf},
+    {"shape": (3, 2, 6), "mask": "padding", "value": -np.inf},
+    {"shape": (None, 5, 5), "mask": "padding", "value": masks.NEG_INF, "large": True},
+)
+HIDDEN = (
+    {"shape": (None, 5, 5), "mask": "causal", "value": -np.inf},
+    {"shape": (2, 3, 4), "mask": "padding", "value": masks.NEG_INF, "large": True},
+    {"shape": (None, 6, 3), "mask": "padding", "value": -np.inf},
+    {"shape": (3, 3, 3), "mask": "causal", "value": masks.NEG_INF, "large": True},
+    {"shape": (None, 2, 7), "mask": "padding", "value": masks.NEG_INF},
+    {"shape": (2, 6, 6), "mask": "causal", "value": masks.NEG_INF},
+)
 
 
-# (N or None, Tq, Tk, kind of mask, suppressing value) per trial.
-SHAPES = [
-    (None, 4, 4, "causal", masks.NEG_INF),
-    (None, 3, 5, "padding", masks.NEG_INF),
-    (2, 4, 4, "causal", -np.inf),
-    (3, 2, 6, "padding", -np.inf),
-    (None, 5, 5, "padding", masks.NEG_INF),
-]
-
-
-def make_inputs(rng, trial):
-    batch, q_len, k_len, kind, value = SHAPES[trial % len(SHAPES)]
+def make_inputs(rng, case):
+    batch, q_len, k_len = case["shape"]
     lead = () if batch is None else (batch,)
-    if kind == "causal":
-        mask = np.where(masks.causal_mask(q_len) < 0, value, 0.0)
-    else:
-        mask = _padding_mask(rng, q_len, k_len, value)
-    return {
-        "s": rng.standard_normal(lead + (q_len, k_len)),
-        "mask": mask,
-        "grad_p": rng.standard_normal(lead + (q_len, k_len)),
-    }
+    mask = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
+    s = rng.standard_normal(lead + (q_len, k_len))
+    if case.get("large"):
+        s = trials.shift_rows(rng, s, trials.LARGE)
+    return {"s": s, "mask": mask, "grad_p": rng.standard_normal(lead + (q_len, k_len))}
 
 
 def tape_gradients(inputs):
@@ -80,24 +82,43 @@ def tape_gradients(inputs):
 
 
 # ---------------------------------------------------------------- known mistakes
+#
+# Each variant returns the output it gets wrong, by name. They share the
+# forward (``_weights``) but each spells out its own softmax backward: the
+# package holds no right one to call.
 
 
-def _softmax_backward(weights, grad_p):
-    return weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))
+def _allowed(mask):
+    return mask == 0
 
 
 def _mask_ignored(s, mask, grad_p):
-    return _softmax_backward(ops.softmax.forward(s, axis=-1), grad_p)
+    weights = ops.softmax.forward(s, axis=-1)
+    return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
 
 
 def _mask_after_softmax(s, mask, grad_p):
     # Zero the masked weights of the *unmasked* softmax: rows no longer sum to 1.
-    weights = ops.softmax.forward(s, axis=-1) * (mask == 0)
-    return _softmax_backward(weights, grad_p)
+    weights = ops.softmax.forward(s, axis=-1) * _allowed(mask)
+    return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
+
+
+def _masked_scores_set_to_zero(s, mask, grad_p):
+    # exp(0) = 1 is not 0: the masked keys still get weight.
+    weights = ops.softmax.forward(np.where(_allowed(mask), s, 0.0), axis=-1)
+    grad = weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))
+    return {"grad_s": grad * _allowed(mask)}
 
 
 def _no_rowsum(s, mask, grad_p):
-    return ops.softmax.forward(s + mask, axis=-1) * grad_p
+    return {"grad_s": ops.softmax.forward(s + mask, axis=-1) * grad_p}
+
+
+def _exp_not_stabilised(s, mask, grad_p):
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(s + mask)  # no max subtracted: overflows above ~709
+        weights = e / np.sum(e, axis=-1, keepdims=True)
+        return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
 
 
 register(
@@ -108,6 +129,8 @@ register(
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
         outputs=(Output("grad_s", "s"),),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         mistakes=(
             Mistake(
                 "mask_ignored",
@@ -125,11 +148,27 @@ register(
                 _mask_after_softmax,
             ),
             Mistake(
+                "masked_scores_set_to_zero",
+                "mask_as_zero",
+                "your P is the softmax of the scores with the masked ones set to 0 — but exp(0) = 1, so "
+                "the masked keys still get weight. The mask is *added*: P = softmax(s + mask), and "
+                "exp(s − 1e9) is 0.",
+                _masked_scores_set_to_zero,
+            ),
+            Mistake(
                 "no_rowsum",
                 "missing_rowsum",
                 "your grad_s is P ⊙ grad_p: the softmax backward lost its rowsum term. "
                 "grad_s = P ⊙ (grad_p − rowsum(grad_p ⊙ P)).",
                 _no_rowsum,
+            ),
+            Mistake(
+                "exp_not_stabilised",
+                "unstable_exp",
+                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly "
+                "(with a -inf mask, take the maximum of s + mask).",
+                _exp_not_stabilised,
             ),
         ),
     )

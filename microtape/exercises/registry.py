@@ -11,19 +11,27 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
 ``stub``
     the function the student fills in. Its signature is the contract, its
     docstring the maths prompt, its body ``raise NotImplementedError``.
-``make_inputs(rng, trial)``
-    one random float64 case: a dict holding the student's arguments (in the
-    stub's order) and anything else the tape needs (e.g. the scores ``s``
-    behind the weights ``p``).
+``visible`` and ``hidden``
+    the trials: one dict per trial saying what to draw (shapes, ``eps``,
+    ``p``, whether the scores are large, …). The visible trials are the ones
+    a student sees in the notebook; the hidden ones, used by the autograder,
+    differ from them in seeds, shapes and constants.
+``make_inputs(rng, case)``
+    one random float64 trial for ``case`` (one of those dicts): a dict holding
+    the student's arguments (in the stub's order) and anything else the tape
+    needs (e.g. the scores ``s`` behind the weights ``p``).
 ``tape_gradients(inputs)``
     the right answer, computed by building the forward with microtape
     Tensors and running the tape's backward pass — never by a formula.
 ``outputs``
-    what the student returns, each with the input whose shape it has.
+    what the student returns, each with the input whose shape it has and the
+    points it is worth.
 ``mistakes``
     known wrong derivations, each a runnable function with the student's
     signature and a hint. The checker diagnoses a wrong answer by *comparing*
-    it with these variants, never by guessing.
+    it with these variants, never by guessing. None of them is the right
+    answer: the package holds no reference solution (teachers find those in
+    the repository's ``instructor/`` folder).
 """
 
 import difflib
@@ -41,13 +49,19 @@ KINDS = {
     "wrong_axis": "wrong axis",
     "mask_not_applied": "mask not applied",
     "mask_after_softmax": "mask applied after the softmax",
+    "mask_as_zero": "masked scores set to 0",
     "dropout_scale_missing": "dropout scale missing",
     "dropout_scale_inverted": "dropout scale upside down",
+    "dropout_misplaced": "dropout in the wrong place",
     "skipped_step": "a step of the chain skipped",
+    "wrong_derivative": "wrong derivative",
     "missing_mean_terms": "mean and variance treated as constants",
     "missing_variance_term": "variance treated as a constant",
     "missing_eps": "eps left out",
+    "ignored_argument": "an argument ignored",
+    "unstable_exp": "exp overflows (softmax not stabilised)",
     # Found by the checker's generic comparisons (no exercise lists these):
+    "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",
     "swapped_outputs": "outputs in the wrong order",
     "extra_axis": "right values, wrong shape",
@@ -58,10 +72,25 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Output:
-    """One value the student returns: its name and the input whose shape it has."""
+    """One value the student returns: its name, the input whose shape it has, its points.
+
+    ``aliases`` are the other names a hint may use for it (``dQ`` for
+    ``grad_q``); a test checks that a hint names only the outputs its
+    mistake gets wrong. An output named after a tape node (``x``) is not
+    looked for by its bare name, which a hint also uses for the value itself:
+    ``name_in_hints=False``, and its aliases say how hints name its gradient.
+    """
 
     name: str
     like: str
+    points: int = 1
+    aliases: tuple = ()
+    name_in_hints: bool = True
+
+    @property
+    def hint_words(self):
+        """The words by which a hint names this output."""
+        return ((self.name,) if self.name_in_hints else ()) + tuple(self.aliases)
 
 
 @dataclass(frozen=True)
@@ -83,7 +112,7 @@ class Mistake:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One derivative exercise: the stub, random inputs, the tape's answer, known mistakes."""
+    """One derivative exercise: the stub, its trials, the tape's answer, known mistakes."""
 
     name: str
     title: str
@@ -92,6 +121,8 @@ class Exercise:
     tape_gradients: Callable
     outputs: tuple
     mistakes: tuple
+    visible: tuple
+    hidden: tuple
     stretch: bool = False
 
     @property
@@ -104,6 +135,22 @@ class Exercise:
         """The stub's docstring: the maths the student works from."""
         return inspect.getdoc(self.stub)
 
+    @property
+    def max_score(self):
+        """The points of all the outputs together."""
+        return sum(output.points for output in self.outputs)
+
+    def output(self, name):
+        for output in self.outputs:
+            if output.name == name:
+                return output
+        names = ", ".join(output.name for output in self.outputs)
+        raise ValueError(f"{self.name} has no output named {name!r}; its outputs are {names}")
+
+    def cases(self, hidden=False):
+        """The trial descriptions: the visible ones, or the hidden ones."""
+        return self.hidden if hidden else self.visible
+
     def stub_source(self):
         """The stub as source text, ready to paste into a notebook or a file."""
         return inspect.getsource(self.stub)
@@ -115,7 +162,8 @@ class Exercise:
         raise KeyError(f"{self.name} has no mistake named {name!r}")
 
 
-#: Every exercise, by name (``list_exercises()`` gives the order of the lab).
+#: Every exercise, by name, in the order of the lab (the order the exercise
+#: modules are imported in by ``microtape.exercises``).
 EXERCISES: dict[str, Exercise] = {}
 
 
@@ -126,6 +174,9 @@ def register(exercise):
     assert exercise.name == exercise.stub.__name__, "the stub must carry the exercise's name"
     names = [mistake.name for mistake in exercise.mistakes]
     assert len(names) == len(set(names)), f"{exercise.name}: mistake names must be unique"
+    assert exercise.visible and exercise.hidden, f"{exercise.name}: needs visible and hidden trials"
+    outputs = [output.name for output in exercise.outputs]
+    assert len(outputs) == len(set(outputs)), f"{exercise.name}: output names must be unique"
     EXERCISES[exercise.name] = exercise
     return exercise
 

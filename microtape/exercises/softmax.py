@@ -36,14 +36,29 @@ def softmax_backward(p, grad_p):
     raise NotImplementedError("softmax_backward: write the backward pass of softmax here")
 
 
-# Shapes of p, one per trial (cycled). The first is square, like attention
-# weights [T, T]: a row sum without keepdims then broadcasts silently.
-SHAPES = [(4, 4), (3, 5), (2, 3, 4), (5, 2), (2, 4, 4)]
+# One dict per trial. The first visible trial is square, like attention
+# weights [T, T]: a row sum without keepdims then broadcasts silently. The
+# hidden trials use other shapes, and some have peaked rows (scores × 30).
+VISIBLE = (
+    {"shape": (4, 4)},
+    {"shape": (3, 5)},
+    {"shape": (2, 3, 4)},
+    {"shape": (5, 2)},
+    {"shape": (2, 4, 4)},
+)
+HIDDEN = (
+    {"shape": (5, 5)},
+    {"shape": (2, 6), "spread": 30.0},
+    {"shape": (3, 2, 5)},
+    {"shape": (6, 3)},
+    {"shape": (2, 3, 3), "spread": 30.0},
+    {"shape": (1, 7)},
+)
 
 
-def make_inputs(rng, trial):
-    shape = SHAPES[trial % len(SHAPES)]
-    s = rng.standard_normal(shape)
+def make_inputs(rng, case):
+    shape = case["shape"]
+    s = rng.standard_normal(shape) * case.get("spread", 1.0)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return {"p": p, "grad_p": rng.standard_normal(shape), "s": s}
@@ -60,18 +75,23 @@ def tape_gradients(inputs):
 # ---------------------------------------------------------------- known mistakes
 
 
+#
+# Each variant returns the output it gets wrong, by name (as every exercise's
+# variants do: the checker takes any other output from the tape).
+
+
 def _no_rowsum(p, grad_p):
-    return p * grad_p
+    return {"grad_s": p * grad_p}
 
 
 def _rowsum_wrong_axis(p, grad_p):
-    return p * (grad_p - np.sum(grad_p * p, axis=-2, keepdims=True))
+    return {"grad_s": p * (grad_p - np.sum(grad_p * p, axis=-2, keepdims=True))}
 
 
 def _rowsum_without_keepdims(p, grad_p):
     # On a square [T, T] input the row sums, shape [T], broadcast as a *row*:
     # entry (i, j) gets the sum of row j. Elsewhere numpy raises.
-    return p * (grad_p - np.sum(grad_p * p, axis=-1))
+    return {"grad_s": p * (grad_p - np.sum(grad_p * p, axis=-1))}
 
 
 register(
@@ -82,6 +102,8 @@ register(
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
         outputs=(Output("grad_s", "p"),),
+        visible=VISIBLE,
+        hidden=HIDDEN,
         mistakes=(
             Mistake(
                 "no_rowsum",

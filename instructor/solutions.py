@@ -1,15 +1,22 @@
-"""Reference solutions to the exercises (for teachers: keep them out of the student handout).
+"""Reference solutions to the exercises — for teachers, never in the student handout.
 
-Run the checker on them to see what a passing answer looks like::
+This folder is not part of the ``microtape`` package (``pyproject.toml``
+packages only ``microtape*``), so ``pip install microtape`` gives students the
+exercises and the checker but no answer. Run the checker on a solution from
+the repository's root to see what a passing answer looks like::
 
-    >>> from microtape.exercises import check, solutions
+    >>> from microtape.exercises import check
+    >>> from instructor import solutions
     >>> check("attention_backward", solutions.attention_backward).ok
     True
 
 Each solution is plain numpy, written the way we hope students will: the
-forward recomputed where needed, then the chain rule one link at a time.
-The checker judges them against the *tape*, not against themselves, so these
-are also an independent check of the engine.
+forward recomputed where needed (softmax stabilised by the row maximum), then
+the chain rule one link at a time. The checker judges them against the
+*tape*, not against themselves, so these are also an independent check of the
+engine. ``tests/test_exercises.py`` runs every one of them on every visible
+and hidden trial; ``grading/source/microtape_lab.ipynb`` holds the same
+answers between its solution markers.
 """
 
 import numpy as np
@@ -17,9 +24,12 @@ import numpy as np
 __all__ = [
     "softmax_backward",
     "linear_backward",
+    "tanh_layer_backward",
     "attention_backward",
     "masked_softmax_backward",
+    "masked_attention",
     "dropout_backward",
+    "attention_dropout_backward",
     "layernorm_backward",
     "SOLUTIONS",
 ]
@@ -51,6 +61,14 @@ def linear_backward(x, weight, grad_y):
     return grad_x, grad_weight, grad_bias
 
 
+def tanh_layer_backward(x, weight, bias, grad_h):
+    h = np.tanh(x @ weight.T + bias)  # the forward, recomputed
+    grad_z = grad_h * (1.0 - h**2)  # tanh'(z) = 1 − tanh(z)²
+    grad_x, grad_weight, grad_bias = linear_backward(x, weight, grad_z)
+    # Keyed by node name: exactly what mt.check.compare(tape, h, ...) takes.
+    return {"z": grad_z, "x": grad_x, "weight": grad_weight, "bias": grad_bias}
+
+
 def attention_backward(q, k, v, grad_c):
     scale = 1.0 / np.sqrt(q.shape[-1])
     weights = _softmax(q @ _t(k) * scale)  # P = softmax(Q Kᵀ / √d)
@@ -73,9 +91,38 @@ def masked_softmax_backward(s, mask, grad_p):
     return softmax_backward(weights, grad_p)
 
 
+def masked_attention(q, k, v, mask, grad_c):
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    weights = _softmax(q @ _t(k) * scale + mask)  # the mask is added before the softmax
+    context = weights @ v
+    grad_weights = grad_c @ _t(v)
+    grad_v = _t(weights) @ grad_c
+    grad_scores = softmax_backward(weights, grad_weights)  # 0 where masked: P is 0 there
+    grad_q = grad_scores @ k * scale
+    grad_k = _t(grad_scores) @ q * scale
+    return context, grad_q, grad_k, grad_v
+
+
 def dropout_backward(grad_y, mask, p):
     # y = x * mask / (1 − p): for a fixed (saved) mask, a constant times x.
     return grad_y * mask / (1.0 - p)
+
+
+def attention_dropout_backward(q, k, v, mask, p, grad_c):
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    weights = _softmax(q @ _t(k) * scale)  # P
+    keep = mask / (1.0 - p)
+    dropped = weights * keep  # P̃ = P ⊙ keep
+    # C = P̃ V
+    grad_v = _t(dropped) @ grad_c  # dV = P̃ᵀ dC
+    grad_dropped = grad_c @ _t(v)  # dP̃ = dC Vᵀ
+    # P̃ = P ⊙ keep
+    grad_weights = grad_dropped * keep  # dP = (dC Vᵀ) ⊙ keep
+    # P = softmax(S): the softmax's own output, P, not P̃
+    grad_scores = softmax_backward(weights, grad_weights)
+    grad_q = grad_scores @ k * scale
+    grad_k = _t(grad_scores) @ q * scale
+    return grad_q, grad_k, grad_v
 
 
 def layernorm_backward(x, gamma, grad_y, eps):

@@ -1,0 +1,217 @@
+"""Exercise: the backward pass of attention with dropout on the weights.
+
+The student is given ``Q, K, V``, the saved dropout mask, ``p`` and ``dC``
+and returns ``dQ, dK, dV``. The tape's answer comes from the chain the
+attention layer records in training mode — ``softmax``, then
+``dropout(keep)`` on the weights, then ``context`` — on Tensors.
+"""
+
+import math
+
+import numpy as np
+
+from .. import ops
+from ..tape import Tape
+from ..tensor import Tensor
+from . import trials
+from .registry import Exercise, Mistake, Output, register
+
+__all__ = ["attention_dropout_backward"]
+
+
+def attention_dropout_backward(q, k, v, mask, p, grad_c):
+    r"""Backward pass of scaled dot-product attention with dropout on the weights.
+
+    Forward (recompute it yourself: you need P and P̃):
+        S    = Q Kᵀ / √d                  scores                 [Tq, Tk]
+        P    = softmax(S)                 row by row
+        keep = mask / (1 − p)             the saved dropout mask, scaled (inverted dropout)
+        P̃    = P ⊙ keep                   the dropped weights
+        C    = P̃ V                        context                [Tq, D]
+
+    Arguments (numpy float64, or with a leading batch of heads [N, …]):
+        q: [Tq, D]   k: [Tk, D]   v: [Tk, D]   grad_c: dL/dC, [Tq, D]
+        mask: booleans [Tq, Tk], True where a weight was kept
+        p:    the drop probability (it changes from trial to trial)
+
+    Return a tuple ``(grad_q, grad_k, grad_v)`` shaped like ``q, k, v``.
+
+    The chain, one link at a time:
+        C = P̃ V        →  dP̃ = ?,  dV = ?     (which weights did V meet?)
+        P̃ = P ⊙ keep   →  dP = ?              (the dropout exercise)
+        P = softmax(S) →  dS = ?              (with P, not P̃)
+        S = Q Kᵀ/√d    →  dQ = ?,  dK = ?
+
+    Some trials have large scores (rows shifted by up to ±1000): compute the
+    softmax so that ``np.exp`` cannot overflow.
+    """
+    raise NotImplementedError("attention_dropout_backward: write the backward pass here")
+
+
+# One dict per trial: (N or None, Tq, Tk, D) and p. The first is one square
+# head, so transposed products run and can be recognised; p varies, so an
+# answer with p written in does not pass.
+VISIBLE = (
+    {"shape": (None, 4, 4, 3), "p": 0.25},
+    {"shape": (None, 3, 5, 2), "p": 0.5},
+    {"shape": (2, 4, 4, 3), "p": 0.1},
+    {"shape": (3, 2, 3, 4), "p": 0.4},
+    {"shape": (None, 5, 5, 4), "p": 0.3, "large": True},
+)
+HIDDEN = (
+    {"shape": (None, 5, 5, 2), "p": 0.2},
+    {"shape": (2, 3, 6, 3), "p": 0.6, "large": True},
+    {"shape": (None, 6, 3, 4), "p": 0.15},
+    {"shape": (4, 3, 3, 2), "p": 0.35},
+    {"shape": (None, 4, 4, 5), "p": 0.05, "large": True},
+    {"shape": (2, 2, 5, 3), "p": 0.45},
+)
+
+
+def make_inputs(rng, case):
+    batch, q_len, k_len, depth = case["shape"]
+    lead = () if batch is None else (batch,)
+    q = rng.standard_normal(lead + (q_len, depth))
+    k = rng.standard_normal(lead + (k_len, depth))
+    if case.get("large"):
+        k = trials.shift_keys(rng, q, k, trials.LARGE)
+    return {
+        "q": q,
+        "k": k,
+        "v": rng.standard_normal(lead + (k_len, depth)),
+        "mask": trials.dropout_mask(rng, lead + (q_len, k_len), case["p"]),
+        "p": case["p"],
+        "grad_c": rng.standard_normal(lead + (q_len, depth)),
+    }
+
+
+def tape_gradients(inputs):
+    q = Tensor(inputs["q"], requires_grad=True, name="Q")
+    k = Tensor(inputs["k"], requires_grad=True, name="K")
+    v = Tensor(inputs["v"], requires_grad=True, name="V")
+    keep = inputs["mask"] / (1.0 - inputs["p"])
+    with Tape() as tape:
+        scores = q.matmul(k.swapaxes(-1, -2), name="scores")
+        scaled = scores.scale(1.0 / math.sqrt(q.shape[-1]), name="scaled_scores")
+        weights = scaled.softmax(-1, name="weights")
+        dropped = weights.dropout(keep, name="dropped_weights")
+        context = dropped.matmul(v, name="context")
+    tape.backward(context, inputs["grad_c"])
+    return q.grad, k.grad, v.grad
+
+
+# ---------------------------------------------------------------- known mistakes
+#
+# ``_with_mistake`` is the chain with exactly one link wrong; it returns only
+# the outputs that link changes and refuses any other name, so no call of it
+# is the right answer.
+
+_CHANGES = {
+    "grad_v_without_dropout": ("grad_v",),
+    "grad_p_without_dropout": ("grad_q", "grad_k"),
+    "dropout_scale_missing": ("grad_q", "grad_k", "grad_v"),
+    "rowsum_with_dropped_weights": ("grad_q", "grad_k"),
+    "dropout_after_softmax_backward": ("grad_q", "grad_k"),
+    "exp_not_stabilised": ("grad_q", "grad_k", "grad_v"),
+}
+
+
+def _t(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _with_mistake(mistake, q, k, v, mask, p, grad_c):
+    if mistake not in _CHANGES:
+        raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = q @ _t(k) * scale
+    if mistake == "exp_not_stabilised":
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(scores)  # no max subtracted: overflows above ~709
+            weights = e / np.sum(e, axis=-1, keepdims=True)
+    else:
+        weights = ops.softmax.forward(scores, axis=-1)
+    keep = mask * 1.0 if mistake == "dropout_scale_missing" else mask / (1.0 - p)
+    dropped = weights * keep
+    grad_v = _t(weights if mistake == "grad_v_without_dropout" else dropped) @ grad_c
+    grad_dropped = grad_c @ _t(v)
+    if mistake in ("grad_p_without_dropout", "dropout_after_softmax_backward"):
+        grad_weights = grad_dropped
+    else:
+        grad_weights = grad_dropped * keep
+    rowsum_weights = dropped if mistake == "rowsum_with_dropped_weights" else weights
+    with np.errstate(invalid="ignore"):
+        grad_scores = rowsum_weights * (grad_weights - np.sum(grad_weights * rowsum_weights, axis=-1, keepdims=True))
+    if mistake == "dropout_after_softmax_backward":
+        grad_scores = grad_scores * keep
+    every = {"grad_q": grad_scores @ k * scale, "grad_k": _t(grad_scores) @ q * scale, "grad_v": grad_v}
+    return {name: every[name] for name in _CHANGES[mistake]}
+
+
+def _variant(mistake):
+    def variant(q, k, v, mask, p, grad_c):
+        return _with_mistake(mistake, q, k, v, mask, p, grad_c)
+
+    variant.__name__ = variant.__qualname__ = f"_{mistake}"
+    return variant
+
+
+register(
+    Exercise(
+        name="attention_dropout_backward",
+        title="Attention with dropout backward: dV = P̃ᵀ dC, dP = (dC Vᵀ) ⊙ keep",
+        stub=attention_dropout_backward,
+        make_inputs=make_inputs,
+        tape_gradients=tape_gradients,
+        outputs=(
+            Output("grad_q", "q", aliases=("dQ",)),
+            Output("grad_k", "k", aliases=("dK",)),
+            Output("grad_v", "v", aliases=("dV",)),
+        ),
+        visible=VISIBLE,
+        hidden=HIDDEN,
+        mistakes=(
+            Mistake(
+                "grad_v_without_dropout",
+                "dropout_misplaced",
+                "your dV is Pᵀ dC, with the weights before dropout. V met the dropped weights, C = P̃ V, so dV = P̃ᵀ dC.",
+                _variant("grad_v_without_dropout"),
+            ),
+            Mistake(
+                "grad_p_without_dropout",
+                "dropout_misplaced",
+                "your dP is dC Vᵀ: that is dP̃, the gradient of the *dropped* weights. Dropout multiplied "
+                "P by keep, so dP = (dC Vᵀ) ⊙ keep before the softmax backward.",
+                _variant("grad_p_without_dropout"),
+            ),
+            Mistake(
+                "dropout_scale_missing",
+                "dropout_scale_missing",
+                "your keep is the mask without 1/(1 − p). Inverted dropout scales the kept weights: "
+                "keep = mask / (1 − p), in P̃ (and so in dV) and in dP = (dC Vᵀ) ⊙ keep.",
+                _variant("dropout_scale_missing"),
+            ),
+            Mistake(
+                "rowsum_with_dropped_weights",
+                "dropout_misplaced",
+                "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
+                "after it), so dS = P ⊙ (dP − rowsum(dP ⊙ P)) with the undropped P.",
+                _variant("rowsum_with_dropped_weights"),
+            ),
+            Mistake(
+                "dropout_after_softmax_backward",
+                "dropout_misplaced",
+                "your keep multiplies dS, after the softmax backward. Undo the steps in reverse order: "
+                "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
+                _variant("dropout_after_softmax_backward"),
+            ),
+            Mistake(
+                "exp_not_stabilised",
+                "unstable_exp",
+                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
+                _variant("exp_not_stabilised"),
+            ),
+        ),
+    )
+)

@@ -1,0 +1,82 @@
+"""What an autograder's tests call: one assertion per output, each worth its points.
+
+This module lets an nbgrader or otter test cell grade one output of one
+exercise, with partial credit and a time limit::
+
+    >>> import microtape.exercises as ex
+    >>> def dropout_backward(grad_y, mask, p):
+    ...     return grad_y * mask / (1 - p)
+    >>> ex.assert_output("dropout_backward", dropout_backward, "grad_x")   # hidden trials: passes silently
+
+A course's assignment (``grading/source/microtape_lab.ipynb`` in the
+repository) has one hidden test per output, each worth one point, so an
+answer with two of three outputs right earns two points. The check behind
+them runs once per function (remembered), on the hidden trials, under a time
+limit: a function that never returns costs ``time_limit`` seconds once, not
+once per output, and every test of it fails with "not checked" — as do
+``exit()`` and a ``KeyboardInterrupt`` raised by the student's code, which
+here fail their own exercise instead of stopping the grading run.
+"""
+
+import weakref
+
+from .checker import CheckResult, check
+from .registry import get
+
+__all__ = ["assert_output", "assert_right", "DEFAULT_TIME_LIMIT"]
+
+#: Seconds a student's function gets for all the trials of one check.
+DEFAULT_TIME_LIMIT = 10.0
+
+# function -> {(exercise name, hidden, seed): CheckResult}. Weak keys: a
+# redefined function is a new object and is checked afresh.
+_checked = weakref.WeakKeyDictionary()
+
+
+def _check(name, student_fn, hidden, time_limit, seed):
+    """The check, where even a KeyboardInterrupt from the student's code is a verdict.
+
+    In a notebook a KeyboardInterrupt stops the cell (check re-raises it);
+    in a grading run it would abort every test after it, so here it fails
+    this exercise only.
+    """
+    try:
+        return check(name, student_fn, hidden=hidden, time_limit=time_limit, seed=seed)
+    except KeyboardInterrupt:
+        exercise = get(name)
+        outputs = {output.name: False for output in exercise.outputs}
+        message = f"✗ {name}: not checked — your function raised KeyboardInterrupt instead of returning."
+        return CheckResult(name, False, message, status="not checked", outputs=outputs, max_score=exercise.max_score)
+
+
+def _result(name, student_fn, hidden, time_limit, seed=0):
+    try:
+        memory = _checked.setdefault(student_fn, {})
+    except TypeError:  # not weak-referenceable (a builtin): check without remembering
+        return _check(name, student_fn, hidden, time_limit, seed)
+    stopped = [result for result in memory.values() if result.name == name and result.status == "not checked"]
+    if stopped:
+        return stopped[0]  # it already ran past the limit (or exited): do not wait for it again
+    key = (name, hidden, seed)
+    if key not in memory:
+        memory[key] = _check(name, student_fn, hidden, time_limit, seed)
+    return memory[key]
+
+
+def assert_output(name, student_fn, output, *, hidden=True, time_limit=DEFAULT_TIME_LIMIT):
+    """Pass when ``output`` of ``student_fn`` is right on every (hidden) trial; else ``AssertionError``.
+
+    The message says why (the checker's feedback, with its hint). Returns
+    nothing, so that a doctest-style test (otter's) expects no output.
+    """
+    get(name).output(output)  # a clear error for a misspelt output name
+    result = _result(name, student_fn, hidden, time_limit)
+    if not result.outputs.get(output):
+        raise AssertionError(f"{name}: {output} is not right ({result.status}).\n{result.message}")
+
+
+def assert_right(name, student_fn, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT):
+    """Pass when every output is right (the visible trials by default); else ``AssertionError``."""
+    result = _result(name, student_fn, hidden, time_limit)
+    if not result.ok:
+        raise AssertionError(result.message)

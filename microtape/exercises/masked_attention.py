@@ -1,0 +1,228 @@
+"""Exercise: causal and padding-masked attention, end to end — the forward and the backward.
+
+The student is given ``Q, K, V``, an additive mask and ``dC`` and returns the
+context ``C`` and ``dQ, dK, dV``. The tape's answer comes from the chain the
+attention layer records — ``scores``, ``scale``, ``add_constant(mask)``,
+``softmax``, ``context`` — on Tensors.
+"""
+
+import math
+
+import numpy as np
+
+from .. import ops
+from ..nn import masks
+from ..tape import Tape
+from ..tensor import Tensor
+from . import trials
+from .registry import Exercise, Mistake, Output, register
+
+__all__ = ["masked_attention"]
+
+
+def masked_attention(q, k, v, mask, grad_c):
+    r"""Masked scaled dot-product attention: the forward *and* the backward.
+
+    Forward (write it):
+        S = Q Kᵀ / √d + M        scores plus the additive mask   [Tq, Tk]
+        P = softmax(S)           row by row
+        C = P V                  context                         [Tq, D]
+
+    Arguments (numpy float64):
+        q: [Tq, D]   k: [Tk, D]   v: [Tk, D]   grad_c: dL/dC, [Tq, D]
+        (or the same with a leading batch of heads [N, …])
+        mask: [Tq, Tk], the same for every head — 0 where query i may look
+              at key j, a large negative number (-1e9, or -inf) where it may
+              not. A causal mask hides the future (j > i); a padding mask
+              hides the keys past each sequence's length.
+
+    Return a tuple ``(context, grad_q, grad_k, grad_v)``.
+
+    Some trials have large scores (rows shifted by up to ±1000): compute the
+    softmax so that ``np.exp`` cannot overflow. Then walk the chain back as in
+    the attention exercise: what does adding a constant mask do to the
+    gradient, and what is dS at a masked position?
+    """
+    raise NotImplementedError("masked_attention: compute the context and the gradients here")
+
+
+# One dict per trial: (N or None, Tq, Tk, D), the kind of mask and the value
+# that suppresses. Causal masks need Tq == Tk; "large" trials shift each row of
+# the scores by up to ±1000 (see trials.shift_keys).
+VISIBLE = (
+    {"shape": (None, 4, 4, 3), "mask": "causal", "value": masks.NEG_INF},
+    {"shape": (None, 3, 5, 2), "mask": "padding", "value": masks.NEG_INF},
+    {"shape": (2, 4, 4, 3), "mask": "causal", "value": -np.inf},
+    {"shape": (3, 2, 6, 4), "mask": "padding", "value": -np.inf},
+    {"shape": (None, 5, 5, 4), "mask": "padding", "value": masks.NEG_INF, "large": True},
+)
+HIDDEN = (
+    {"shape": (None, 5, 5, 2), "mask": "padding", "value": -np.inf},
+    {"shape": (2, 3, 3, 4), "mask": "causal", "value": masks.NEG_INF, "large": True},
+    {"shape": (None, 6, 4, 3), "mask": "padding", "value": masks.NEG_INF},
+    {"shape": (3, 5, 5, 2), "mask": "causal", "value": -np.inf},
+    {"shape": (None, 4, 7, 5), "mask": "padding", "value": masks.NEG_INF, "large": True},
+    {"shape": (2, 6, 6, 3), "mask": "causal", "value": masks.NEG_INF},
+)
+
+
+def make_inputs(rng, case):
+    batch, q_len, k_len, depth = case["shape"]
+    lead = () if batch is None else (batch,)
+    q = rng.standard_normal(lead + (q_len, depth))
+    k = rng.standard_normal(lead + (k_len, depth))
+    if case.get("large"):
+        k = trials.shift_keys(rng, q, k, trials.LARGE)
+    return {
+        "q": q,
+        "k": k,
+        "v": rng.standard_normal(lead + (k_len, depth)),
+        "mask": trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"]),
+        "grad_c": rng.standard_normal(lead + (q_len, depth)),
+    }
+
+
+def tape_gradients(inputs):
+    q = Tensor(inputs["q"], requires_grad=True, name="Q")
+    k = Tensor(inputs["k"], requires_grad=True, name="K")
+    v = Tensor(inputs["v"], requires_grad=True, name="V")
+    with Tape() as tape:
+        scores = q.matmul(k.swapaxes(-1, -2), name="scores")
+        scaled = scores.scale(1.0 / math.sqrt(q.shape[-1]), name="scaled_scores")
+        masked = scaled.add_constant(inputs["mask"], name="masked_scores")
+        weights = masked.softmax(-1, name="weights")
+        context = weights.matmul(v, name="context")
+    tape.backward(context, inputs["grad_c"])
+    return context.data, q.grad, k.grad, v.grad
+
+
+# ---------------------------------------------------------------- known mistakes
+#
+# ``_with_mistake`` is the chain with exactly one thing wrong; it returns only
+# the outputs that thing changes and refuses any other name, so no call of it
+# is the right answer. (Adding the mask before dividing by √d is not here: with
+# -1e9 or -inf it gives the very same weights.)
+
+_ALL = ("context", "grad_q", "grad_k", "grad_v")
+_CHANGES = {
+    "mask_ignored": _ALL,
+    "mask_after_softmax": _ALL,
+    "masked_scores_set_to_zero": _ALL,
+    "mask_transposed": _ALL,
+    "no_rowsum": ("grad_q", "grad_k"),
+    "exp_not_stabilised": _ALL,
+}
+
+
+def _t(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _weights(mistake, scores, mask):
+    allowed = mask == 0
+    if mistake == "mask_ignored":
+        return ops.softmax.forward(scores, axis=-1)
+    if mistake == "mask_after_softmax":
+        return ops.softmax.forward(scores, axis=-1) * allowed
+    if mistake == "masked_scores_set_to_zero":
+        return ops.softmax.forward(np.where(allowed, scores, 0.0), axis=-1)
+    if mistake == "mask_transposed":
+        return ops.softmax.forward(scores + _t(mask), axis=-1)
+    if mistake == "exp_not_stabilised":
+        e = np.exp(scores + mask)  # no max subtracted: overflows above ~709
+        return e / np.sum(e, axis=-1, keepdims=True)
+    return ops.softmax.forward(scores + mask, axis=-1)
+
+
+def _with_mistake(mistake, q, k, v, mask, grad_c):
+    if mistake not in _CHANGES:
+        raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        weights = _weights(mistake, q @ _t(k) * scale, mask)
+    grad_weights = grad_c @ _t(v)
+    if mistake == "no_rowsum":
+        grad_scores = weights * grad_weights
+    else:
+        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=-1, keepdims=True))
+    if mistake == "masked_scores_set_to_zero":
+        grad_scores = grad_scores * (mask == 0)  # the zeroed scores are constants
+    every = {
+        "context": weights @ v,
+        "grad_q": grad_scores @ k * scale,
+        "grad_k": _t(grad_scores) @ q * scale,
+        "grad_v": _t(weights) @ grad_c,
+    }
+    return {name: every[name] for name in _CHANGES[mistake]}
+
+
+def _variant(mistake):
+    def variant(q, k, v, mask, grad_c):
+        return _with_mistake(mistake, q, k, v, mask, grad_c)
+
+    variant.__name__ = variant.__qualname__ = f"_{mistake}"
+    return variant
+
+
+register(
+    Exercise(
+        name="masked_attention",
+        title="Causal and padding-masked attention, end to end: C, dQ, dK, dV",
+        stub=masked_attention,
+        make_inputs=make_inputs,
+        tape_gradients=tape_gradients,
+        outputs=(
+            Output("context", "grad_c", aliases=("C",)),
+            Output("grad_q", "q", aliases=("dQ",)),
+            Output("grad_k", "k", aliases=("dK",)),
+            Output("grad_v", "v", aliases=("dV",)),
+        ),
+        visible=VISIBLE,
+        hidden=HIDDEN,
+        mistakes=(
+            Mistake(
+                "mask_ignored",
+                "mask_not_applied",
+                "your P is softmax(Q Kᵀ / √d) without the mask, so queries look at keys they may not "
+                "(the future, or padding). Add the mask to the scaled scores before the softmax.",
+                _variant("mask_ignored"),
+            ),
+            Mistake(
+                "mask_after_softmax",
+                "mask_after_softmax",
+                "your P is the unmasked softmax with the masked weights zeroed afterwards, so its rows no "
+                "longer sum to 1. Add the mask *before* the softmax: softmax(S + M) renormalises over "
+                "the allowed keys.",
+                _variant("mask_after_softmax"),
+            ),
+            Mistake(
+                "masked_scores_set_to_zero",
+                "mask_as_zero",
+                "your masked scores are set to 0 — but exp(0) = 1, so the masked keys still get weight. "
+                "The mask is *added*: S + M, where exp(score − 1e9) is 0.",
+                _variant("masked_scores_set_to_zero"),
+            ),
+            Mistake(
+                "mask_transposed",
+                "transposed",
+                "your mask is transposed: mask[i, j] is about query i (row) and key j (column), so add "
+                "it as it is — a transposed causal mask lets each query see the future, not the past.",
+                _variant("mask_transposed"),
+            ),
+            Mistake(
+                "no_rowsum",
+                "missing_rowsum",
+                "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
+                "dS = P ⊙ (dP − rowsum(dP ⊙ P)); the mask, a constant, changes nothing in it.",
+                _variant("no_rowsum"),
+            ),
+            Mistake(
+                "exp_not_stabilised",
+                "unstable_exp",
+                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+                "Subtract each row's maximum of S + M before exp: the softmax does not change.",
+                _variant("exp_not_stabilised"),
+            ),
+        ),
+    )
+)
