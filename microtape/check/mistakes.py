@@ -25,7 +25,17 @@ from dataclasses import dataclass
 from ..nn import analytic
 from ..plain import Plain
 
-__all__ = ["Mistake", "MISTAKES", "ALIASES", "mistake_links"]
+__all__ = [
+    "Mistake",
+    "MISTAKES",
+    "ALIASES",
+    "mistake_links",
+    "softmax_without_rowsum",
+    "scores_without_scale",
+    "scores_with_k_not_transposed",
+    "dropout_not_applied",
+    "softmax_of",
+]
 
 
 @dataclass(frozen=True)
@@ -53,37 +63,42 @@ class Mistake:
 
 
 # ---------------------------------------------------------------- the wrong links
+#
+# Each has the signature of the link of microtape.nn.analytic.LINKS it replaces
+# (the exercises' known mistakes use them too).
 
 
-def _scores_without_scale(cache):
-    # WRONG: dQ = dS K, dK = dSᵀ Q — the 1/√d of the forward is forgotten.
-    return {"scores": lambda grad_scores, q, k, scale: analytic.scores_backward(grad_scores, q, k, 1.0)}
+def softmax_without_rowsum(grad_weights, weights):
+    """WRONG: dS = P ⊙ dP — only the diagonal of softmax's Jacobian."""
+    return weights * grad_weights
 
 
-def _softmax_without_rowsum(cache):
-    # WRONG: dS = P ⊙ dP — only the diagonal of softmax's Jacobian.
-    return {"softmax": lambda grad_weights, weights: weights * grad_weights}
+def scores_without_scale(grad_scores, q, k, scale):
+    """WRONG: dQ = dS K, dK = dSᵀ Q — the 1/√d of the forward is forgotten."""
+    return analytic.scores_backward(grad_scores, q, k, 1.0)
 
 
-def _k_not_transposed(cache):
-    def scores(grad_scores, q, k, scale):
-        grad_q, _ = analytic.scores_backward(grad_scores, q, k, scale)
-        return grad_q, grad_scores @ q * scale  # WRONG: needs grad_scoresᵀ
-
-    return {"scores": scores}
+def scores_with_k_not_transposed(grad_scores, q, k, scale):
+    """WRONG: dK = dS Q / √d — dS where dSᵀ belongs."""
+    grad_q, _ = analytic.scores_backward(grad_scores, q, k, scale)
+    return grad_q, grad_scores @ q * scale
 
 
-def _dropout_mask_not_applied(cache):
-    # WRONG: dP = dP̃ — the saved mask is not applied on the way back.
-    return {"dropout": lambda grad_dropped, keep: grad_dropped}
+def dropout_not_applied(grad_dropped, keep):
+    """WRONG: dP = dP̃ — the saved mask is not applied on the way back."""
+    return grad_dropped
+
+
+def softmax_of(weights):
+    """WRONG (when ``weights`` are not the forward's P): the softmax backward with other weights."""
+    return lambda grad_weights, _: analytic.softmax_backward(grad_weights, weights)
 
 
 def _causal_mask_leaked(cache):
-    # WRONG: the softmax backward uses weights recomputed from the scores
-    # *without* the mask, so masked keys get gradient.
+    # The weights recomputed from the scores *without* the mask: masked keys get gradient.
     q_heads, k_heads = Plain(cache["Q_heads"]), Plain(cache["K_heads"])
     unmasked = (q_heads @ k_heads.swapaxes(-1, -2)).scale(q_heads.shape[-1] ** -0.5).softmax(-1).data
-    return {"softmax": lambda grad_weights, weights: analytic.softmax_backward(grad_weights, unmasked)}
+    return {"softmax": softmax_of(unmasked)}
 
 
 MISTAKES = {
@@ -98,7 +113,7 @@ MISTAKES = {
             ),
             why="S = Q K^T / sqrt(d): the scale is part of the forward, so the gradients of Q and K "
             "are scaled by 1/sqrt(d) too.",
-            links=_scores_without_scale,
+            links=lambda cache: {"scores": scores_without_scale},
         ),
         Mistake(
             "forgot_rowsum",
@@ -106,7 +121,7 @@ MISTAKES = {
             wrong=(("dS", "dS = P * dP  (rowsum term forgotten)", r"dS = P \odot dP"),),
             why="softmax couples a row: raising one score lowers every other weight of that row. "
             "The - rowsum(dP * P) term is that coupling (the -p p^T part of the Jacobian).",
-            links=_softmax_without_rowsum,
+            links=lambda cache: {"softmax": softmax_without_rowsum},
         ),
         Mistake(
             "K_not_transposed",
@@ -114,7 +129,7 @@ MISTAKES = {
             wrong=(("dK", "dK = dS Q / sqrt(d)  (dS where dS^T is needed)", r"dK = \frac{dS\, Q}{\sqrt d}"),),
             why="K enters the scores transposed (S = Q K^T), so its gradient needs the transpose: "
             "dK = dS^T Q / sqrt(d). With Tq == Tk the shapes still fit: only the numbers catch it.",
-            links=_k_not_transposed,
+            links=lambda cache: {"scores": scores_with_k_not_transposed},
             needs="square",
         ),
         Mistake(
@@ -123,7 +138,7 @@ MISTAKES = {
             wrong=(("dP", "dP = dP~  (dropout mask forgotten)", r"dP = d\tilde P"),),
             why="P~ = P * keep, with keep = 1/(1-p) where kept and 0 where dropped: the gradient goes back "
             "through the same mask, so a dropped weight gets no gradient and a kept one is scaled by 1/(1-p).",
-            links=_dropout_mask_not_applied,
+            links=lambda cache: {"dropout": dropout_not_applied},
             needs="dropout",
         ),
         Mistake(

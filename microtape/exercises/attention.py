@@ -5,14 +5,11 @@ tape's answer comes from the same chain ``MultiHeadAttention`` records —
 ``scores``, ``scale``, ``softmax``, ``context`` — on Tensors.
 """
 
-import math
-
 import numpy as np
 
-from .. import ops
-from ..tape import Tape
-from ..tensor import Tensor
-from . import trials
+from ..check import mistakes as wrong
+from ..nn import analytic
+from . import core, trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["attention_backward"]
@@ -82,25 +79,16 @@ def make_inputs(rng, case):
 
 
 def tape_gradients(inputs):
-    q = Tensor(inputs["q"], requires_grad=True, name="Q")
-    k = Tensor(inputs["k"], requires_grad=True, name="K")
-    v = Tensor(inputs["v"], requires_grad=True, name="V")
-    depth = q.shape[-1]
-    with Tape() as tape:
-        scores = q.matmul(k.swapaxes(-1, -2), name="scores")
-        scaled = scores.scale(1.0 / math.sqrt(depth), name="scaled_scores")
-        weights = scaled.softmax(-1, name="weights")
-        context = weights.matmul(v, name="context")
-    tape.backward(context, inputs["grad_c"])
-    return q.grad, k.grad, v.grad
+    return core.taped(inputs)[1:]
 
 
 # ---------------------------------------------------------------- known mistakes
 #
-# Each variant is the chain with exactly one link wrong: ``_with_mistake``
-# takes the name of that link and returns only the outputs it gets wrong (the
-# checker takes the others from the tape). It refuses any other name, so no
-# call of it is the right answer.
+# Each variant is the one hand-derived chain (core.by_hand) with exactly one
+# thing wrong — a link swapped, or the weights computed wrongly — and returns
+# only the outputs that thing changes (the checker takes the others from the
+# tape). ``_with_mistake`` refuses any other name, so no call of it is the
+# right answer.
 
 #: The outputs each mistake changes.
 _CHANGES = {
@@ -115,40 +103,28 @@ _CHANGES = {
     "exp_not_stabilised": ("grad_q", "grad_k", "grad_v"),
 }
 
-
-def _t(x):
-    return np.swapaxes(x, -1, -2)
-
-
-def _naive_softmax(s):
-    e = np.exp(s)  # no max subtracted: overflows above ~709
-    return e / np.sum(e, axis=-1, keepdims=True)
+#: The link each mistake swaps (see microtape.nn.analytic.LINKS).
+_LINKS = {
+    "no_backward_scale": {"scores": wrong.scores_without_scale},
+    "no_scale_anywhere": {"scores": wrong.scores_without_scale},
+    "no_rowsum": {"softmax": wrong.softmax_without_rowsum},
+    "rowsum_wrong_axis": {"softmax": lambda dp, p: p * (dp - np.sum(dp * p, axis=-2, keepdims=True))},
+    "grad_v_not_transposed": {"context": lambda dc, p, v: (analytic.context_backward(dc, p, v)[0], p @ dc)},
+    "grad_k_not_transposed": {"scores": wrong.scores_with_k_not_transposed},
+    "softmax_skipped": {"softmax": lambda dp, p: dp},
+}
 
 
 def _with_mistake(mistake, q, k, v, grad_c):
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    forward_scale = 1.0 if mistake in ("no_forward_scale", "no_scale_anywhere") else scale
-    scores = q @ _t(k) * forward_scale
-    if mistake == "exp_not_stabilised":
-        with np.errstate(over="ignore", invalid="ignore"):
-            weights = _naive_softmax(scores)
+    if mistake in ("no_forward_scale", "no_scale_anywhere"):
+        weights = core.weights_of(q / core.scale_of(q), k)  # Q √d Kᵀ / √d = Q Kᵀ: the scale forgotten
+    elif mistake == "exp_not_stabilised":
+        weights = core.unstable_weights(q @ np.swapaxes(k, -1, -2) * core.scale_of(q))
     else:
-        weights = ops.softmax.forward(scores, axis=-1)
-    grad_weights = grad_c @ _t(v)
-    grad_v = (weights if mistake == "grad_v_not_transposed" else _t(weights)) @ grad_c
-    if mistake == "softmax_skipped":
-        grad_scores = grad_weights
-    elif mistake == "no_rowsum":
-        grad_scores = weights * grad_weights
-    else:
-        axis = -2 if mistake == "rowsum_wrong_axis" else -1
-        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=axis, keepdims=True))
-    backward_scale = 1.0 if mistake in ("no_backward_scale", "no_scale_anywhere") else scale
-    grad_q = grad_scores @ k * backward_scale
-    grad_k = (grad_scores if mistake == "grad_k_not_transposed" else _t(grad_scores)) @ q * backward_scale
-    every = {"grad_q": grad_q, "grad_k": grad_k, "grad_v": grad_v}
+        weights = core.weights_of(q, k)
+    every = core.by_hand(q, k, v, grad_c, weights, links=_LINKS.get(mistake))
     return {name: every[name] for name in _CHANGES[mistake]}
 
 

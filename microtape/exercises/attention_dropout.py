@@ -6,14 +6,11 @@ attention layer records in training mode — ``softmax``, then
 ``dropout(keep)`` on the weights, then ``context`` — on Tensors.
 """
 
-import math
-
 import numpy as np
 
-from .. import ops
-from ..tape import Tape
-from ..tensor import Tensor
-from . import trials
+from ..check import mistakes as wrong
+from ..nn import analytic
+from . import core, trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["attention_dropout_backward"]
@@ -86,18 +83,7 @@ def make_inputs(rng, case):
 
 
 def tape_gradients(inputs):
-    q = Tensor(inputs["q"], requires_grad=True, name="Q")
-    k = Tensor(inputs["k"], requires_grad=True, name="K")
-    v = Tensor(inputs["v"], requires_grad=True, name="V")
-    keep = inputs["mask"] / (1.0 - inputs["p"])
-    with Tape() as tape:
-        scores = q.matmul(k.swapaxes(-1, -2), name="scores")
-        scaled = scores.scale(1.0 / math.sqrt(q.shape[-1]), name="scaled_scores")
-        weights = scaled.softmax(-1, name="weights")
-        dropped = weights.dropout(keep, name="dropped_weights")
-        context = dropped.matmul(v, name="context")
-    tape.backward(context, inputs["grad_c"])
-    return q.grad, k.grad, v.grad
+    return core.taped(inputs, keep=inputs["mask"] / (1.0 - inputs["p"]))[1:]
 
 
 # ---------------------------------------------------------------- known mistakes
@@ -116,36 +102,32 @@ _CHANGES = {
 }
 
 
-def _t(x):
-    return np.swapaxes(x, -1, -2)
-
-
 def _with_mistake(mistake, q, k, v, mask, p, grad_c):
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = q @ _t(k) * scale
     if mistake == "exp_not_stabilised":
-        with np.errstate(over="ignore", invalid="ignore"):
-            e = np.exp(scores)  # no max subtracted: overflows above ~709
-            weights = e / np.sum(e, axis=-1, keepdims=True)
+        weights = core.unstable_weights(q @ np.swapaxes(k, -1, -2) * core.scale_of(q))
     else:
-        weights = ops.softmax.forward(scores, axis=-1)
+        weights = core.weights_of(q, k)
     keep = mask * 1.0 if mistake == "dropout_scale_missing" else mask / (1.0 - p)
-    dropped = weights * keep
-    grad_v = _t(weights if mistake == "grad_v_without_dropout" else dropped) @ grad_c
-    grad_dropped = grad_c @ _t(v)
-    if mistake in ("grad_p_without_dropout", "dropout_after_softmax_backward"):
-        grad_weights = grad_dropped
-    else:
-        grad_weights = grad_dropped * keep
-    rowsum_weights = dropped if mistake == "rowsum_with_dropped_weights" else weights
-    with np.errstate(invalid="ignore"):
-        grad_scores = rowsum_weights * (grad_weights - np.sum(grad_weights * rowsum_weights, axis=-1, keepdims=True))
-    if mistake == "dropout_after_softmax_backward":
-        grad_scores = grad_scores * keep
-    every = {"grad_q": grad_scores @ k * scale, "grad_k": _t(grad_scores) @ q * scale, "grad_v": grad_v}
+    links = {
+        # dV = Pᵀ dC: the weights before dropout.
+        "grad_v_without_dropout": {"context": lambda dc, used, v: (dc @ np.swapaxes(v, -1, -2), _t(weights) @ dc)},
+        "grad_p_without_dropout": {"dropout": wrong.dropout_not_applied},
+        # The softmax backward with P̃ where P belongs.
+        "rowsum_with_dropped_weights": {"softmax": wrong.softmax_of(weights * keep)},
+        # keep applied after the softmax backward instead of before it.
+        "dropout_after_softmax_backward": {
+            "dropout": wrong.dropout_not_applied,
+            "softmax": lambda dp, w: analytic.softmax_backward(dp, w) * keep,
+        },
+    }.get(mistake)
+    every = core.by_hand(q, k, v, grad_c, weights, keep, links)
     return {name: every[name] for name in _CHANGES[mistake]}
+
+
+def _t(x):
+    return np.swapaxes(x, -1, -2)
 
 
 def _variant(mistake):

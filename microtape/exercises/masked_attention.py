@@ -6,15 +6,11 @@ attention layer records — ``scores``, ``scale``, ``add_constant(mask)``,
 ``softmax``, ``context`` — on Tensors.
 """
 
-import math
-
 import numpy as np
 
-from .. import ops
-from ..nn import masks
-from ..tape import Tape
-from ..tensor import Tensor
-from . import trials
+from ..check import mistakes as wrong
+from ..nn import analytic, masks
+from . import core, trials
 from .registry import Exercise, Mistake, Output, register
 
 __all__ = ["masked_attention"]
@@ -83,17 +79,7 @@ def make_inputs(rng, case):
 
 
 def tape_gradients(inputs):
-    q = Tensor(inputs["q"], requires_grad=True, name="Q")
-    k = Tensor(inputs["k"], requires_grad=True, name="K")
-    v = Tensor(inputs["v"], requires_grad=True, name="V")
-    with Tape() as tape:
-        scores = q.matmul(k.swapaxes(-1, -2), name="scores")
-        scaled = scores.scale(1.0 / math.sqrt(q.shape[-1]), name="scaled_scores")
-        masked = scaled.add_constant(inputs["mask"], name="masked_scores")
-        weights = masked.softmax(-1, name="weights")
-        context = weights.matmul(v, name="context")
-    tape.backward(context, inputs["grad_c"])
-    return context.data, q.grad, k.grad, v.grad
+    return core.taped(inputs, mask=inputs["mask"])
 
 
 # ---------------------------------------------------------------- known mistakes
@@ -114,45 +100,34 @@ _CHANGES = {
 }
 
 
-def _t(x):
-    return np.swapaxes(x, -1, -2)
-
-
-def _weights(mistake, scores, mask):
+def _weights(mistake, q, k, mask):
+    """P, computed right — or the way the mistake computes it."""
     allowed = mask == 0
     if mistake == "mask_ignored":
-        return ops.softmax.forward(scores, axis=-1)
+        return core.weights_of(q, k)
     if mistake == "mask_after_softmax":
-        return ops.softmax.forward(scores, axis=-1) * allowed
+        return core.weights_of(q, k) * allowed
     if mistake == "masked_scores_set_to_zero":
-        return ops.softmax.forward(np.where(allowed, scores, 0.0), axis=-1)
+        scores = q @ np.swapaxes(k, -1, -2) * core.scale_of(q)
+        return core.weights_of(q, k, np.where(allowed, 0.0, -scores))  # S + M = 0 where masked
     if mistake == "mask_transposed":
-        return ops.softmax.forward(scores + _t(mask), axis=-1)
+        return core.weights_of(q, k, np.swapaxes(mask, -1, -2))
     if mistake == "exp_not_stabilised":
-        e = np.exp(scores + mask)  # no max subtracted: overflows above ~709
-        return e / np.sum(e, axis=-1, keepdims=True)
-    return ops.softmax.forward(scores + mask, axis=-1)
+        return core.unstable_weights(q @ np.swapaxes(k, -1, -2) * core.scale_of(q) + mask)
+    return core.weights_of(q, k, mask)
 
 
 def _with_mistake(mistake, q, k, v, mask, grad_c):
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
-    scale = 1.0 / math.sqrt(q.shape[-1])
     with np.errstate(over="ignore", invalid="ignore"):
-        weights = _weights(mistake, q @ _t(k) * scale, mask)
-    grad_weights = grad_c @ _t(v)
-    if mistake == "no_rowsum":
-        grad_scores = weights * grad_weights
-    else:
-        grad_scores = weights * (grad_weights - np.sum(grad_weights * weights, axis=-1, keepdims=True))
-    if mistake == "masked_scores_set_to_zero":
-        grad_scores = grad_scores * (mask == 0)  # the zeroed scores are constants
-    every = {
-        "context": weights @ v,
-        "grad_q": grad_scores @ k * scale,
-        "grad_k": _t(grad_scores) @ q * scale,
-        "grad_v": _t(weights) @ grad_c,
-    }
+        weights = _weights(mistake, q, k, mask)
+    links = {
+        "no_rowsum": {"softmax": wrong.softmax_without_rowsum},
+        # The zeroed scores are constants: no gradient flows to the masked entries.
+        "masked_scores_set_to_zero": {"softmax": lambda dp, w: analytic.softmax_backward(dp, w) * (mask == 0)},
+    }.get(mistake)
+    every = core.by_hand(q, k, v, grad_c, weights, links=links)
     return {name: every[name] for name in _CHANGES[mistake]}
 
 

@@ -51,12 +51,13 @@ def _named(value, name):
     return value
 
 
-def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None):
+def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None, record=None):
     """Scaled dot-product attention of ``[N, Tq, D]`` queries over ``[N, Tk, D]`` keys and values.
 
     ``causal_mask`` and ``mask`` are additive constants (``[Tq, Tk]``),
     ``keep`` the saved dropout mask (``[N, Tq, Tk]``, scaled by ``1/(1-p)``).
-    Returns the context ``[N, Tq, D]``.
+    Returns the context ``[N, Tq, D]``; with a ``record`` dict, also puts the
+    ``weights`` (before dropout) in it. Any number of leading axes works.
     """
     depth = q_heads.shape[-1]
     scores = q_heads.matmul(k_heads.swapaxes(-1, -2, name="K_heads^T"), name="scores")
@@ -66,6 +67,8 @@ def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=
     if mask is not None:
         scores = scores.add_constant(mask, name="masked_scores")
     weights = scores.softmax(-1, name="weights")
+    if record is not None:
+        record["weights"] = weights
     used = weights if keep is None else weights.dropout(keep, name="dropped_weights")
     return used.matmul(v_heads, name="context")
 
