@@ -31,6 +31,7 @@ __all__ = [
     "dropout_backward",
     "attention_dropout_backward",
     "layernorm_backward",
+    "logsumexp_vjp",
     "SOLUTIONS",
 ]
 
@@ -135,6 +136,12 @@ def layernorm_backward(x, gamma, grad_y, eps):
     # Three paths from x to xhat (directly, via the mean, via the variance):
     grad_x = inv_std * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
     return grad_x, grad_gamma, grad_beta
+
+
+def logsumexp_vjp(g, ans, x):
+    # y = log Σ exp(x): ∂y/∂x_j = exp(x_j) / Σ exp = exp(x_j − y), a softmax that
+    # never overflows (y is at least the row's max). g has one entry per row.
+    return (g[..., None] * np.exp(x - ans[..., None]),)
 
 
 #: Every solution by exercise name.

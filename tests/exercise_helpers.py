@@ -16,7 +16,8 @@ def as_dict(name, returned):
     if isinstance(returned, dict):
         return dict(returned)
     if len(outputs) == 1:
-        return {outputs[0]: returned}
+        # One output, returned bare or as a 1-tuple (an op's VJP returns ``(grad_x,)``).
+        return {outputs[0]: returned[0] if isinstance(returned, tuple) else returned}
     return dict(zip(outputs, returned, strict=True))
 
 

@@ -33,12 +33,13 @@ def test_the_lab_order_is_written_once():
     assert NAMES == list(ex.EXERCISES) == list(ex.ORDER) == from_modules
     assert NAMES[:3] == ["softmax_backward", "linear_backward", "tanh_layer_backward"]
     assert NAMES[-1] == "layernorm_backward" and ex.get(NAMES[-1]).stretch
+    assert NAMES[-2] == "logsumexp_vjp" and not ex.get("logsumexp_vjp").stretch
     assert "layernorm_backward" not in ex.list_exercises(include_stretch=False)
     assert set(SOLUTIONS) == set(NAMES)
 
 
 def test_new_exercises_are_in_the_lab():
-    for name in ("attention_dropout_backward", "masked_attention", "tanh_layer_backward"):
+    for name in ("attention_dropout_backward", "masked_attention", "tanh_layer_backward", "logsumexp_vjp"):
         assert name in NAMES
         exercise = ex.get(name)
         assert len(exercise.mistakes) >= 4 and exercise.visible and exercise.hidden
@@ -450,3 +451,27 @@ def test_notebooks_are_stored_without_outputs(notebook):
         f"{notebook.name}: cells {dirty} have stored outputs; clear them with "
         "`jupyter nbconvert --clear-output --inplace notebooks/*.ipynb`"
     )
+
+
+def test_the_op_exercise_registers_the_students_vjp_as_an_op():
+    """Notebook 07's last step: the (right) VJP becomes an op — recorded, drawn, passed by gradcheck."""
+    import microtape as mt
+    from microtape.exercises.op_vjp import logsumexp_forward
+    from microtape.ops import OPS
+
+    op = mt.ops.define("student_logsumexp", forward=logsumexp_forward, vjp=SOLUTIONS["logsumexp_vjp"],
+                       formula="{g} * softmax({x})")  # fmt: skip
+    try:
+        scores = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]])
+        assert mt.check.gradcheck(lambda t: op(t).sum(), scores).ok
+        wrong = ex.get("logsumexp_vjp").mistake("not_normalised").fn
+        careless = mt.ops.define("careless_logsumexp", forward=logsumexp_forward,
+                                 vjp=lambda g, ans, x: (wrong(g, ans, x)["grad_x"],), formula="{g}")  # fmt: skip
+        assert not mt.check.gradcheck(lambda t: careless(t).sum(), scores).ok
+        x = mt.Tensor(scores, requires_grad=True, name="scores")
+        with mt.Tape() as tape:
+            op(x, name="lse").sum(name="total")
+        assert "student_logsumexp" in mt.viz.graph(tape, backward=True).source
+    finally:
+        OPS.pop("student_logsumexp", None)
+        OPS.pop("careless_logsumexp", None)

@@ -72,3 +72,8 @@ def layernorm_backward(x, gamma, grad_y, eps):
     g = grad_y * gamma
     dx = (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True)) / np.sqrt(var + eps)
     return dx, (grad_y * xhat).sum(axis=0), grad_y.sum(axis=0)
+
+
+# %% logsumexp_vjp
+def logsumexp_vjp(g, ans, x):
+    return (g[..., None] * np.exp(x - ans[..., None]),)

@@ -71,3 +71,8 @@ def layernorm_backward(x, gamma, grad_y, eps):
         x.var(-1, keepdims=True) + eps
     )
     return dx, (grad_y * xhat).sum(0), grad_y.sum(0)
+
+
+# %% logsumexp_vjp
+def logsumexp_vjp(g, ans, x):
+    return (g[..., None] * np.exp(x - ans[..., None]),)

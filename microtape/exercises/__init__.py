@@ -71,6 +71,7 @@ LAB = (
     "masked_attention",
     "dropout",
     "attention_dropout",
+    "op_vjp",
     "layernorm",
 )
 for _module in LAB:
