@@ -76,3 +76,20 @@ def test_from_torch_refuses_what_it_cannot_copy():
     module = torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True, dtype=torch.float64)
     with pytest.raises(ValueError, match="kdim"):
         mt.nn.MultiHeadAttention.from_torch(module)
+
+
+def test_bad_torch_inputs_are_refused_by_name():
+    """A torch tensor passed as an input, a NaN weight, a Linear or None: clear refusals naming what."""
+    attn = mt.nn.MultiHeadAttention(8, 2, seed=0)
+    x = torch.randn(1, 3, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"query must be a microtape Tensor or numpy array, got torch\.Tensor"):
+        attn(x)
+    module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        module.in_proj_weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="in_proj_weight"):
+        mt.nn.MultiHeadAttention.from_torch(module)
+    with pytest.raises(TypeError, match="MultiheadAttention.*Linear"):
+        mt.nn.MultiHeadAttention.from_torch(torch.nn.Linear(8, 8))
+    with pytest.raises(TypeError, match="NoneType"):
+        mt.nn.MultiHeadAttention.from_torch(None)
