@@ -439,7 +439,8 @@ def tiled_core(block_size, causal=False, dropout=None):
     def core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None):
         if causal_mask is not None or keep is not None:
             raise ValueError("tiled_core: give causal= and dropout= to tiled_core(), not whole masks per call")
-        return tiled_attention(q_heads, k_heads, v_heads, block_size, causal, getattr(mask, "data", mask), dropout)
+        mask = mask.data if isinstance(mask, (Tensor, Plain)) else mask
+        return tiled_attention(q_heads, k_heads, v_heads, block_size, causal, mask, dropout)
 
     return core
 
