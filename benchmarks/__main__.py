@@ -16,6 +16,7 @@ micrograd==0.1.0``).
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import time
@@ -319,7 +320,9 @@ def tiled(report, quick, torch_python):
             continue
         results[("big", impl, causal)] = r
         if "refused" in r:
-            big_rows.append(label + ["refused: " + r["refused"].split("refused — ", 1)[-1].split(". ")[0]])
+            needed = re.search(r"\(([\d.]+ GiB)\), over the limit of ([\d,]+) bytes", r["refused"])
+            why = f"needs ≈ {needed[1]}, limit {int(needed[2].replace(',', '')) / 2**30:g} GiB" if needed else ""
+            big_rows.append(label + [f"refused (MemoryError{': ' + why if why else ''})"])
             continue
         big_rows.append(
             label

@@ -208,6 +208,22 @@ def test_the_core_is_one_row_and_nothing_score_sized_is_kept():
     assert max(np.size(g) for g in result.values()) < score_values / 4
 
 
+def test_a_tiled_step_never_allocates_a_score_sized_array():
+    """tracemalloc over forward + backward: the peak stays below ONE [B·H, T, T] array (the chain keeps ~6)."""
+    import tracemalloc
+
+    batch, length, embed, heads = 1, 512, 8, 2
+    attn = mt.nn.MultiHeadAttention(embed, heads, causal=True, block_size=64, seed=0)
+    x = np.random.default_rng(0).standard_normal((batch, length, embed))
+    score_bytes = batch * heads * length * length * 8  # 4 MiB; every [B, T, E] array is 32 KiB
+    tracemalloc.start()
+    attn(x)
+    attn.backward(np.ones((batch, length, embed)))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < score_bytes / 2, f"peak {peak:,} bytes"
+
+
 def test_backward_reads_the_saved_lse_and_never_reruns_the_forward(monkeypatch):
     """L is saved beside O; the VJP recomputes P from Q, K and L — not by another forward."""
     attn = mt.nn.MultiHeadAttention(8, 2, block_size=2, seed=0)
