@@ -208,6 +208,18 @@ def test_the_core_is_one_row_and_nothing_score_sized_is_kept():
     assert max(np.size(g) for g in result.values()) < score_values / 4
 
 
+def test_a_graph_shows_the_core_as_one_box_with_a_formula_per_input():
+    """mt.viz.graph of a tiled tape: one tiled_attention box; each backward edge carries its input's formula."""
+    attn = mt.nn.MultiHeadAttention(8, 2, causal=True, block_size=2, seed=0)
+    attn(np.random.default_rng(0).standard_normal((1, 5, 8)))
+    attn.backward(np.ones((1, 5, 8)))
+    source = mt.viz.graph(attn.tape, backward=True).source
+    assert source.count("tiled_attention [2,5,4]") == 1
+    for position, name in enumerate("QKV"):
+        formula = tiled.TILED_ATTENTION.formula_for(position)
+        assert f'label="grad_{name} = {formula}' in source, name
+
+
 def test_a_tiled_step_never_allocates_a_score_sized_array():
     """tracemalloc over forward + backward: the peak stays below ONE [B·H, T, T] array (the chain keeps ~6)."""
     import tracemalloc

@@ -245,18 +245,9 @@ def _prefix_softmax(scores, keep, values):
 
 
 def tiled_report(
-    attn,
-    query,
-    key=None,
-    value=None,
-    mask=None,
-    grad_output=None,
-    *,
-    block_size=None,
-    tolerance=None,
-    seed=0,
-    mistakes=None,
-):
+    attn, query, key=None, value=None, mask=None, grad_output=None,
+    *, block_size=None, tolerance=None, seed=0, mistakes=None,
+):  # fmt: skip
     """Walk the tiled kernel tile by tile and check every running quantity against the standard chain.
 
     ``query``, ``key``, ``value`` and ``mask`` are what

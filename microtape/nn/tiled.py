@@ -397,8 +397,8 @@ TILED_ATTENTION = _op(
     ],
     inputs=("Q", "K", "V"),
     output="O",
-    note="per tile S = Q_i K_j^T / sqrt(d) + mask and P = exp(S - L), recomputed from the saved "
-    "L = m + log l; D = rowsum(g * O) replaces rowsum(dP * P); causal tiles above the diagonal are skipped",
+    # (No semicolons in the note: pictures split the formula into its per-input parts at them.)
+    note="per tile P = exp(S - L) from the saved L = m + log l, and D = rowsum(g * O)",
     example_params={"block_size": 2},
     label=_label,
 )
