@@ -2,7 +2,7 @@
 
     python -m benchmarks                    # everything (about 10-15 minutes on 2 cores)
     python -m benchmarks --quick            # a smoke test: tiny sizes, few repeats
-    python -m benchmarks --only scalar      # one part: attention, scalar or graph
+    python -m benchmarks --only scalar      # one part: attention, tiled, scalar or graph
     python -m benchmarks --markdown out.md  # also write the tables to a file
 
 Every measurement runs in a fresh worker process with one BLAS thread. The
@@ -16,6 +16,7 @@ micrograd==0.1.0``).
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import time
@@ -232,6 +233,155 @@ def _attention_summary(report, results, sizes, impls, dtypes):
         report.say("Targets (issue 7), against the hand-written numpy of the same run:")
         report.say()
         for line in checks:
+            report.say(line)
+        report.say()
+
+
+# ---------------------------------------------------------------- tiled
+
+#: (B, T, E, H) of issue 15's targets, the size the standard path refuses, the block sizes tried.
+TILED_SIZE = (1, 2048, 256, 4)
+TILED_BIG = (1, 16384, 256, 4)
+TILED_BLOCKS = (64, 128, 256)
+
+
+def _label(B, T, E, H):
+    return f"B={B},T={T},E={E},H={H}"
+
+
+def tiled(report, quick, torch_python):
+    """Issue 15: the tiled path's memory and time against the numpy reference, and a size only it can run."""
+    size, big = ((1, 256, 64, 4), (1, 1024, 64, 4)) if quick else (TILED_SIZE, TILED_BIG)
+    blocks = TILED_BLOCKS[:1] if quick else TILED_BLOCKS
+    block = blocks[-1]  # the block size of the causal rows and of the big size
+    fused = [("torch-fused", None)] if torch_python else []
+    report.say("## Tiled (flash) attention: forward + backward, float32")
+    report.say()
+    report.say(
+        "Self-attention as in the attention part, float32. `tiled` is `MultiHeadAttention(..., block_size=b)` "
+        "then `.backward(g)` (the core is one `tiled_attention` tape row: online-softmax forward, recomputing "
+        "backward); `numpy-tiled` the hand-written numpy reference with microtape's tiled kernel as its core "
+        "and no tape (the floor for the tiled path's memory); `torch-fused` the same layer in PyTorch with "
+        "`scaled_dot_product_attention` as its core (what `nn.MultiheadAttention` calls; tracemalloc cannot "
+        "see torch's allocator: compare its RSS growth). ×numpy and mem ×numpy divide by the numpy reference "
+        "with the same causality, measured in this run."
+    )
+    report.say()
+    results, rows = {}, []
+    for causal in (False, True):
+        impls = [("numpy", None), ("tape", None), ("numpy-tiled", block)]
+        impls += [("tiled", b) for b in (blocks if not causal else (block,))] + fused
+        for impl, block_size in impls:
+            spec = {"impl": impl, "B": size[0], "T": size[1], "E": size[2], "H": size[3], "dtype": "float32"}
+            spec.update(causal=causal, block_size=block_size, repeats=10 if quick else 12, budget=1 if quick else 7)
+            python = torch_python if impl.startswith("torch") else None
+            key = (impl, causal, block_size)
+            try:
+                results[key] = r = run_worker("attention", spec, python=python)
+            except WorkerFailed as error:
+                rows.append(["causal" if causal else "full", impl, block_size or "—", f"failed: {error}"])
+                continue
+            base = results.get(("numpy", causal, None))
+            peak, t = r["tracemalloc_peak"], r["time"]
+            rows.append(
+                [
+                    "causal" if causal else "full",
+                    impl,
+                    block_size or "—",
+                    seconds(t["median"]),
+                    spread(t),
+                    t["n"],
+                    f"{t['median'] / base['time']['median']:.2f}" if base else "—",
+                    megabytes(peak),
+                    f"{peak / base['tracemalloc_peak']:.3f}" if (base and peak) else "—",
+                    megabytes(r["rss_growth"]),
+                ]
+            )
+    report.say(f"### {_label(*size)}")
+    report.say()
+    headers = ["mask", "impl", "block", "CPU median", "IQR", "n", "×numpy", "peak mem", "mem ×numpy", "RSS growth"]
+    report.say(table(headers, rows))
+    report.say()
+
+    report.say(
+        f"### {_label(*big)}: "
+        + ("a stand-in for the big size (--quick)" if quick else "a size the standard path refuses")
+    )
+    report.say()
+    big_rows = []
+    for impl, causal, block_size in [("tape", False, None), ("tiled", False, block), ("tiled", True, block)]:
+        spec = {"impl": impl, "B": big[0], "T": big[1], "E": big[2], "H": big[3], "dtype": "float32"}
+        spec.update(causal=causal, block_size=block_size, repeats=1, min_repeats=1, warmup=0, budget=0)
+        label = ["causal" if causal else "full", impl, block_size or "—"]
+        try:
+            r = run_worker("attention", spec, timeout=3600)
+        except WorkerFailed as error:
+            big_rows.append(label + [f"failed: {error}"])
+            continue
+        results[("big", impl, causal)] = r
+        if "refused" in r:
+            needed = re.search(r"\(([\d.]+ GiB)\), over the limit of ([\d,]+) bytes", r["refused"])
+            why = f"needs ≈ {needed[1]}, limit {int(needed[2].replace(',', '')) / 2**30:g} GiB" if needed else ""
+            big_rows.append(label + [f"refused (MemoryError{': ' + why if why else ''})"])
+            continue
+        big_rows.append(
+            label
+            + [
+                seconds(r["first_step"]),
+                seconds(r["time"]["median"]),
+                megabytes(r["tracemalloc_peak"]),
+                megabytes(r["rss_growth"]),
+            ]  # fmt: skip
+        )
+    report.say(table(["mask", "impl", "block", "first step (traced)", "CPU, one step", "peak mem", "RSS growth"],
+                     big_rows))  # fmt: skip
+    report.say()
+    _tiled_targets(report, results, blocks, block)
+    return results
+
+
+def _tiled_targets(report, results, blocks, block):
+    lines = []
+    numpy_full, numpy_causal = results.get(("numpy", False, None)), results.get(("numpy", True, None))
+    fused = results.get(("torch-fused", False, None))
+    for b in blocks:
+        r = results.get(("tiled", False, b))
+        if not (r and numpy_full):
+            continue
+        memory = r["tracemalloc_peak"] / numpy_full["tracemalloc_peak"]
+        ratio = r["time"]["median"] / numpy_full["time"]["median"]
+        lines.append(
+            f"- tiled, block {b}: peak memory ×{memory:.3f} of numpy ({'met' if memory <= 0.10 else 'NOT met'}: "
+            f"≤0.10; {megabytes(r['tracemalloc_peak'])})"
+            + (f", vs torch-fused RSS growth {megabytes(fused['rss_growth'])}" if fused else "")
+            + f"; time ×{ratio:.2f} ({'met' if ratio <= 1.5 else 'NOT met'}: ≤1.5)"
+        )
+    floor = results.get(("numpy-tiled", False, block))
+    if floor and numpy_full:
+        lines.append(
+            f"- numpy-tiled (the kernel with no tape), block {block}: peak memory "
+            f"×{floor['tracemalloc_peak'] / numpy_full['tracemalloc_peak']:.3f} of numpy"
+        )
+    tape_causal, tiled_causal = results.get(("tape", True, None)), results.get(("tiled", True, block))
+    if tape_causal and tiled_causal:
+        ratio = tiled_causal["time"]["median"] / tape_causal["time"]["median"]
+        line = f"- causal, block {block}: tiled ×{ratio:.2f} the standard causal path's time "
+        line += f"({'met' if ratio < 1 else 'NOT met'}: faster)"
+        if numpy_causal:
+            line += f"; ×{tiled_causal['time']['median'] / numpy_causal['time']['median']:.2f} causal numpy"
+        lines.append(line)
+    refused, ran = results.get(("big", "tape", False)), results.get(("big", "tiled", False))
+    if refused and ran:
+        line = f"- the big size: standard path {'refused' if 'refused' in refused else 'NOT refused'}; tiled "
+        if "time" in ran:
+            line += f"ran in {seconds(ran['time']['median'])} with a {megabytes(ran['tracemalloc_peak'])} peak"
+        else:
+            line += "did NOT run"
+        lines.append(line)
+    if lines:
+        report.say("Targets (issue 15), against the numpy reference of the same run:")
+        report.say()
+        for line in lines:
             report.say(line)
         report.say()
 
@@ -454,7 +604,7 @@ def graph(report, quick):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (a smoke test)")
-    parser.add_argument("--only", choices=("attention", "scalar", "graph"), help="run one part only")
+    parser.add_argument("--only", choices=("attention", "tiled", "scalar", "graph"), help="run one part only")
     parser.add_argument("--torch-python", help="an interpreter that has torch (default: this one, if it has)")
     parser.add_argument("--markdown", help="also write the report to this Markdown file")
     parser.add_argument(
@@ -475,6 +625,8 @@ def main(argv=None):
     if args.only in (None, "attention"):
         sizes = [tuple(int(n) for n in size.split(",")) for size in args.size] if args.size else None
         attention(report, args.quick, torch_python, sizes, (args.dtype,) if args.dtype else DTYPES)
+    if args.only in (None, "tiled"):
+        tiled(report, args.quick, torch_python)
     if args.only in (None, "scalar"):
         scalar(report, args.quick)
     if args.only in (None, "graph"):

@@ -10,11 +10,17 @@ Each (implementation, size, dtype) is measured in a process of its own::
 ``numpy-einsum``  the same, with softmax's row-dot as an einsum (as microtape's VJP does);
 ``tape``      ``MultiHeadAttention(x)`` then ``.backward(g)`` (replays the tape);
 ``analytic``  the same forward, then ``.backward(g, method="analytic")``;
-``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager).
+``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager);
+``tiled``     ``MultiHeadAttention(..., block_size=b)`` then ``.backward(g)`` (the tiled kernel, one tape row);
+``numpy-tiled``  :mod:`benchmarks.numpy_tiled_attention`: the numpy reference with the tiled kernel, no tape;
+``torch-fused``  torch's fused ``scaled_dot_product_attention`` (:mod:`benchmarks.torch_attention`).
 
 All run self-attention with no mask and no dropout, on the same inputs and
-weights. One step is forward + backward with every gradient produced
-(``dx`` and the eight parameter gradients). The worker
+weights; ``"causal": true`` in the spec hides the future (every impl but
+``torch``), ``"block_size"`` sets the tiles. One step is forward + backward
+with every gradient produced (``dx`` and the eight parameter gradients). A
+size the implementation refuses (microtape's memory guard) is reported as
+``{"refused": message}``. The worker
 
 1. checks its ``dx`` against the numpy reference on a tiny case (a benchmark
    of wrong math is worthless), which also warms up BLAS and lazy imports;
@@ -32,10 +38,11 @@ import tracemalloc
 
 import numpy as np
 
-from . import numpy_attention
+from . import numpy_attention, numpy_tiled_attention
 from ._harness import emit, summary, time_calls
 
 TINY = {"B": 1, "T": 8, "E": 16, "H": 2}
+TINY_BLOCK = 3  # the correctness check's tiles: 3 does not divide T=8
 
 
 def _case(B, T, E, dtype, seed=0):
@@ -45,19 +52,27 @@ def _case(B, T, E, dtype, seed=0):
     return x, grad_y, numpy_attention.init_params(E, dtype, seed=seed + 1)
 
 
-def _make_numpy(x, grad_y, params, heads, rowdot="multiply"):
+def _make_numpy(x, grad_y, params, heads, rowdot="multiply", causal=False):
     def step():
-        y, saved = numpy_attention.forward(x, params, heads)
+        y, saved = numpy_attention.forward(x, params, heads, causal)
         return numpy_attention.backward(grad_y, saved, params, heads, rowdot)[0]
 
     return step
 
 
-def _make_microtape(x, grad_y, params, heads, method):
+def _make_numpy_tiled(x, grad_y, params, heads, block_size, causal):
+    def step():
+        y, saved = numpy_tiled_attention.forward(x, params, heads, block_size, causal)
+        return numpy_tiled_attention.backward(grad_y, saved, params, heads)[0]
+
+    return step
+
+
+def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=None):
     import microtape as mt
 
     embed = x.shape[-1]
-    attn = mt.nn.MultiHeadAttention(embed, heads, seed=0, dtype=x.dtype)
+    attn = mt.nn.MultiHeadAttention(embed, heads, seed=0, dtype=x.dtype, causal=causal, block_size=block_size)
     for letter, projection in zip("qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True):
         projection.weight.data[...] = params["W" + letter]
         projection.bias.data[...] = params["b" + letter]
@@ -70,7 +85,7 @@ def _make_microtape(x, grad_y, params, heads, method):
     return step
 
 
-def _make_torch(x, grad_y, params, heads):
+def _make_torch(x, grad_y, params, heads, fused=False, causal=False):
     import torch
 
     from . import torch_attention
@@ -80,21 +95,27 @@ def _make_torch(x, grad_y, params, heads):
     tparams = {name: torch.from_numpy(value).requires_grad_(True) for name, value in params.items()}
 
     def step():
-        return torch_attention.step(tx, tparams, tg, heads).numpy()
+        return torch_attention.step(tx, tparams, tg, heads, fused=fused, causal=causal).numpy()
 
     return step
 
 
-def make_step(impl, x, grad_y, params, heads):
+def make_step(impl, x, grad_y, params, heads, causal=False, block_size=None):
     """A function running one forward + backward; returns dx as a numpy array."""
+    if causal and impl in ("numpy-einsum", "torch"):
+        raise ValueError(f"{impl}: no causal variant (use numpy, tape, analytic, tiled, numpy-tiled, torch-fused)")
     if impl == "numpy":
-        return _make_numpy(x, grad_y, params, heads)
+        return _make_numpy(x, grad_y, params, heads, causal=causal)
     if impl == "numpy-einsum":
         return _make_numpy(x, grad_y, params, heads, rowdot="einsum")
+    if impl == "numpy-tiled":
+        return _make_numpy_tiled(x, grad_y, params, heads, block_size, causal)
     if impl in ("tape", "analytic"):
-        return _make_microtape(x, grad_y, params, heads, impl)
-    if impl == "torch":
-        return _make_torch(x, grad_y, params, heads)
+        return _make_microtape(x, grad_y, params, heads, impl, causal)
+    if impl == "tiled":
+        return _make_microtape(x, grad_y, params, heads, "tape", causal, block_size)
+    if impl in ("torch", "torch-fused"):
+        return _make_torch(x, grad_y, params, heads, fused=impl == "torch-fused", causal=causal)
     raise ValueError(f"unknown impl {impl!r}")
 
 
@@ -105,11 +126,12 @@ def _max_rss_bytes():
 def worker(spec):
     impl, dtype = spec["impl"], np.dtype(spec["dtype"])
     B, T, E, H = spec["B"], spec["T"], spec["E"], spec["H"]
+    causal, block_size = spec.get("causal", False), spec.get("block_size")
 
     # 1. Correctness on a tiny case (and warm-up).
     x, grad_y, params = _case(TINY["B"], TINY["T"], TINY["E"], dtype)
-    expected = _make_numpy(x, grad_y, params, TINY["H"])()
-    got = make_step(impl, x, grad_y, params, TINY["H"])()
+    expected = _make_numpy(x, grad_y, params, TINY["H"], causal=causal)()
+    got = make_step(impl, x, grad_y, params, TINY["H"], causal, block_size and TINY_BLOCK)()
     error = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
     tolerance = 1e-4 if dtype == np.float32 else 1e-10
     if not error < tolerance:
@@ -119,12 +141,18 @@ def worker(spec):
 
     # 2. Memory of one step at the real size.
     x, grad_y, params = _case(B, T, E, dtype)
-    step = make_step(impl, x, grad_y, params, H)
+    step = make_step(impl, x, grad_y, params, H, causal, block_size)
+    described = {"impl": impl, "dtype": dtype.name, "B": B, "T": T, "E": E, "H": H}
+    described.update(causal=causal, block_size=block_size)
     gc.collect()
     rss_before = _max_rss_bytes()
     tracemalloc.start()
     t0 = time.perf_counter()
-    result = step()
+    try:
+        result = step()
+    except MemoryError as error:  # microtape's guard refuses before allocating
+        tracemalloc.stop()
+        return {**described, "refused": str(error)}
     first = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -132,18 +160,19 @@ def worker(spec):
     del result
 
     # 3. Time.
-    times = time_calls(step, spec.get("repeats", 20), spec.get("budget", 10.0), min_repeats=spec.get("min_repeats", 3))
+    times = time_calls(
+        step,
+        spec.get("repeats", 20),
+        spec.get("budget", 10.0),
+        min_repeats=spec.get("min_repeats", 3),
+        warmup=spec.get("warmup", 1),
+    )
     return {
-        "impl": impl,
-        "dtype": dtype.name,
-        "B": B,
-        "T": T,
-        "E": E,
-        "H": H,
+        **described,
         "time": summary(times["cpu"]),
         "wall": summary(times["wall"]),
         "first_step": first,
-        "tracemalloc_peak": None if impl == "torch" else peak,
+        "tracemalloc_peak": None if impl.startswith("torch") else peak,
         "rss_growth": rss_growth,
         "score_bytes": B * H * T * T * dtype.itemsize,
         "check_error": error,

@@ -45,15 +45,20 @@ def _merge(t, batch):
     return t.reshape(batch, heads, length, depth).transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
 
 
-def forward(x, params, heads):
-    """Self-attention of ``x`` ``[B, T, E]``; returns ``(y, saved)``."""
-    batch, _, embed = x.shape
+def project(x, params, heads):
+    """The three input projections, split into heads: ``q, k, v`` ``[B·H, T, D]``."""
+    return tuple(_split(x @ params["W" + name].T + params["b" + name], heads) for name in "qkv")
+
+
+def forward(x, params, heads, causal=False):
+    """Self-attention of ``x`` ``[B, T, E]``; returns ``(y, saved)``. ``causal``: key j > query i hidden."""
+    batch, length, embed = x.shape
     scale = 1.0 / math.sqrt(embed // heads)  # a Python float: float32 stays float32
-    q = _split(x @ params["Wq"].T + params["bq"], heads)
-    k = _split(x @ params["Wk"].T + params["bk"], heads)
-    v = _split(x @ params["Wv"].T + params["bv"], heads)
+    q, k, v = project(x, params, heads)
     scores = q @ k.transpose(0, 2, 1)
     scores *= scale
+    if causal:
+        np.copyto(scores, -np.inf, where=np.triu(np.ones((length, length), dtype=bool), 1))
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores, out=scores)
     weights /= weights.sum(axis=-1, keepdims=True)
@@ -77,7 +82,6 @@ def backward(grad_y, saved, params, heads, rowdot="multiply"):
     comparison shows what it is worth.
     """
     x, q, k, v, weights, merged = saved
-    batch = x.shape[0]
     scale = 1.0 / math.sqrt(q.shape[-1])
     grads = {}
     grad_merged, grads["Wo"], grads["bo"] = _linear_backward(grad_y, merged, params["Wo"])
@@ -91,10 +95,15 @@ def backward(grad_y, saved, params, heads, rowdot="multiply"):
     grad_scores *= weights
     grad_q = (grad_scores @ k) * scale
     grad_k = (grad_scores.transpose(0, 2, 1) @ q) * scale
+    return projections_backward((grad_q, grad_k, grad_v), x, params, grads), grads
+
+
+def projections_backward(grad_heads, x, params, grads):
+    """``dx`` from the heads' gradients ``(dq, dk, dv)``; adds ``dWq, dbq, …`` into ``grads``."""
     grad_x = 0
-    for name, grad_heads in (("q", grad_q), ("k", grad_k), ("v", grad_v)):
+    for name, grad in zip("qkv", grad_heads, strict=True):
         grad_x_part, grads["W" + name], grads["b" + name] = _linear_backward(
-            _merge(grad_heads, batch), x, params["W" + name]
+            _merge(grad, x.shape[0]), x, params["W" + name]
         )
         grad_x = grad_x + grad_x_part
-    return grad_x, grads
+    return grad_x

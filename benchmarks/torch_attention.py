@@ -3,7 +3,9 @@
 Imported only by the torch worker, under an interpreter that has torch.
 Not ``nn.MultiheadAttention`` (whose fused kernel never materialises the
 scores): the same matmuls, softmax and reshapes as
-:mod:`benchmarks.numpy_attention`, differentiated by torch's autograd.
+:mod:`benchmarks.numpy_attention`, differentiated by torch's autograd —
+and, for the tiled comparison, the same layer with the fused core
+(``scaled_dot_product_attention``, what ``nn.MultiheadAttention`` calls).
 """
 
 import math
@@ -39,11 +41,22 @@ def forward(x, params, heads):
     return merged @ params["Wo"].T + params["bo"]
 
 
-def step(x, params, grad_y, heads):
-    """One forward + backward; leaves gradients in ``.grad``."""
+def fused_forward(x, params, heads, causal=False):
+    """The same layer with torch's fused ``scaled_dot_product_attention`` as its core (no score matrix kept)."""
+    batch, length, embed = x.shape
+    q, k, v = (
+        (x @ params["W" + name].T + params["b" + name]).reshape(batch, length, heads, -1).transpose(1, 2)
+        for name in "qkv"
+    )
+    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return context.transpose(1, 2).reshape(batch, length, embed) @ params["Wo"].T + params["bo"]
+
+
+def step(x, params, grad_y, heads, fused=False, causal=False):
+    """One forward + backward; leaves gradients in ``.grad``. ``fused``: the fused core (``causal`` there only)."""
     x.grad = None
     for p in params.values():
         p.grad = None
-    y = forward(x, params, heads)
+    y = fused_forward(x, params, heads, causal) if fused else forward(x, params, heads)
     y.backward(grad_y)
     return x.grad

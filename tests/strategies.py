@@ -15,7 +15,11 @@ The inputs are chosen so that central finite differences are a fair judge:
   within a finite-difference step of a tie.
 
 Binary ops get shapes that broadcast (``mutually_broadcastable_shapes``),
-including 0-d arrays and operands of different rank.
+including 0-d arrays and operands of different rank. The tiled attention core
+(``tiled_attention``) gets heads ``[N, T, D]`` with ``Tq`` and ``Tk`` free,
+block sizes that divide ``T``, do not, or exceed it, causal or not, masks with
+``-inf``, ``-1e9`` or small finite biases (every row keeps a key it may see,
+sometimes only in a later block) and dropout.
 """
 
 from typing import NamedTuple
@@ -24,6 +28,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from microtape.nn.dropout_mask import DropoutMask
 from microtape.ops import OPS
 
 __all__ = [
@@ -197,6 +202,42 @@ def _transpose(draw, op):
     return OpCase((draw(real_arrays(shape)),), {"axes": axes})
 
 
+@st.composite
+def attention_mask(draw, q_len, k_len, causal):
+    """None, or an additive ``[Tq, Tk]`` mask: suppressed with -inf or -1e9, or small finite biases.
+
+    Every row keeps one key it may attend to (causally allowed, when causal),
+    drawn anywhere in the row — so it may sit in a later block than all the
+    row's other keys.
+    """
+    kind = draw(st.sampled_from([None, "-inf", "-1e9", "bias"]))
+    if kind is None:
+        return None
+    if kind == "bias":
+        return draw(hnp.arrays(np.float64, (q_len, k_len), elements=st.floats(-1.0, 1.0)))
+    hidden = draw(hnp.arrays(np.bool_, (q_len, k_len)))
+    for row in range(q_len):
+        last = min(row, k_len - 1) if causal else k_len - 1
+        hidden[row, draw(st.integers(0, last))] = False
+    return np.where(hidden, -np.inf if kind == "-inf" else -1e9, 0.0)
+
+
+@st.composite
+def _tiled_attention(draw):
+    """Q ``[N, Tq, D]``, K and V ``[N, Tk, D]``; block size, causal, mask and dropout as parameters."""
+    heads, q_len, k_len, depth = (draw(st.integers(1, top)) for top in (2, 5, 5, 3))
+    causal = draw(st.booleans())
+    params = {"block_size": draw(st.integers(1, 6)), "causal": causal}
+    mask = draw(attention_mask(q_len, k_len, causal))
+    if mask is not None:
+        params["mask"] = mask
+    if draw(st.booleans()):
+        params["dropout"] = DropoutMask(draw(st.sampled_from([0.25, 0.5])), draw(st.integers(0, 2**63)), 0)
+    q = draw(real_arrays((heads, q_len, depth)))
+    k, v = (draw(real_arrays((heads, k_len, depth))) for _ in range(2))
+    return OpCase((q, k, v), params)
+
+
 def _build_cases():
     cases = {}
     for name in ("neg", "exp", "log", "tanh", "relu"):
@@ -224,6 +265,7 @@ def _build_cases():
     cases["matmul"] = _matmul()
     cases["reshape"] = _reshape(OPS["reshape"])
     cases["transpose"] = _transpose(OPS["transpose"])
+    cases["tiled_attention"] = _tiled_attention()
     return cases
 
 

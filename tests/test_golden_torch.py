@@ -40,6 +40,7 @@ from golden.run_microtape import (  # noqa: E402
     check_attention,
     check_attention_forward,
     check_expression,
+    check_tiled_attention,
 )
 
 EXPRESSION_NAMES = [expression.name for expression in EXPRESSIONS]
@@ -139,3 +140,19 @@ def test_self_attention_same_object_three_times(name):
     check_attention_forward(attn, case, output)
     returned_grad = attn.backward(case["grad_output"])
     np.testing.assert_allclose(np.asarray(returned_grad), case["input_grads"]["x"], rtol=1e-10, atol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# The tiled (flash) path against the same fixtures
+# --------------------------------------------------------------------------
+
+# Blocks of 1 (every tile one score), 2 and 3 (not dividing most lengths), 16 (larger than every T).
+BLOCK_SIZES = [1, 2, 3, 16]
+
+
+@pytest.mark.parametrize("method", ["tape", "analytic"])
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("name", ATTENTION_NAMES)
+def test_tiled_attention_matches_torch(name, block_size, method):
+    """The tiled kernel: output, recomputed weights, input and parameter gradients equal torch's (1e-10)."""
+    check_tiled_attention(mt, load_attention_case(name), block_size, method)

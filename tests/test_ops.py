@@ -87,7 +87,7 @@ def test_op_is_documented(name):
     assert op.name == name
     assert isinstance(op.formula, str) and op.formula.strip(), f"{name}: empty formula"
     assert isinstance(op.latex, str) and op.latex.strip(), f"{name}: empty latex"
-    assert op.arity in (1, 2)
+    assert op.arity in (1, 2, 3)
     assert op.domain in ("real", "positive")
     assert isinstance(op.example_params, dict)
     assert name in repr(op)

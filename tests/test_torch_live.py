@@ -35,7 +35,7 @@ from golden.make_golden import (  # noqa: E402
     torch_attention_reference,
     torch_expression_reference,
 )
-from golden.run_microtape import check_attention, check_expression  # noqa: E402
+from golden.run_microtape import check_attention, check_expression, check_tiled_attention  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -100,3 +100,12 @@ def test_random_attention_matches_live_torch(seed, method):
     """Random sizes, kinds (self / cross / key-and-value-same) and masks."""
     config = random_case_config(seed)
     check_attention(mt, torch_attention_reference(config), method=method)
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 4])
+@pytest.mark.parametrize("seed", RANDOM_SEEDS)
+def test_random_tiled_attention_matches_live_torch(seed, block_size):
+    """The tiled path on the random sweep: tiled backward and analytic route, against torch."""
+    reference = torch_attention_reference(random_case_config(seed))
+    for method in ("tape", "analytic"):
+        check_tiled_attention(mt, reference, block_size, method)

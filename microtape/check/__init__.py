@@ -4,6 +4,9 @@
 * ``attention_report`` differentiates one attention forward twice — by the
   tape and by the hand-derived formulas — and compares every named step
   (``dC, dP, dV, dS, dQ, dK``, each projection's ``dW, db``, the inputs).
+* ``tiled_report`` walks the tiled (flash) kernel tile by tile — running
+  max, sum and output after each key block, then each tile's share of the
+  backward — against the standard chain (``mistakes={"forgot_rescale"}``).
 * ``compare`` does the same for your own hand-derived gradients of any taped
   computation, by node name.
 * ``walk`` goes through the backward pass one tape step at a time.
@@ -17,6 +20,7 @@ from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
 from .mistakes import MISTAKES, Mistake
 from .report import AttentionReport, attention_report
 from .rows import GradientReport, Row
+from .tiled_report import TILED_MISTAKES, TiledReport, tiled_report
 from .walk import WalkStep, walk
 
 __all__ = [
@@ -25,6 +29,9 @@ __all__ = [
     "numeric_gradient",
     "attention_report",
     "AttentionReport",
+    "tiled_report",
+    "TiledReport",
+    "TILED_MISTAKES",
     "compare",
     "NameNotOnTape",
     "GradientReport",

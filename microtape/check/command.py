@@ -12,6 +12,9 @@ prints the step-by-step table and returns the exit status: 0 when every row
 passes, 1 when one fails (the first failing step is named on stderr), 2 when
 the options make no sense. ``--mistake NAME`` injects a deliberately wrong
 formula — a teaching hook: the table then shows where the mistake surfaces.
+``--block-size N`` checks the tiled (flash) kernel instead, tile by tile,
+against the standard chain (:func:`~microtape.check.tiled_report.tiled_report`;
+its mistakes, such as ``forgot_rescale``, go with it).
 """
 
 import sys
@@ -23,6 +26,7 @@ from ..nn import masks
 from ..nn.attention import MultiHeadAttention
 from .mistakes import MISTAKES
 from .report import DEFAULT_FD_SAMPLES, attention_report
+from .tiled_report import TILED_MISTAKES, tiled_report
 
 __all__ = ["add_arguments", "run", "build_example"]
 
@@ -60,12 +64,22 @@ def add_arguments(parser):
         help=f"add finite differences as a third opinion ({DEFAULT_FD_SAMPLES} sampled entries per row)",
     )
     parser.add_argument(
+        "--block-size",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="check the tiled (flash) kernel with blocks of N queries and keys, tile by tile, against the "
+        "standard chain",
+    )
+    parser.add_argument(
         "--mistake",
         action="append",
-        choices=sorted(MISTAKES),
+        choices=sorted(MISTAKES) + sorted(TILED_MISTAKES),
         metavar="NAME",
-        help="for teaching: inject a wrong formula into the hand-derived route (repeatable); one of "
-        + ", ".join(sorted(MISTAKES)),
+        help="for teaching: inject a wrong formula (repeatable); into the hand-derived route: "
+        + ", ".join(sorted(MISTAKES))
+        + "; into the tiled kernel (with --block-size): "
+        + ", ".join(sorted(TILED_MISTAKES)),
     )
     return parser
 
@@ -90,12 +104,24 @@ def build_example(args):
         raise UsageError(f"--heads {args.heads} must divide --embed {args.embed}")
     if args.causal and k_len != args.seq:
         raise UsageError(f"--causal needs --kv-seq equal to --seq (causal attention is self-attention), got {k_len}")
+    tiled = args.block_size is not None
+    for name in args.mistake or ():
+        if tiled != (name in TILED_MISTAKES):
+            raise UsageError(
+                f"--mistake {name} is a mistake of the tiled kernel: add --block-size N"
+                if name in TILED_MISTAKES
+                else f"--mistake {name} is a mistake of the hand-derived chain; with --block-size use one of "
+                + ", ".join(sorted(TILED_MISTAKES))
+            )
+    if tiled and args.fd:
+        raise UsageError("--fd adds finite differences to the standard check; the tiled check has none (drop one)")
     # Sizes first: nothing is allocated for a check that the memory guard would refuse.
     probe = MultiHeadAttention(args.embed, args.heads, dropout=args.dropout, causal=False, dtype=args.dtype)
     probe._check_memory(args.batch, args.seq, k_len)
     attn = MultiHeadAttention(
-        args.embed, args.heads, dropout=args.dropout, causal=args.causal, seed=args.seed, dtype=args.dtype
-    )
+        args.embed, args.heads, dropout=args.dropout, causal=args.causal, seed=args.seed, dtype=args.dtype,
+        block_size=args.block_size,
+    )  # fmt: skip
     rng = np.random.default_rng(args.seed)
     query = rng.standard_normal((args.batch, args.seq, args.embed))
     key = value = None
@@ -112,16 +138,19 @@ def run(args):
     """Print the report for ``args``; return 0 (all pass), 1 (a row fails) or 2 (bad options)."""
     try:
         attn, query, key, value, mask = build_example(args)
-        report = attention_report(
-            attn,
-            query,
-            key,
-            value,
-            mask,
-            finite_differences=bool(args.fd),
-            seed=args.seed,
-            mistakes=args.mistake or None,
-        )
+        if attn.block_size is not None:
+            report = tiled_report(attn, query, key, value, mask, seed=args.seed, mistakes=args.mistake)
+        else:
+            report = attention_report(
+                attn,
+                query,
+                key,
+                value,
+                mask,
+                finite_differences=bool(args.fd),
+                seed=args.seed,
+                mistakes=args.mistake or None,
+            )
     except (UsageError, ValueError, TypeError, MemoryError) as error:
         print(f"microtape check: error: {error}", file=sys.stderr)
         return 2
@@ -129,8 +158,9 @@ def run(args):
     if report.ok:
         return 0
     row = report.first_failing_row
+    where = "tape node" if attn.block_size is None else "quantity"
     print(
-        f"microtape check: first failing step: {row.label} (tape node {row.name}): {row.formula}; "
+        f"microtape check: first failing step: {row.label} ({where} {row.name}): {row.formula}; "
         f"max abs error {row.max_abs_error:.3e}, max rel error {row.max_rel_error:.3e}",
         file=sys.stderr,
     )

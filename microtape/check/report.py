@@ -323,9 +323,10 @@ def attention_report(
         row.step, row.note = taped.completed_at.get(name), note
         rows.append(row)
 
-    # The attention core, in the order of the hand-derived chain.
+    # The attention core, in the order of the hand-derived chain (a tiled layer's tape has no
+    # score-sized steps: its core is one row, so only dC, dV, dQ, dK are lined up).
     for label, name, formula, latex in analytic.CHAIN:
-        if name == "dropped_weights" and keep is None:
+        if (name == "dropped_weights" and keep is None) or name not in taped:
             continue
         if label in CHAIN_FORMULAS:
             formula, latex = CHAIN_FORMULAS[label][keep is not None]

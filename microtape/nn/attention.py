@@ -26,8 +26,25 @@ memory (``x`` and ``x.view()``) are cross-attention: ``backward`` then
 returns only ``dq``; ``dk`` and ``dv`` come from :meth:`grad_key_input` and
 :meth:`grad_value_input` (if key and value are the same memory, add them).
 
+Tiled (flash) attention: ``MultiHeadAttention(..., block_size=16)`` computes
+the core (scores → softmax → dropout → context) with the tiled kernel of
+:mod:`microtape.nn.tiled`, recorded as *one* tape row (``context =
+tiled_attention(Q_heads, K_heads, V_heads; block_size=16, …)``) that keeps
+only ``O`` and the row log-sum-exp ``L``: memory ``O(B·H·T·D)`` instead of
+``O(B·H·T²)``. Projections, head split and merge are the chain's. Nothing
+score-sized is kept, so :attr:`attention_weights`, :attr:`dropout_keep`,
+:meth:`grad_scores` and :meth:`grad_weights` are *recomputed on request* (from
+``Q``, ``K``, ``L`` and the dropout counter). ``backward(method="tape")`` runs
+the tiled backward (the op's VJP); ``method="analytic"`` runs the hand-derived
+chain of :mod:`microtape.nn.analytic` on weights recomputed the same way —
+an independent check of the tiled backward, at the standard path's memory.
+
+Dropout masks are counter-based (:class:`~microtape.nn.dropout_mask.DropoutMask`):
+a pure function of the seed, the number of the forward and the position, so
+both paths with the same seed drop the same weights.
+
 Nothing half-done: every argument is checked before anything changes; a
-forward records on the enclosing tapes (and advances the dropout generator)
+forward records on the enclosing tapes (and advances the dropout counter)
 only when it succeeds; an overflow is refused naming the step where it first
 appears; and every array the layer hands out for reading is read-only.
 Zoom to scalars (:meth:`MultiHeadAttention.trace_scalars`) and the PyTorch
@@ -41,9 +58,10 @@ import numpy as np
 
 from ..tape import Tape, gradients
 from ..tensor import Tensor
-from . import analytic, masks
-from .attention_chain import STEP_NAMES, attention_chain
+from . import analytic, masks, tiled
+from .attention_chain import STEP_NAMES, attention_chain, attention_core
 from .checks import float_dtype, gradient_array, input_array, positive_int, probability, seed_value
+from .dropout_mask import DropoutMask
 from .linear import Linear
 from .module import Module
 
@@ -106,9 +124,11 @@ class _Forward:
     products: dict  # role -> the projection product x Wᵀ that read that input
     nodes: dict  # step name -> node (the named steps of the chain)
     self_attention: bool
-    mask: np.ndarray | None  # total additive mask [Tq, Tk]
-    keep: np.ndarray | None  # dropout keep mask [B·H, Tq, Tk], scaled by 1/(1-p)
+    mask: np.ndarray | None  # total additive mask [Tq, Tk] (tiled: only the user's; see last_mask)
+    keep: np.ndarray | None  # dropout keep mask [B·H, Tq, Tk], scaled by 1/(1-p) (tiled: None, regenerated)
     batch: int
+    dropout: DropoutMask | None = None  # what the keep mask is a function of
+    tiled: bool = False  # the core is one tiled_attention row
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
 
 
@@ -116,16 +136,19 @@ class MultiHeadAttention(Module):
     """Multi-head attention with the seed library's contract.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
-    seed=None, dtype=np.float64)``: four ``Linear(embed, embed)`` projections
-    with bias (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``); ``num_heads``
-    must divide ``embed``. Parameters and compute are in ``dtype`` (float64
-    for exact checks, float32 for speed); inputs of another dtype are cast.
-    ``seed`` fixes both the initial weights and the dropout masks. A new layer
-    is in training mode (dropout active when ``dropout > 0``); ``eval()``
-    turns dropout off.
+    seed=None, dtype=np.float64, block_size=None)``: four ``Linear(embed,
+    embed)`` projections with bias (``q_proj``, ``k_proj``, ``v_proj``,
+    ``out_proj``); ``num_heads`` must divide ``embed``. Parameters and compute
+    are in ``dtype`` (float64 for exact checks, float32 for speed); inputs of
+    another dtype are cast. ``seed`` fixes both the initial weights and the
+    dropout masks. A new layer is in training mode (dropout active when
+    ``dropout > 0``); ``eval()`` turns dropout off. ``block_size=None`` runs
+    the standard chain (every step a tape row); an integer runs the tiled
+    kernel with queries and keys in blocks of that size (settable later:
+    ``attn.block_size = 64``).
     """
 
-    def __init__(self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64):
+    def __init__(self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64, block_size=None):
         super().__init__()
         embed = positive_int(embed, "MultiHeadAttention(embed)")
         if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
@@ -140,6 +163,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention(causal={causal!r}): expected True or False")
         dtype = float_dtype(dtype, "MultiHeadAttention(dtype)")
         seed = seed_value(seed, "MultiHeadAttention(seed)")
+        block_size = _block_size(block_size, "MultiHeadAttention(block_size)")
         parameter_bytes = 4 * (embed * embed + embed) * dtype.itemsize
         if parameter_bytes > DEFAULT_SCORE_MEMORY_LIMIT:
             raise MemoryError(
@@ -152,18 +176,47 @@ class MultiHeadAttention(Module):
         self.dropout = dropout
         self.causal = bool(causal)
         self.dtype = dtype
+        self._block_size = block_size
         self._max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
         seeds = np.random.SeedSequence(seed).spawn(len(PROJECTIONS) + 1)
         for projection, child in zip(PROJECTIONS, seeds):
             setattr(self, projection, Linear(embed, embed, seed=child, dtype=dtype))
-        self._rng = np.random.default_rng(seeds[-1])
+        # Dropout masks are a hash of (this key, the forward's number, the position).
+        self._dropout_key = int(seeds[-1].generate_state(1, np.uint64)[0])
+        self._dropout_calls = 0  # forwards that drew a dropout mask (advanced only on success)
         self._last = None
 
     def __repr__(self):
+        tiles = "" if self.block_size is None else f", block_size={self.block_size}"
         return (
             f"MultiHeadAttention(embed={self.embed}, num_heads={self.num_heads}, dropout={self.dropout}, "
-            f"causal={self.causal}, dtype={np.dtype(self.dtype).name})"
+            f"causal={self.causal}, dtype={np.dtype(self.dtype).name}{tiles})"
         )
+
+    @property
+    def block_size(self):
+        """None: the standard chain; an integer: the tiled kernel with blocks of that many queries and keys."""
+        return self._block_size
+
+    @block_size.setter
+    def block_size(self, value):
+        self._block_size = _block_size(value, "MultiHeadAttention.block_size")
+
+    def twin(self, block_size):
+        """A new layer with this one's weights (copied), dropout stream and mode, running with ``block_size``.
+
+        ``attn.twin(None)`` is the standard chain of a tiled layer: its next
+        forward draws the same dropout mask as this layer's next forward —
+        what the tiled checks compare against.
+        """
+        other = MultiHeadAttention(
+            self.embed, self.num_heads, self.dropout, self.causal, dtype=self.dtype, block_size=block_size
+        )
+        for (_, mine), (_, theirs) in zip(self.named_parameters(), other.named_parameters()):
+            theirs.data[...] = mine.data
+        other._dropout_key, other._dropout_calls = self._dropout_key, self._dropout_calls
+        other._max_score_bytes = self._max_score_bytes
+        return other.train(self.training)
 
     @property
     def max_score_bytes(self):
@@ -223,7 +276,21 @@ class MultiHeadAttention(Module):
         copies = 3 + self.causal + 1 + (2 if self.training and self.dropout > 0 else 0)
         return 2 * copies * values * np.dtype(self.dtype).itemsize
 
+    def tiled_bytes(self, batch, q_len, k_len):
+        """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile.
+
+        Q, K, V heads and their gradients, O and dO, the row statistics L and
+        D, and one tile's scores, weights, their gradients and dropout mask.
+        """
+        heads, depth, block = batch * self.num_heads, self.head_dim, self.block_size or 1
+        per_head = heads * depth * (2 * (q_len + 2 * k_len) + 2 * q_len) + 2 * heads * q_len
+        tile = 5 * heads * min(block, q_len) * min(block, k_len)
+        return (per_head + tile) * np.dtype(self.dtype).itemsize
+
     def _check_memory(self, batch, q_len, k_len):
+        if self.block_size is not None:
+            self._check_tiled_memory(batch, q_len, k_len)
+            return
         needed = self.score_bytes(batch, q_len, k_len)
         if needed > self.max_score_bytes:
             values = batch * self.num_heads * q_len * k_len
@@ -232,7 +299,30 @@ class MultiHeadAttention(Module):
                 f"{q_len}·{k_len} = {values:,} values, and the tape keeps several such arrays and their "
                 f"gradients: about {needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of "
                 f"{self.max_score_bytes:,} bytes. Use shorter sequences or a smaller batch, or raise "
-                "attn.max_score_bytes. (Attention memory is quadratic in T; this is not FlashAttention.)"
+                "attn.max_score_bytes, or use the tiled kernel (block_size=64), whose memory is linear in T."
+            )
+
+    def _check_tiled_memory(self, batch, q_len, k_len):
+        needed = self.tiled_bytes(batch, q_len, k_len)
+        if needed > self.max_score_bytes:
+            raise MemoryError(
+                f"MultiHeadAttention.forward: refused — the tiled core keeps O(B·H·T·D) values (Q, K, V heads, "
+                f"O and their gradients for B·H = {batch}·{self.num_heads}, Tq = {q_len}, Tk = {k_len}, "
+                f"D = {self.head_dim}) plus one {self.block_size}×{self.block_size} tile per head: about "
+                f"{needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of {self.max_score_bytes:,} bytes. "
+                "Use shorter sequences or a smaller batch, or raise attn.max_score_bytes."
+            )
+
+    def _require_score_memory(self, what, copies):
+        """Refuse to materialise ``copies`` score-sized arrays of the last (tiled) forward over the limit."""
+        last = self._last
+        values = last.batch * self.num_heads * last.nodes["Q_heads"].shape[1] * last.nodes["K_heads"].shape[1]
+        needed = copies * values * np.dtype(self.dtype).itemsize
+        if needed > self.max_score_bytes:
+            raise MemoryError(
+                f"MultiHeadAttention.{what}: refused — the tiled forward kept no score-sized array, and "
+                f"recomputing this one needs {copies} of B·H·Tq·Tk = {values:,} values ({needed:,} bytes), over "
+                f"the limit of {self.max_score_bytes:,} bytes (attn.max_score_bytes)."
             )
 
     def _check_mask(self, mask, q_len, k_len):
@@ -253,8 +343,9 @@ class MultiHeadAttention(Module):
             raise ValueError(f"{where}: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
         return mask
 
-    def _check_rows(self, total_mask):
-        blocked = np.all(masks.suppressed(total_mask), axis=-1)
+    def _check_rows(self, suppressed):
+        """Refuse a mask (``suppressed``: booleans ``[Tq, Tk]``, causal part included) that hides a whole row."""
+        blocked = np.all(suppressed, axis=-1)
         if np.any(blocked):
             row = int(np.flatnonzero(blocked)[0])
             raise ValueError(
@@ -266,11 +357,18 @@ class MultiHeadAttention(Module):
     def _with_masks(self, call, mask):
         """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
         user_mask = self._check_mask(mask, call.q_len, call.k_len)
+        if self.block_size is not None:
+            # The tiled kernel never builds a [Tq, Tk] causal mask (its tiles make their own); the
+            # diagonal is always allowed, so only a user mask can hide a row.
+            if user_mask is not None:
+                hidden = masks.suppressed(user_mask)
+                self._check_rows(hidden | np.triu(np.ones(hidden.shape, bool), 1) if self.causal else hidden)
+            return _Call(**{**call.__dict__, "user_mask": user_mask})
         causal = masks.causal_mask(call.q_len, self.dtype) if self.causal else None
         parts = [part for part in (causal, user_mask) if part is not None]
         total = None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
         if total is not None:
-            self._check_rows(total)
+            self._check_rows(masks.suppressed(total))
         return _Call(**{**call.__dict__, "causal_mask": causal, "user_mask": user_mask, "total_mask": total})
 
     def check_call(self, query, key=None, value=None, mask=None):
@@ -296,42 +394,45 @@ class MultiHeadAttention(Module):
         call becomes ``self.tape``; a failed call changes nothing.
         """
         call = self.check_call(query, key, value, mask)
-        rng_state = self._rng.bit_generator.state
-        keep = None
+        dropout = keep = None
         if self.training and self.dropout > 0:
-            shape = (call.batch * self.num_heads, call.q_len, call.k_len)
-            kept = self._rng.random(shape) >= self.dropout
-            keep = (kept / (1.0 - self.dropout)).astype(self.dtype)
+            dropout = DropoutMask(self.dropout, self._dropout_key, self._dropout_calls)
         params = dict(self.named_parameters())
-        constants = {
-            "causal_mask": None if call.causal_mask is None else Tensor(call.causal_mask, name="causal_mask"),
-            "mask": None if call.user_mask is None else Tensor(call.user_mask, name="mask"),
-            "keep": None if keep is None else Tensor(keep, name="dropout_keep"),
-        }
+        if self.block_size is None:
+            if dropout is not None:
+                heads = call.batch * self.num_heads
+                keep = dropout.keep(heads, slice(0, call.q_len), slice(0, call.k_len), self.dtype)
+            core = attention_core
+            constants = {
+                "causal_mask": None if call.causal_mask is None else Tensor(call.causal_mask, name="causal_mask"),
+                "mask": None if call.user_mask is None else Tensor(call.user_mask, name="mask"),
+                "keep": None if keep is None else Tensor(keep, name="dropout_keep"),
+            }
+        else:
+            core = tiled.tiled_core(self.block_size, self.causal, dropout)
+            constants = {"causal_mask": None, "mask": call.user_mask, "keep": None}
         record = {}
-        try:
-            # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
-            with Tape.atomic() as tape, np.errstate(all="ignore"):
-                if call.self_attention:
-                    x = self._input_node(call.given[0], call.arrays[0], "x")
-                    inputs = {"query": x, "key": x, "value": x}
-                else:
-                    inputs = {
-                        role: self._input_node(call.given[i], call.arrays[i], role) for i, role in enumerate(ROLES)
-                    }
-                output = attention_chain(
-                    inputs["query"], inputs["key"], inputs["value"], params, self.num_heads,
-                    constants["causal_mask"], constants["mask"], constants["keep"], record=record,
-                )  # fmt: skip
-                if not np.isfinite(output.data).all():
-                    raise _overflow(tape, "MultiHeadAttention.forward", self.dtype)
-        except BaseException:
-            self._rng.bit_generator.state = rng_state
-            raise
+        # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
+        with Tape.atomic() as tape, np.errstate(all="ignore"):
+            if call.self_attention:
+                x = self._input_node(call.given[0], call.arrays[0], "x")
+                inputs = {"query": x, "key": x, "value": x}
+            else:
+                inputs = {role: self._input_node(call.given[i], call.arrays[i], role) for i, role in enumerate(ROLES)}
+            output = attention_chain(
+                inputs["query"], inputs["key"], inputs["value"], params, self.num_heads,
+                constants["causal_mask"], constants["mask"], constants["keep"], record=record, core=core,
+            )  # fmt: skip
+            if not np.isfinite(output.data).all():
+                raise _overflow(tape, "MultiHeadAttention.forward", self.dtype)
         nodes = {node.name: node for node in tape.nodes if node.name in STEP_NAMES}
+        total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
-            tape, output, inputs, record["products"], nodes, call.self_attention, call.total_mask, keep, call.batch
-        )
+            tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,
+            dropout, self.block_size is not None,
+        )  # fmt: skip
+        if dropout is not None:
+            self._dropout_calls += 1  # only now: a failed forward leaves the next mask as it was
         return output
 
     # -- what the last forward left (read-only)
@@ -354,28 +455,62 @@ class MultiHeadAttention(Module):
     def _per_head(self, array):
         return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
 
+    def _weights(self, what):
+        """``P [B·H, Tq, Tk]`` of the last forward: the tape's ``weights``, or (tiled) ``exp(S − L)`` recomputed."""
+        last = self._require_forward(what)
+        if not last.tiled:
+            return last.nodes["weights"].data
+        self._require_score_memory(what, 2)
+        return tiled.recomputed_weights(last.nodes["context"])
+
+    def _keep(self):
+        """The dropout mask of the last forward (None without dropout): saved, or (tiled) regenerated."""
+        last = self._last
+        if last is None or not last.tiled:
+            return None if last is None else last.keep
+        if last.dropout is not None:
+            self._require_score_memory("dropout_keep", 2)
+        return tiled.recomputed_keep(last.nodes["context"])
+
     @property
     def attention_weights(self):
-        """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout (read-only)."""
-        last = self._require_forward("attention_weights")
-        return self._per_head(last.nodes["weights"].data)
+        """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout (read-only).
+
+        On the tiled path nothing score-sized was kept: they are recomputed
+        here, ``P = exp(S − L)`` from ``Q``, ``K`` and the saved log-sum-exp ``L``.
+        """
+        return self._per_head(self._weights("attention_weights"))
 
     @property
     def dropped_attention_weights(self):
         """``[B, H, Tq, Tk]``: the weights *after* dropout (the same as before when it is off)."""
         last = self._require_forward("dropped_attention_weights")
+        if last.tiled:
+            weights, keep = self._weights("dropped_attention_weights"), self._keep()
+            return self._per_head(weights if keep is None else weights * keep)
         node = last.nodes.get("dropped_weights", last.nodes["weights"])
         return self._per_head(node.data)
 
     @property
     def last_mask(self):
-        """The total additive mask ``[Tq, Tk]`` of the last forward (causal + user), or None."""
-        return None if self._last is None else read_only(self._last.mask)
+        """The total additive mask ``[Tq, Tk]`` of the last forward (causal + user), or None.
+
+        On the tiled path (which never builds the causal part whole) it is built here.
+        """
+        last = self._last
+        if last is None or not (last.tiled and self.causal):
+            return None if last is None else read_only(last.mask)
+        total = masks.causal_mask(last.nodes["Q_heads"].shape[1], self.dtype)
+        return read_only(total if last.mask is None else total + last.mask)
 
     @property
     def dropout_keep(self):
-        """The saved dropout mask ``[B·H, Tq, Tk]`` (1/(1-p) where kept, 0 where dropped), or None."""
-        return None if self._last is None else read_only(self._last.keep)
+        """The dropout mask ``[B·H, Tq, Tk]`` (1/(1-p) where kept, 0 where dropped), or None.
+
+        Saved by the standard path; regenerated here on the tiled path (it is
+        a pure function of the seed, the forward's number and the position).
+        """
+        return read_only(self._keep())
 
     @property
     def last_gradients(self):
@@ -388,13 +523,27 @@ class MultiHeadAttention(Module):
             raise RuntimeError(f"MultiHeadAttention.{what}: call backward() first")
         return read_only(grads[name])
 
+    def _score_gradient(self, name, what):
+        """A score-sized gradient of the last backward: kept by the standard path, recomputed when tiled."""
+        last = self._require_forward(what)
+        if not last.tiled:
+            return self._last_grad(name, what)
+        grad_context = self._last_grad("context", what)
+        self._require_score_memory(what, 5)
+        heads = [last.nodes[step].data for step in ("Q_heads", "K_heads", "V_heads")]
+        core = analytic.attention_core_backward(grad_context, *heads, self._weights(what), self._keep())
+        return core[name]
+
     def grad_scores(self):
-        """dS ``[B, H, Tq, Tk]``: the gradient of the (scaled, masked) scores, last backward."""
-        return self._per_head(self._last_grad("scaled_scores", "grad_scores()"))
+        """dS ``[B, H, Tq, Tk]``: the gradient of the (scaled, masked) scores, last backward.
+
+        On the tiled path it is recomputed from the last backward's dC and the recomputed weights.
+        """
+        return self._per_head(self._score_gradient("scaled_scores", "grad_scores()"))
 
     def grad_weights(self):
-        """dP ``[B, H, Tq, Tk]``: the gradient of the attention weights, last backward."""
-        return self._per_head(self._last_grad("weights", "grad_weights()"))
+        """dP ``[B, H, Tq, Tk]``: the gradient of the attention weights, last backward (recomputed when tiled)."""
+        return self._per_head(self._score_gradient("weights", "grad_weights()"))
 
     def grad_key_input(self):
         """dk of the last backward (cross-attention; for self it is part of the returned sum)."""
@@ -408,9 +557,10 @@ class MultiHeadAttention(Module):
         """The numpy values the analytic backward reads, taken from the last forward (read-only)."""
         last = self._require_forward("analytic_cache()")
         cache = {role: read_only(node.data) for role, node in last.inputs.items()}
-        for name in ("Q_heads", "K_heads", "V_heads", "weights", "merged"):
+        for name in ("Q_heads", "K_heads", "V_heads", "merged"):
             cache[name] = read_only(last.nodes[name].data)
-        cache["keep"] = read_only(last.keep)
+        cache["weights"] = read_only(self._weights("analytic_cache()"))  # recomputed on the tiled path
+        cache["keep"] = read_only(self._keep())
         cache["params"] = {name: read_only(tensor.data) for name, tensor in self.named_parameters()}
         cache["num_heads"] = self.num_heads
         return cache
@@ -434,6 +584,12 @@ class MultiHeadAttention(Module):
         ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
         hand-derived chain; ``links`` swaps links of the latter (teaching
         mistakes, see :data:`microtape.nn.analytic.LINKS`). No state changes.
+
+        On the tiled path the tape's reverse pass runs the tiled backward (the
+        ``tiled_attention`` row's VJP), and the analytic route the
+        hand-derived chain on weights recomputed from ``Q``, ``K`` and ``L``:
+        two independent routes, so they still check each other (the analytic
+        one at the standard path's memory, refused above ``max_score_bytes``).
         """
         last = self._require_forward("backward()")
         if method not in ("tape", "analytic"):
@@ -447,6 +603,8 @@ class MultiHeadAttention(Module):
             if method == "tape":
                 grads = self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
             else:
+                if last.tiled:
+                    self._require_score_memory("backward(method='analytic')", 6)
                 computed = analytic.attention_backward(grad_output, self.analytic_cache(), last.self_attention, links)
                 grads = NamedGradients({name: computed[name] for name in self.gradient_names()})
         self._check_finite_gradients(grads, method)
@@ -578,3 +736,12 @@ def _role_sum(last, node, grads):
 
 def _accumulate(node, grad):
     node.grad = np.array(grad) if node.grad is None else node.grad + grad
+
+
+def _block_size(value, what):
+    """None (the standard chain) or a positive integer (the tiled kernel's block size)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{what} = {value!r}: expected None (the standard chain) or a positive integer block size")
+    return int(value)

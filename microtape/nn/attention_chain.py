@@ -73,7 +73,9 @@ def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=
     return used.matmul(v_heads, name="context")
 
 
-def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None, record=None):
+def attention_chain(
+    query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None, record=None, core=attention_core
+):
     """The multi-head attention forward; returns the output ``[B, Tq, E]``.
 
     ``params`` maps ``"q_proj.weight"``, ``"q_proj.bias"``, … to values of the
@@ -81,7 +83,10 @@ def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask
     dict, the chain puts into it what the layer keeps: the split heads
     (``"Q_heads"``, …) and, under ``"products"``, each projection's product
     ``x Wᵀ`` by role (``{"query": …}``) — the step whose VJP sends the
-    gradient back to that input.
+    gradient back to that input. ``core`` computes the context from the split
+    heads (``core(Q_heads, K_heads, V_heads, causal_mask, mask, keep)``): the
+    step-by-step :func:`attention_core` by default, or the tiled kernel
+    (:func:`microtape.nn.tiled.tiled_core`), which records the core as one row.
     """
     batch = query.shape[0]
     projected, products = {}, {}
@@ -95,7 +100,7 @@ def attention_chain(query, key, value, params, num_heads, causal_mask=None, mask
             products[role], projected[letter] = linear_steps(x, weight, bias, name=letter)
     with module_scope("attention"):
         heads = {name: _named(split_heads(projected[name[0]], num_heads), name) for name in HEADS}
-        context = attention_core(heads["Q_heads"], heads["K_heads"], heads["V_heads"], causal_mask, mask, keep)
+        context = core(heads["Q_heads"], heads["K_heads"], heads["V_heads"], causal_mask, mask, keep)
         merged = _named(merge_heads(context, batch), "merged")
     if record is not None:
         record.update(heads, products=products)

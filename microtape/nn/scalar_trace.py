@@ -21,6 +21,7 @@ import numpy as np
 
 from ..scalar_array import ScalarArray
 from ..tape import Tape
+from . import masks
 from .attention_chain import HEADS, attention_chain
 
 __all__ = ["ScalarTrace", "trace_scalars", "scalar_op_estimate"]
@@ -88,10 +89,14 @@ def trace_scalars(attn, query, key=None, value=None, mask=None, max_ops=200_000)
         inputs = {role: ScalarArray.leaves(arrays[i], name=role) for i, role in enumerate(("query", "key", "value"))}
         query_s, key_s, value_s = inputs["query"], inputs["key"], inputs["value"]
     params = {name: ScalarArray.leaves(tensor.data, name=name) for name, tensor in attn.named_parameters()}
+    # A tiled layer's call carries no whole causal mask (its tiles make their own): build one here.
+    causal_mask = call.causal_mask
+    if causal_mask is None and attn.causal:
+        causal_mask = masks.causal_mask(call.q_len, attn.dtype)
     record = {}
     with Tape() as tape:
         output = attention_chain(
-            query_s, key_s, value_s, params, attn.num_heads, call.causal_mask, call.user_mask, keep, record=record
+            query_s, key_s, value_s, params, attn.num_heads, causal_mask, call.user_mask, keep, record=record
         )
     _tag_heads(tape, [record[name] for name in HEADS], attn.num_heads, call.batch)
     return ScalarTrace(tape, output, inputs, params)

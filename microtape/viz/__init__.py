@@ -19,6 +19,7 @@ from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
 from .heatmap import attention_heatmaps
 from .render import GraphvizNotFound, render, svg
+from .tiles import online_softmax, tile_schedule  # noqa: F401  (tiled attention: see tiles.py)
 
 __all__ = [
     "graph",

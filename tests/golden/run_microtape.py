@@ -193,3 +193,19 @@ def check_attention(mt, case: dict, method: str = "tape", after_tape_pass: bool 
         attn.zero_grad()
         returned_grad = attn.backward(case["grad_output"], method="analytic")
     check_attention_backward(attn, case, returned_grad)
+
+
+def check_tiled_attention(mt, case: dict, block_size: int, method: str = "tape") -> None:
+    """The cross-check of one case on the tiled path (``block_size``): forward, then backward by ``method``.
+
+    ``method="tape"`` is the tiled backward (the ``tiled_attention`` op's
+    VJP); ``"analytic"`` the hand-derived chain on weights recomputed from
+    Q, K and the saved log-sum-exp. ``attention_weights`` are recomputed too.
+    """
+    attn = build_attention(mt, case)
+    attn.block_size = block_size
+    output = attention_forward(attn, case)
+    assert attn.tape.find("context").op.name == "tiled_attention"
+    check_attention_forward(attn, case, output)
+    returned_grad = attn.backward(case["grad_output"], method=method)
+    check_attention_backward(attn, case, returned_grad)

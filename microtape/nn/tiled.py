@@ -1,0 +1,475 @@
+"""Tiled (flash) attention: the attention core in blocks, never holding a score matrix.
+
+This module lets attention run the way FlashAttention-2 runs it — queries
+and keys in blocks, the softmax computed *online* — and records the whole
+core as one tape row::
+
+    >>> import numpy as np, microtape as mt
+    >>> attn = mt.nn.MultiHeadAttention(8, 2, causal=True, block_size=2, seed=0)
+    >>> y = attn(np.random.default_rng(0).standard_normal((1, 5, 8)))
+    >>> attn.tape.find("context").op.name
+    'tiled_attention'
+
+The standard chain (:mod:`microtape.nn.attention_chain`) builds the scores
+``S = Q Kᵀ/√d + M`` for all ``B·H·Tq·Tk`` pairs, then ``P = softmax(S)``, then
+``C = P V``, and its tape keeps all of them. Here one tile ``S_ij`` (query
+block ``i``, key block ``j``) exists at a time.
+
+Forward (the online softmax), for each query block, over its key blocks in order::
+
+    m_new = max(m, rowmax(S_ij))             running row max (starts at -inf)
+    α     = exp(m − m_new)                    how much the old terms must shrink
+    P̂     = exp(S_ij − m_new)
+    l     = α · l + rowsum(P̂)                 running sum of exponentials
+    acc   = α · acc + (P̂ ⊙ keep_ij) V_j      running unnormalised output
+    then  O_i = acc / l   and   L_i = m + log l     (the row's log-sum-exp)
+
+Why it is exact: after any prefix of the keys, ``l = Σ exp(S_j − m)`` and
+``acc = Σ exp(S_j − m) keep_j V_j`` with ``m`` the prefix's max. A new max
+multiplies every term by ``exp(m − m_new) = α``, so rescaling the two sums is
+the same as recomputing them; at the end ``acc / l = Σ softmax(S)_j keep_j V_j``.
+Only ``O`` and ``L`` are saved: ``O(B·H·T·D)`` memory, plus one tile.
+
+Backward, given ``dO`` — ``P`` is *recomputed* per tile from ``Q``, ``K`` and ``L``::
+
+    D     = rowsum(dO ⊙ O)                    (= rowsum(dP ⊙ P), without P)
+    P     = exp(S_ij − L_i)
+    dV_j += (P ⊙ keep)ᵀ dO_i,    dP = (dO_i V_jᵀ) ⊙ keep,    dS = P ⊙ (dP − D_i)
+    dQ_i += dS K_j / √d,         dK_j += dSᵀ Q_i / √d
+
+With ``causal=True`` the tiles entirely above the diagonal are *skipped*
+(never computed): every key there is later than every query. Masks are the
+standard chain's: additive ``[Tq, Tk]`` floats, applied per tile, and a
+causal ``-1e9`` inside the tiles that cross the diagonal. Dropout uses the
+counter-based :class:`~microtape.nn.dropout_mask.DropoutMask`, regenerated
+per tile in both passes — the same mask the standard chain builds whole.
+
+The steps are generators (:func:`online_softmax`, :func:`backward_steps`)
+that the forward and backward run to the end and that
+:func:`microtape.check.tiled_report` walks one tile at a time; their update
+rules are links (:data:`LINKS`) a teaching mistake can swap, as in
+:mod:`microtape.nn.analytic`.
+"""
+
+import math
+import numbers
+from collections import deque
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..ops import _op
+from ..plain import Plain
+from ..tensor import Tensor
+from . import analytic
+from .masks import NEG_INF
+
+__all__ = [
+    "Tile",
+    "TileSchedule",
+    "OnlineState",
+    "BackwardStep",
+    "LINKS",
+    "score_tile",
+    "online_softmax",
+    "tiled_forward",
+    "saved_lse",
+    "backward_steps",
+    "tiled_backward",
+    "TILED_ATTENTION",
+    "tiled_attention",
+    "tiled_core",
+    "schedule_of",
+    "recomputed_weights",
+    "recomputed_keep",
+]
+
+
+# ---------------------------------------------------------------- the tiles
+
+
+class Tile(NamedTuple):
+    """One block of the score matrix: query block ``q_block`` (``rows``) against key block ``k_block`` (``cols``)."""
+
+    q_block: int
+    k_block: int
+    rows: slice
+    cols: slice
+
+
+@dataclass(frozen=True)
+class TileSchedule:
+    """Which tiles of a ``q_len × k_len`` score matrix are computed, and in what order.
+
+    Blocks are ``block_size`` long (the last one shorter when it does not
+    divide the length). With ``causal``, a tile whose first key comes after
+    its last query is skipped.
+    """
+
+    q_len: int
+    k_len: int
+    block_size: int
+    causal: bool = False
+
+    def _blocks(self, length):
+        size = self.block_size
+        return [slice(start, min(start + size, length)) for start in range(0, length, size)]
+
+    @property
+    def query_blocks(self):
+        return self._blocks(self.q_len)
+
+    @property
+    def key_blocks(self):
+        return self._blocks(self.k_len)
+
+    def is_skipped(self, tile):
+        """True for a causal tile entirely above the diagonal (every key j > every query i)."""
+        return self.causal and tile.cols.start >= tile.rows.stop
+
+    def all_tiles(self):
+        """Every tile, computed or skipped, query block by query block."""
+        keys = self.key_blocks
+        return [Tile(a, b, rows, cols) for a, rows in enumerate(self.query_blocks) for b, cols in enumerate(keys)]
+
+    def row(self, q_block):
+        """The computed tiles of one query block, in key order (what the online softmax walks)."""
+        rows = self.query_blocks[q_block]
+        tiles = (Tile(q_block, b, rows, cols) for b, cols in enumerate(self.key_blocks))
+        return [tile for tile in tiles if not self.is_skipped(tile)]
+
+    def forward_order(self):
+        """The computed tiles in the forward's order: query block by query block, keys in order."""
+        return [tile for a in range(len(self.query_blocks)) for tile in self.row(a)]
+
+    def backward_order(self):
+        """The computed tiles in the backward's order: key block by key block (FlashAttention-2's loop)."""
+        return sorted(self.forward_order(), key=lambda tile: (tile.k_block, tile.q_block))
+
+    def skipped(self):
+        """The tiles skipped by causality."""
+        return [tile for tile in self.all_tiles() if self.is_skipped(tile)]
+
+    def __str__(self):
+        total = len(self.query_blocks) * len(self.key_blocks)
+        skipped = len(self.skipped())
+        text = f"{self.q_len}×{self.k_len} scores in tiles of {self.block_size}: {total - skipped} of {total} computed"
+        return text + (f", {skipped} skipped (causal)" if self.causal else "")
+
+
+def schedule_of(q, k, v, block_size, causal=False, mask=None):
+    """The :class:`TileSchedule` for ``q [N, Tq, D]``, ``k [N, Tk, D]``, ``v [N, Tk, Dv]``; clear errors otherwise."""
+    where = "tiled_attention"
+    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size <= 0:
+        raise ValueError(f"{where}(block_size={block_size!r}): expected a positive integer")
+    shapes = {"Q": np.shape(q), "K": np.shape(k), "V": np.shape(v)}
+    for name, shape in shapes.items():
+        if len(shape) != 3 or 0 in shape:
+            raise ValueError(f"{where}: {name} has shape {shape}; expected a non-empty [N, T, D] (N = B·H heads)")
+    (n, q_len, depth), (nk, k_len, depth_k), (nv, v_len, _) = shapes.values()
+    if not n == nk == nv or k_len != v_len or depth != depth_k:
+        raise ValueError(
+            f"{where}: Q {shapes['Q']}, K {shapes['K']} and V {shapes['V']} must share N, K and V must share Tk, "
+            "and Q and K must share D"
+        )
+    if mask is not None and np.shape(mask) != (q_len, k_len):
+        raise ValueError(f"{where}: mask has shape {np.shape(mask)}; expected [Tq, Tk] = {[q_len, k_len]}")
+    return TileSchedule(q_len, k_len, int(block_size), bool(causal))
+
+
+def score_tile(q, k, tile, mask=None, causal=False):
+    """``S = Q_i K_jᵀ / √d`` (+ the causal mask) (+ ``mask``) for one tile: ``[N, rows, cols]``.
+
+    The operations and their order are the standard chain's (scale, then
+    causal, then mask), so a tile equals the same block of the chain's
+    masked scores to rounding.
+    """
+    scores = q[:, tile.rows] @ np.swapaxes(k[:, tile.cols], -1, -2)
+    scores *= 1.0 / math.sqrt(q.shape[-1])  # a Python float: float32 stays float32
+    if causal and tile.cols.stop - 1 > tile.rows.start:  # the tile reaches above the diagonal
+        i = np.arange(tile.rows.start, tile.rows.stop)[:, None]
+        j = np.arange(tile.cols.start, tile.cols.stop)[None, :]
+        scores += np.where(j > i, NEG_INF, 0.0).astype(scores.dtype)
+    if mask is not None:
+        scores += mask[tile.rows, tile.cols]
+    return scores
+
+
+# ---------------------------------------------------------------- the update rules (links)
+
+
+def add_to_sum(l, alpha, weights):
+    """``l = α · l + rowsum(P̂)``: shrink the old sum to the new max, add this tile's terms."""
+    return alpha * l + weights.sum(axis=-1)
+
+
+def add_to_accumulator(acc, alpha, used, v_tile):
+    """``acc = α · acc + (P̂ ⊙ keep) V_j``: the same rescaling for the unnormalised output."""
+    return alpha[..., None] * acc + used @ v_tile
+
+
+def logsumexp(m, l):
+    """``L = m + log l``: the row's log-sum-exp, all the backward needs of the softmax."""
+    return m + np.log(l)
+
+
+def delta(grad_out, out):
+    """``D = rowsum(dO ⊙ O)``: equals ``rowsum(dP ⊙ P)`` (``O = P̃ V``), with no score-sized array."""
+    return np.einsum("...d,...d->...", grad_out, out)
+
+
+def softmax_backward_with_delta(grad_weights, weights, row_delta):
+    """``dS = P ⊙ (dP − D)``: softmax's backward with the rowsum replaced by ``D``."""
+    return weights * (grad_weights - row_delta[..., None])
+
+
+#: The update rules by name; ``links={"accumulate": wrong}`` swaps one (teaching mistakes).
+LINKS = {
+    "sum": add_to_sum,
+    "accumulate": add_to_accumulator,
+    "logsumexp": logsumexp,
+    "delta": delta,
+    "softmax": softmax_backward_with_delta,
+}
+
+
+# ---------------------------------------------------------------- forward
+
+
+class OnlineState(NamedTuple):
+    """The online softmax of one query block after the key block of ``tile``."""
+
+    tile: Tile
+    m: np.ndarray  # [N, rows]: running row max
+    l: np.ndarray  # [N, rows]: running sum of exp(S − m)
+    acc: np.ndarray  # [N, rows, D]: running unnormalised output Σ exp(S − m) keep V
+
+
+def online_softmax(q, k, v, schedule, q_block, mask=None, dropout=None, links=None):
+    """Walk one query block's key blocks in order; yield an :class:`OnlineState` after each.
+
+    Every state holds new arrays (nothing is changed in place), so a walker
+    may keep them.
+    """
+    link = {**LINKS, **(links or {})}
+    rows = schedule.query_blocks[q_block]
+    heads, count = q.shape[0], rows.stop - rows.start
+    dtype = np.result_type(q, k, v)
+    m = np.full((heads, count), -np.inf, dtype=dtype)
+    l = np.zeros((heads, count), dtype=dtype)
+    acc = np.zeros((heads, count, v.shape[-1]), dtype=dtype)
+    for tile in schedule.row(q_block):
+        weights = score_tile(q, k, tile, mask, schedule.causal)
+        m_new = np.maximum(m, weights.max(axis=-1))
+        # A row whose keys so far are all -inf has m = -inf; subtracting 0 instead keeps its
+        # terms exp(-inf) = 0 (and -inf - -inf would be NaN).
+        shift = np.where(np.isneginf(m_new), 0.0, m_new).astype(dtype, copy=False)
+        weights -= shift[..., None]
+        np.exp(weights, out=weights)  # P̂ = exp(S − m_new), in the scores' buffer
+        alpha = np.exp(m - shift)  # 0 for a row that had no finite score yet
+        l = link["sum"](l, alpha, weights)
+        used = weights if dropout is None else weights * dropout.keep(heads, tile.rows, tile.cols, dtype)
+        acc = link["accumulate"](acc, alpha, used, v[:, tile.cols])
+        m = m_new
+        yield OnlineState(tile, m, l, acc)
+
+
+def tiled_forward(q, k, v, schedule, mask=None, dropout=None, links=None):
+    """``O [N, Tq, D]`` and ``L [N, Tq]`` by the online softmax, one query block at a time.
+
+    ``O`` and ``L`` share one allocation, ``L`` right after ``O`` (``O`` is a
+    view of its first part): the tape keeps ``O`` as the op's output, and the
+    backward finds ``L`` beside it (:func:`saved_lse`).
+    """
+    link = {**LINKS, **(links or {})}
+    heads, q_len, depth = q.shape[0], q.shape[1], v.shape[-1]
+    buffer = np.empty(heads * q_len * (depth + 1), dtype=np.result_type(q, k, v))
+    out = buffer[: heads * q_len * depth].reshape(heads, q_len, depth)
+    lse = buffer[heads * q_len * depth :].reshape(heads, q_len)
+    for q_block, rows in enumerate(schedule.query_blocks):
+        # Walk every key block; the last state holds the whole row (key block 0 is never skipped).
+        (state,) = deque(online_softmax(q, k, v, schedule, q_block, mask, dropout, links), maxlen=1)
+        out[:, rows] = state.acc / state.l[..., None]
+        lse[:, rows] = link["logsumexp"](state.m, state.l)
+    return out, lse
+
+
+def saved_lse(out):
+    """The ``L`` that :func:`tiled_forward` saved beside ``out``, or None if ``out`` is not that view."""
+    buffer = out.base
+    heads, q_len, _ = out.shape
+    if (
+        not isinstance(buffer, np.ndarray)
+        or buffer.ndim != 1
+        or buffer.size != out.size + heads * q_len
+        or not out.flags.c_contiguous
+        or buffer.__array_interface__["data"][0] != out.__array_interface__["data"][0]
+    ):
+        return None
+    return buffer[out.size :].reshape(heads, q_len)
+
+
+def _lse(out, q, k, v, schedule, mask, dropout):
+    """``L`` of a forward: saved beside ``out``, or (for a copy of ``out``) computed again."""
+    lse = saved_lse(out)
+    return lse if lse is not None else tiled_forward(q, k, v, schedule, mask, dropout)[1]
+
+
+# ---------------------------------------------------------------- backward
+
+
+class BackwardStep(NamedTuple):
+    """What one tile adds to the gradients: ``dQ[:, rows]``, ``dK[:, cols]``, ``dV[:, cols]``."""
+
+    tile: Tile
+    grad_q: np.ndarray  # [N, rows, D]
+    grad_k: np.ndarray  # [N, cols, D]
+    grad_v: np.ndarray  # [N, cols, Dv]
+
+
+def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropout=None, links=None):
+    """Walk the tiles in the backward's order; yield each tile's :class:`BackwardStep`.
+
+    ``lse`` is the forward's ``L``, ``row_delta`` is ``D = rowsum(dO ⊙ O)``.
+    The per-tile formulas are the hand-derived chain's links
+    (:mod:`microtape.nn.analytic`) on one tile, with ``D`` for the rowsum.
+    """
+    link = {**LINKS, **(links or {})}
+    heads, scale, dtype = q.shape[0], 1.0 / math.sqrt(q.shape[-1]), np.result_type(q, k, v)
+    for tile in schedule.backward_order():
+        weights = score_tile(q, k, tile, mask, schedule.causal)
+        weights -= lse[:, tile.rows, None]
+        np.exp(weights, out=weights)  # P = exp(S − L): the softmax, recomputed without a row pass
+        grad_rows = grad_out[:, tile.rows]
+        keep = None if dropout is None else dropout.keep(heads, tile.rows, tile.cols, dtype)
+        used = weights if keep is None else weights * keep
+        grad_used, grad_v = analytic.context_backward(grad_rows, used, v[:, tile.cols])
+        grad_weights = grad_used if keep is None else analytic.dropout_backward(grad_used, keep)
+        grad_scores = link["softmax"](grad_weights, weights, row_delta[:, tile.rows])
+        grad_q, grad_k = analytic.scores_backward(grad_scores, q[:, tile.rows], k[:, tile.cols], scale)
+        yield BackwardStep(tile, grad_q, grad_k, grad_v)
+
+
+def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, links=None):
+    """``(dQ, dK, dV)``: the tiles' contributions added block by block."""
+    link = {**LINKS, **(links or {})}
+    lse = _lse(out, q, k, v, schedule, mask, dropout)
+    row_delta = link["delta"](grad_out, out)
+    grad_q, grad_k, grad_v = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for step in backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask, dropout, links):
+        grad_q[:, step.tile.rows] += step.grad_q
+        grad_k[:, step.tile.cols] += step.grad_k
+        grad_v[:, step.tile.cols] += step.grad_v
+    return grad_q, grad_k, grad_v
+
+
+# ---------------------------------------------------------------- the op
+
+
+def _forward(q, k, v, block_size, causal=False, mask=None, dropout=None):
+    return tiled_forward(q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)[0]
+
+
+def _vjp(g, ans, q, k, v, block_size, causal=False, mask=None, dropout=None):
+    return tiled_backward(g, ans, q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)
+
+
+def _label(params):
+    text = f"tiles of {params.get('block_size', '?')}"
+    return text + (", causal: tiles above the diagonal skipped" if params.get("causal") else "")
+
+
+#: The whole attention core as one primitive: ``O = softmax(Q Kᵀ/√d + M) ⊙ keep · V``, tiled.
+TILED_ATTENTION = _op(
+    "tiled_attention",
+    _forward,
+    _vjp,
+    [
+        "sum over key tiles of dS {K}_j / sqrt(d), dS = P * (({g} {V}_j^T) * keep - D)",
+        "sum over query tiles of dS^T {Q}_i / sqrt(d)",
+        "sum over query tiles of (P * keep)^T {g}_i",
+    ],
+    [
+        r"\bar Q_i = \sum_j dS_{ij} K_j / \sqrt d",
+        r"\bar K_j = \sum_i dS_{ij}^{\top} Q_i / \sqrt d",
+        r"\bar V_j = \sum_i (P_{ij} \odot \mathrm{keep})^{\top} \bar O_i",
+    ],
+    inputs=("Q", "K", "V"),
+    output="O",
+    # (No semicolons in the note: pictures split the formula into its per-input parts at them.)
+    note="per tile P = exp(S - L) from the saved L = m + log l, and D = rowsum(g * O)",
+    example_params={"block_size": 2},
+    label=_label,
+)
+
+
+def tiled_attention(q_heads, k_heads, v_heads, block_size, causal=False, mask=None, dropout=None, name="context"):
+    """The tiled attention core of ``[N, Tq, D]`` queries over ``[N, Tk, D]`` keys and values.
+
+    On Tensors it records one ``tiled_attention`` row (its parameters: the
+    block size, ``causal``, the additive ``mask [Tq, Tk]`` and the
+    :class:`~microtape.nn.dropout_mask.DropoutMask`, when given); on
+    :class:`~microtape.plain.Plain` arrays it only computes. Returns the
+    context ``[N, Tq, D]``.
+    """
+    params = {"block_size": block_size, "causal": bool(causal)}
+    if mask is not None:
+        params["mask"] = mask
+    if dropout is not None:
+        params["dropout"] = dropout
+    if isinstance(q_heads, Tensor):
+        return TILED_ATTENTION(q_heads, k_heads, v_heads, name=name, **params)
+    if isinstance(q_heads, Plain):
+        return Plain(_forward(q_heads.data, k_heads.data, v_heads.data, **params), name)
+    raise TypeError(
+        f"tiled_attention: runs on Tensors and Plain arrays, got {type(q_heads).__name__} "
+        "(the scalar trace runs the standard chain: it is the same function)"
+    )
+
+
+def tiled_core(block_size, causal=False, dropout=None):
+    """A core for :func:`~microtape.nn.attention_chain.attention_chain`: the tiled kernel instead of the chain.
+
+    The tiled kernel makes its causal mask and its dropout mask tile by tile,
+    so it takes ``causal`` and ``dropout`` here and only the user's additive
+    ``mask`` per call.
+    """
+
+    def core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None):
+        if causal_mask is not None or keep is not None:
+            raise ValueError("tiled_core: give causal= and dropout= to tiled_core(), not whole masks per call")
+        mask = mask.data if isinstance(mask, (Tensor, Plain)) else mask
+        return tiled_attention(q_heads, k_heads, v_heads, block_size, causal, mask, dropout)
+
+    return core
+
+
+# ---------------------------------------------------------------- reading a recorded row back
+
+
+def _recorded(node):
+    """``(q, k, v, schedule, mask, dropout)`` of a recorded ``tiled_attention`` node."""
+    if node.op is not TILED_ATTENTION:
+        raise ValueError(f"expected a node recorded by tiled_attention, got {node!r}")
+    q, k, v = (x.data for x in node.inputs)
+    params = node.params
+    schedule = schedule_of(q, k, v, params["block_size"], params.get("causal", False), params.get("mask"))
+    return q, k, v, schedule, params.get("mask"), params.get("dropout")
+
+
+def recomputed_weights(node):
+    """``P = exp(S − L)`` ``[N, Tq, Tk]`` of a recorded tiled row: recomputed on request from Q, K and L."""
+    q, k, v, schedule, mask, dropout = _recorded(node)
+    whole = Tile(0, 0, slice(0, schedule.q_len), slice(0, schedule.k_len))
+    weights = score_tile(q, k, whole, mask, schedule.causal)
+    weights -= _lse(node.data, q, k, v, schedule, mask, dropout)[..., None]
+    return np.exp(weights, out=weights)
+
+
+def recomputed_keep(node):
+    """The dropout mask ``[N, Tq, Tk]`` of a recorded tiled row (None without dropout), regenerated."""
+    q, k, v, schedule, mask, dropout = _recorded(node)
+    if dropout is None:
+        return None
+    return dropout.keep(q.shape[0], slice(0, schedule.q_len), slice(0, schedule.k_len), node.data.dtype)
