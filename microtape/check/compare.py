@@ -130,13 +130,13 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
 
     upstream = "ones (the default)" if grad is None else "given (grad)"
     details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
-    inherits = _inherits({name: node for name, node, _ in wanted})
+    inherits = _inherits_on_tape({name: node for name, node, _ in wanted})
     return GradientReport(
         rows, atol=atol, rtol=rtol, details=details, gradients=result, analytic=dict(analytic), inherits=inherits
     )
 
 
-def _inherits(named):
+def _inherits_on_tape(named):
     """``{name: names computed from it}``: a node's gradient is computed from those of the nodes it feeds."""
     feeds = {}
     for name, node in named.items():

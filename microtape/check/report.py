@@ -41,7 +41,7 @@ from ..nn.attention import MultiHeadAttention
 from ..nn.checks import gradient_array
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .rows import GradientReport, default_tolerance, make_row
+from .rows import GradientReport, default_tolerance, inherits_from, make_row
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
@@ -123,23 +123,8 @@ COMPUTED_FROM = {
 }
 
 
-def _inherits(computed_from):
-    """``{label: labels whose value is computed (directly or not) from it}``."""
-    inherits = {}
-    for label in {x for sources in computed_from.values() for x in sources} | set(computed_from):
-        found, frontier = [], [label]
-        while frontier:
-            source = frontier.pop()
-            for row, sources in computed_from.items():
-                if source in sources and row not in found:
-                    found.append(row)
-                    frontier.append(row)
-        inherits[label] = tuple(found)
-    return inherits
-
-
 #: ``INHERITS["dQ"]``: the rows an error in ``dQ`` propagates to.
-INHERITS = _inherits(COMPUTED_FROM)
+INHERITS = inherits_from(COMPUTED_FROM)
 
 #: Things worth knowing about a row, shown under the table.
 ROW_NOTES = {

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Row", "GradientReport", "make_row", "default_tolerance"]
+__all__ = ["Row", "GradientReport", "make_row", "default_tolerance", "inherits_from"]
 
 #: The default tolerance per dtype: float64 checks are exact to rounding;
 #: float32 keeps about 7 digits, and a backward chain loses a few of them.
@@ -131,6 +131,26 @@ def make_row(label, name, formula, latex, analytic, taped, *, atol, rtol, step=N
         analytic=analytic,
         taped=taped,
     )
+
+
+def inherits_from(computed_from):
+    """``{label: labels whose value is computed (directly or not) from it}``.
+
+    ``computed_from`` says, for each row, the rows it is computed from
+    directly (``{"dQ": ("dS",), ...}``); the result is the closure the other
+    way round: an error in ``dS`` reaches ``dQ`` and all that ``dQ`` feeds.
+    """
+    inherits = {}
+    for label in {x for sources in computed_from.values() for x in sources} | set(computed_from):
+        found, frontier = [], [label]
+        while frontier:
+            source = frontier.pop()
+            for row, sources in computed_from.items():
+                if source in sources and row not in found:
+                    found.append(row)
+                    frontier.append(row)
+        inherits[label] = tuple(found)
+    return inherits
 
 
 def _shape_text(shape):

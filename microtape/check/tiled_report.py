@@ -44,8 +44,8 @@ import numpy as np
 from ..nn import tiled
 from ..nn.attention import MultiHeadAttention
 from ..nn.checks import gradient_array
-from .report import CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW, _inherits
-from .rows import GradientReport, default_tolerance, make_row
+from .report import CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW
+from .rows import GradientReport, default_tolerance, inherits_from, make_row
 
 __all__ = ["TiledReport", "TiledMistake", "TILED_MISTAKES", "tiled_report", "MAX_TILES"]
 
@@ -392,5 +392,5 @@ def tiled_report(
         atol=tolerance,
         rtol=tolerance,
         details=details,
-        inherits=_inherits(computed_from),
+        inherits=inherits_from(computed_from),
     )
