@@ -122,8 +122,8 @@ def probability(value, what):
 
 
 def seed_value(seed, what):
-    """A seed for numpy's generators: None, a non-negative int, or a SeedSequence/Generator."""
-    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+    """A seed for numpy's generators: None, a non-negative int, or a ``np.random.SeedSequence``."""
+    if seed is None or isinstance(seed, np.random.SeedSequence):
         return seed
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"{what}: expected None or a non-negative integer, got {seed!r}")
