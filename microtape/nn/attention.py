@@ -178,7 +178,8 @@ class MultiHeadAttention(Module):
         self.dtype = dtype
         self._block_size = block_size
         self._max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
-        seeds = np.random.SeedSequence(seed).spawn(len(PROJECTIONS) + 1)
+        root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        seeds = root.spawn(len(PROJECTIONS) + 1)
         for projection, child in zip(PROJECTIONS, seeds):
             setattr(self, projection, Linear(embed, embed, seed=child, dtype=dtype))
         # Dropout masks are a hash of (this key, the forward's number, the position).
