@@ -148,8 +148,7 @@ class Painter:
         else:
             lines = self.equation_lines(box, state)
         result = self._is_result(box)
-        return Shape(box.id, box.kind, box.cluster, lines, state, result, box.copy_of is not None,
-                     focus=box.id == self.current)  # fmt: skip
+        return Shape(box.id, box.kind, box.cluster, lines, state, result, box.copy_of is not None)
 
     def _is_result(self, box):
         """Results get a double border: the outputs (backward), or what nothing else reads (forward)."""

@@ -17,10 +17,12 @@ constant, summary — sets its border and shape: operations are rounded with
 a blue border, inputs rounded with a thick green border, parameters square
 with a thick gold border, constants dashed grey, summaries 3-D boxes. In
 the forward view the kind also sets the fill. In the backward view the fill
-says where the pass is — orange: gradient complete; light orange: partly
-there; bright orange and a thick border: the current step; grey: not yet;
-white: not on the path to the output — and the border still says the kind.
-A result has a double border.
+says where the pass is — orange: done (its step ran); light orange: its
+gradient is arriving (some or all of it, its step still to come); bright
+orange and a thick border: the current step; grey: nothing yet; white: not
+on the path to the output — and the border still says the kind. A result
+has a double border. Rows of ``Picture.orders`` are emitted as invisible
+same-rank edges, which keep sibling computations in their recorded order.
 """
 
 import html
@@ -76,7 +78,6 @@ class Shape:
     state: str | None = None  # backward: done, partial, current, pending, off
     result: bool = False
     small: bool = False  # a per-use copy of a shared leaf
-    focus: bool = False  # the box a step is about (the player keeps it in view)
 
 
 @dataclass
