@@ -10,7 +10,7 @@ OUT    ?= demo-output
 # exact pin: a bare `torch` pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-torch bench lint format dot clean assignment grade-sample
+.PHONY: demo test test-torch bench lint format dot browser clean assignment grade-sample
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,18 @@ $(STAMP): pyproject.toml
 dot:
 	@bash scripts/ensure-dot.sh
 
+# The frames player (index.html) is tested in a real headless Chromium: this
+# installs Debian's chromium + chromium-driver when missing (and allowed), and
+# selenium into .venv (the [browser] extra). Without a browser that test skips.
+browser: $(STAMP)
+	@bash scripts/ensure-browser.sh
+	@$(BIN)/python -c "import selenium" 2>/dev/null || $(BIN)/pip install --quiet -e '.[browser]' \
+		|| echo "Could not install selenium; the browser test will be skipped."
+
 demo: $(STAMP) dot
 	$(BIN)/microtape demo --out $(OUT)
 
-test: $(STAMP) dot
+test: $(STAMP) dot browser
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch" -q -p no:cacheprovider tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 

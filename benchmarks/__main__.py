@@ -560,10 +560,12 @@ def graph(report, quick):
     report.say(
         "`build`: `microtape.viz.graph(...)` in Python; `dot`: Graphviz's `dot -Tsvg` on that source "
         "(timeout 30 s). detail=full draws every equation; detail=auto collapses reshape chains and "
-        "summarises graphs above 150 boxes. `mlp` graphs read every weight from every sample (shared leaves)."
+        "summarises graphs above 150 boxes. `mlp` graphs read every weight from every sample (shared leaves). "
+        "`frames`: the demo's backward_frames (build includes its one `dot` layout; dot: every frame by "
+        "`neato -n2`); its 'boxes drawn' column counts frames."
     )
     report.say()
-    cases = [("attention", None, detail) for detail in ("full", "auto")]
+    cases = [("attention", None, detail) for detail in ("full", "auto")] + [("frames", None, "auto")]
     sizes = [100] if quick else [100, 300, 1000, 3000]
     cases += [(kind, n, detail) for kind in ("chain", "mlp") for n in sizes for detail in ("full", "auto")]
     rows = []
@@ -579,11 +581,11 @@ def graph(report, quick):
             report.say(f"SKIPPED: {r['skipped']}")
             return None
         for picture in r["pictures"]:
-            name = kind + (" (backward)" if picture["backward"] else "")
+            name = kind + (" (backward)" if picture["backward"] and kind != "frames" else "")
             render = seconds(picture["render"]) if picture["render"] is not None else f"> {picture['timeout']} s"
             rows.append([name, r["equations"], detail, picture["boxes"], seconds(picture["build"]), render])
             total = None if picture["render"] is None else picture["build"] + picture["render"]
-            group = ("attention" if kind == "attention" else "scalar", detail)
+            group = (kind if kind in ("attention", "frames") else "scalar", detail)
             previous = totals.get(group, 0.0)
             totals[group] = None if (total is None or previous is None) else max(previous, total)
     report.say(table(["graph", "equations", "detail", "boxes drawn", "build", "dot"], rows))

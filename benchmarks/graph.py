@@ -16,6 +16,11 @@ One process per graph::
                read by every sample, the shared-leaf shape that makes
                ``dot`` slow.
 
+``frames``     the demo attention's backward pass as a flip-book:
+               ``backward_frames`` (one ``dot`` layout for all frames) and
+               every frame drawn by ``neato -n2`` (the ``dot`` column);
+               "boxes drawn" is the number of frames.
+
 ``detail`` is passed to ``microtape.viz.graph``: ``"full"`` draws every
 equation, ``"auto"`` collapses reshape chains and, above 150 boxes, draws a
 summary per module. The DOT source is rendered to SVG by running ``dot``
@@ -79,12 +84,29 @@ def _count_boxes(source):
     return count
 
 
+def _frames():
+    import microtape as mt
+    from microtape.viz.demo import demo_attention
+
+    attn, _, grad_output = demo_attention()
+    t0 = time.perf_counter()
+    frames = mt.viz.backward_frames(attn, grad=grad_output)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    frames.svgs()
+    render = time.perf_counter() - t0
+    picture = {"backward": True, "build": build, "render": render, "timeout": None, "boxes": len(frames)}
+    return {"equations": len(attn.tape), "pictures": [picture]}
+
+
 def worker(spec):
     import microtape as mt
 
     if not hasattr(mt.viz, "graph"):
         return {"skipped": "microtape.viz.graph is not available"}
     kind, n = spec["kind"], spec.get("n")
+    if kind == "frames":
+        return _frames()
     tape = {"attention": _attention_tape, "chain": lambda: _chain_tape(n), "mlp": lambda: _mlp_tape(n)}[kind]()
     timeout = spec.get("timeout", 30)
     results = []

@@ -35,7 +35,7 @@ def _demo(args):
     from .viz.render import GraphvizNotFound
 
     Path(args.out).mkdir(parents=True, exist_ok=True)  # a place we cannot write fails now, in one line
-    attn, x, grad_output = demo_attention(**DEMO)
+    attn, x, grad_output = demo_attention()
     print(f"The default attention: {attn!r}, x of shape {list(np.shape(x))}\n")
     print(attn.tape.listing())
     print()
@@ -57,13 +57,12 @@ def _demo(args):
 
 
 def _graph(args):
-    from .viz.demo import DEMO, render_graph
+    from .viz.demo import render_graph
     from .viz.render import GraphvizNotFound
 
-    attention = dict(DEMO, seq=args.seq)
     _check_seq_size(args.seq, "graph")
     try:
-        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, **attention)
+        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, seq=args.seq)
     except GraphvizNotFound as error:
         print(str(error), file=sys.stderr)
         return 1
@@ -79,16 +78,19 @@ def _check_seq_size(seq, command):
 
 
 def _heatmap(args):
-    from .viz.demo import DEMO, render_heatmap
+    from .viz.demo import render_heatmap
 
     _check_seq_size(args.seq, "heatmap")
     which = tuple(args.which) if len(args.which) > 1 else args.which[0]
-    path = render_heatmap(args.file, which=which, **dict(DEMO, seq=args.seq))
+    path = render_heatmap(args.file, which=which, seq=args.seq)
     print(f"Wrote {path}")
     return 0
 
 
 def build_parser():
+    from .viz.demo import DEMO
+
+    seq_help = f"sequence length (default: {DEMO['seq']})"
     parser = Parser(
         prog="microtape",
         description="An educational autograd engine you can see and check.",
@@ -121,11 +123,13 @@ def build_parser():
         help="output file; .svg, .png, .pdf or .dot (default: graph.svg)",
     )
     graph.add_argument("--backward", action="store_true", help="annotate with gradients and VJP formulas")
-    graph.add_argument("--step", type=non_negative_int, default=None, help="freeze the backward pass after this step")
+    graph.add_argument(
+        "--step", type=non_negative_int, default=None, help="freeze the backward pass after this step (0 = the output)"
+    )
     graph.add_argument(
         "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
     )
-    graph.add_argument("--seq", type=positive_int, default=6, help="sequence length (default: 6)")
+    graph.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
     graph.set_defaults(run=_graph)
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
@@ -143,7 +147,7 @@ def build_parser():
         choices=("weights", "dropped", "grad_scores", "grad_weights"),
         help="what to draw (several: one row each)",
     )
-    heatmap.add_argument("--seq", type=positive_int, default=6, help="sequence length (default: 6)")
+    heatmap.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
     heatmap.set_defaults(run=_heatmap)
 
     from .exercises import command as exercises_command

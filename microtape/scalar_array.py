@@ -20,6 +20,11 @@ and ``+``. This class adds the few Tensor methods numpy's object arrays lack
 written against Tensor's methods runs unchanged on either. Reshapes and
 transposes move Scalars around without computing anything, so they leave no
 trace: the scalar graph shows only arithmetic.
+
+Names work as on Tensors, one per entry: ``x.matmul(w, name="scores")`` calls
+its Scalars ``scores[0,1,2]`` (their position), and so does setting
+``array.name = "Q"``; a Scalar that already has a name keeps it (so after a
+reshape the entries keep the name of the array that computed them).
 """
 
 import numpy as np
@@ -32,11 +37,26 @@ __all__ = ["ScalarArray"]
 class ScalarArray:
     """A numpy object array of :class:`~microtape.Scalar` with Tensor's methods."""
 
-    __slots__ = ("items", "name")
+    __slots__ = ("items", "_name")
 
     def __init__(self, items, name=None):
         self.items = np.asarray(items, dtype=object)
-        self.name = name  # kept for symmetry with Tensor; the Scalars carry their own
+        self._name = None
+        self.name = name
+
+    @property
+    def name(self):
+        return self._name
+
+    @name.setter
+    def name(self, name):
+        """Name the array, and each entry that has no name yet by its position: ``name[i,j]``."""
+        self._name = name
+        if name:
+            for index in np.ndindex(self.items.shape):
+                scalar = self.items[index]
+                if isinstance(scalar, Scalar) and scalar.name is None and scalar.op is not None:
+                    scalar.name = f"{name}[{','.join(map(str, index))}]"
 
     @classmethod
     def leaves(cls, array, name=None):
@@ -98,24 +118,28 @@ class ScalarArray:
         return ScalarArray(np.matmul(self.items, _items(other)))
 
     def matmul(self, other, name=None):
-        return self @ other
+        return ScalarArray(np.matmul(self.items, _items(other)), name)
 
     def exp(self, name=None):
-        return ScalarArray(_exp(self.items))
+        return ScalarArray(_exp(self.items), name)
 
     def scale(self, factor, name=None):
-        return ScalarArray(self.items * float(factor))
+        return ScalarArray(self.items * float(factor), name)
 
     def add_constant(self, constant, name=None):
         # Adding plain floats: the Scalars treat them as constants.
-        return ScalarArray(self.items + np.asarray(constant, dtype=np.float64).astype(object))
+        return ScalarArray(self.items + np.asarray(constant, dtype=np.float64).astype(object), name)
 
     def dropout(self, keep, name=None):
-        return ScalarArray(self.items * np.asarray(keep, dtype=np.float64).astype(object))
+        return ScalarArray(self.items * np.asarray(keep, dtype=np.float64).astype(object), name)
 
     def sum(self, axis=None, keepdims=False, name=None):
         total = np.sum(self.items, axis=axis, keepdims=keepdims)
-        return total if isinstance(total, Scalar) else ScalarArray(total)
+        if isinstance(total, Scalar):
+            if name and total.name is None and total.op is not None:
+                total.name = name
+            return total
+        return ScalarArray(total, name)
 
     def max(self, axis=None, keepdims=False, name=None):
         # Picks the largest Scalar itself (no new op): the gradient then flows
@@ -126,7 +150,7 @@ class ScalarArray:
         """Softmax composed from primitives: shift by the max, exp, normalise."""
         shifted = self - self.max(axis=axis, keepdims=True)
         exps = shifted.exp()
-        return exps / exps.sum(axis=axis, keepdims=True)
+        return ScalarArray((exps / exps.sum(axis=axis, keepdims=True)).items, name)
 
     # -- shape: pure rearrangements, nothing recorded
 

@@ -350,7 +350,10 @@ def test_html_table_highlights_failures():
     attn, args = build()
     good = attention_report(attn, *args)._repr_html_()
     assert "<table" in good and "</table>" in good and "background" not in good
-    assert r"$dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))$" in good
+    # Formulas read as text without MathJax: the plain formula is the cell, its LaTeX the tooltip.
+    assert ">dS = P * (dP - rowsum(dP * P))</code>" in good
+    assert r"title='dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))'" in good
+    assert "$" not in good
     bad = attention_report(attn, *args, mistakes="forgot_scale")._repr_html_()
     assert bad.count("background:#f8d7da") == sum(
         not row.passed for row in attention_report(attn, *args, mistakes="forgot_scale").rows

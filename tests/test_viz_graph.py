@@ -1,133 +1,44 @@
-"""microtape.viz.graph and backward_frames: what the DOT source says.
+"""microtape.viz.graph: what the DOT source says, and (with ``dot``) where things are.
 
 These tests read the DOT text that ``graph`` produces (no ``dot`` needed):
-which boxes exist, what their labels say, which edges join them and in what
-order, which style each box has, and that a graph too large to draw is
-summarised into a smaller graph that is still connected.
+which boxes exist, what their labels say — names, ops with their
+parameters, values, gradients, the formula on each edge with the real names
+and numbers — which edges join them, which style each box has, and how big
+graphs are summarised. Where ``dot`` is installed they also read the layout
+(``dot -Tjson``): the order of Q, K, V and of an MLP's neurons, the title on
+top.
 """
 
-import html
 import re
 import sys
 import warnings
 
 import numpy as np
 import pytest
+from pictures import (
+    across,
+    attention,
+    attr,
+    clusters,
+    edge_labels,
+    edges,
+    find_box,
+    label,
+    label_lines,
+    layout,
+    mlp,
+    needs_dot,
+    nodes,
+    reaches_all,
+    scalar_expression,
+    scalar_trace,
+)
 
 pytest.importorskip("graphviz")
 
 import microtape as mt  # noqa: E402
-from microtape.viz import GraphCollapsedWarning, backward_frames, graph  # noqa: E402
-from microtape.viz.graph import STYLE  # noqa: E402
-
-# ---------------------------------------------------------------- reading DOT
-
-NODE = re.compile(r"^\t+(\w+) \[(.*)\]$", re.M)
-EDGE = re.compile(r"^\t+(\w+) -> (\w+)(?: \[(.*)\])?$", re.M)
-
-
-def nodes(source):
-    """``{id: attribute text}`` for every node statement."""
-    return {m.group(1): m.group(2) for m in NODE.finditer(source) if m.group(1) not in ("node", "edge", "graph")}
-
-
-def edges(source):
-    """``[(tail, head, attribute text)]`` in the order they are written."""
-    return [(m.group(1), m.group(2), m.group(3) or "") for m in EDGE.finditer(source)]
-
-
-def attr(text, key):
-    """The value of ``key="..."`` or ``key=word`` in an attribute list (None if absent)."""
-    m = re.search(rf'(?:^| ){key}=(?:"([^"]*)"|([^\s<>"]+))', text)
-    if m is None:
-        return None
-    return m.group(1) if m.group(1) is not None else m.group(2)
-
-
-def label(text):
-    """The plain text of a node's HTML label (tags removed)."""
-    start = text.index("label=<") + len("label=")
-    depth, end = 0, start
-    for end in range(start, len(text)):
-        depth += {"<": 1, ">": -1}.get(text[end], 0)
-        if depth == 0:
-            break
-    inner = text[start + 1 : end]
-    return html.unescape(" ".join(re.sub(r"<[^>]+>", " ", inner).split()))
-
-
-def find_box(source, name):
-    """The id of the box whose label starts with ``name``."""
-    matches = [i for i, a in nodes(source).items() if label(a).split(" ")[0] == name]
-    assert len(matches) == 1, f"expected one box named {name!r}, found {matches}"
-    return matches[0]
-
-
-def reaches_all(source, target):
-    """True if every drawn box has a path to ``target`` along the edges."""
-    ids = set(nodes(source))
-    incoming = {}
-    for tail, head, _ in edges(source):
-        incoming.setdefault(head, []).append(tail)
-    seen, stack = {target}, [target]
-    while stack:
-        for tail in incoming.get(stack.pop(), []):
-            if tail not in seen:
-                seen.add(tail)
-                stack.append(tail)
-    return seen == ids
-
-
-def clusters(source):
-    """``{cluster label: [node ids directly or indirectly inside]}``."""
-    result = {}
-    for m in re.finditer(r"subgraph (cluster_\d+) \{", source):
-        depth, i = 1, m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(source[i], 0)
-            i += 1
-        body = source[m.end() : i]
-        name = attr(body.splitlines()[1].strip(), "label")  # the cluster's attribute line
-        result[name] = list(nodes(body))
-    return result
-
-
-# ---------------------------------------------------------------- computations
-
-
-def scalar_expression():
-    """y = tanh(a*b + a**2), every step named."""
-    with mt.Tape() as tape:
-        a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
-        c = a * b
-        c.name = "c"
-        d = a**2
-        d.name = "d"
-        e = c + d
-        e.name = "e"
-        y = e.tanh()
-        y.name = "y"
-    return tape, a, b, y
-
-
-def attention(dropout=0.0, seed=0):
-    attn = mt.nn.MultiHeadAttention(16, 4, dropout=dropout, causal=True, seed=seed)
-    x = np.random.default_rng(seed).standard_normal((1, 6, 16))
-    y = attn(x)
-    return attn, y
-
-
-def long_chain(blocks=5, per_block=40):
-    """h = tanh(h * w) repeated, in ``blocks`` modules: a graph too big to draw box by box."""
-    with mt.Tape() as tape:
-        x, w = mt.Scalar(0.5, name="x"), mt.Scalar(0.9, name="w.weight")
-        h = x
-        for m in range(blocks):
-            with mt.module_scope(f"block{m}"):
-                for _ in range(per_block):
-                    h = (h * w).tanh()
-    return tape, h
-
+from microtape.viz import GraphCollapsedWarning, graph  # noqa: E402
+from microtape.viz.picture import KIND, STATE  # noqa: E402
 
 # ---------------------------------------------------------------- forward
 
@@ -138,7 +49,7 @@ def test_scalar_expression_boxes_and_edges():
     boxes = nodes(source)
     assert set(boxes) == {"n0", "n1", "n2", "n3", "x0", "x1"}
     assert label(boxes["n0"]) == "c mul -6"
-    assert label(boxes["n1"]) == "d pow 4"
+    assert label(boxes["n1"]) == "d pow ² 4"  # the exponent is in the box
     assert label(boxes["x0"]) == "a input 2"
     assert label(boxes["x1"]) == "b input -3"
     assert label(boxes["n3"]).startswith("y tanh -0.964")
@@ -153,7 +64,7 @@ def test_scalar_expression_boxes_and_edges():
     ]
     assert attr(boxes["n3"], "peripheries") == "2"  # the result
     assert attr(boxes["n2"], "peripheries") is None
-    assert attr(boxes["x0"], "fillcolor") == STYLE["input"][0]
+    assert attr(boxes["x0"], "fillcolor") == KIND["input"][0]
     assert attr(source.splitlines()[1], "rankdir") == "LR"  # small graphs read left to right
 
 
@@ -172,42 +83,105 @@ def test_operand_order_of_a_non_commutative_op():
     assert label(nodes(source)[second]).startswith("a ")
 
 
-def test_leaf_kinds_inputs_parameters_constants():
-    x = mt.Tensor(np.ones((2, 3)), requires_grad=True, name="x")
+def test_op_parameters_are_in_the_boxes():
+    x = mt.Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True, name="x")
+    cube = x.pow(3, name="cube")
+    half = cube.scale(0.5, name="half")
+    thin = half.astype(np.float32)
+    source = graph(half).source
+    assert "cube pow ³ [3]" in label(nodes(source)[find_box(source, "cube")])
+    assert "half scale ×0.5 [3]" in label(nodes(source)[find_box(source, "half")])
+    assert "cast →float32 [3]" in label(nodes(graph(thin).source)["n2"])
+    # Dropout's p is read off the keep-mask (kept entries hold 1/(1-p)).
+    attn, _ = attention(dropout=0.3)
+    source = graph(attn).source
+    assert "dropout p=0.3" in label(nodes(source)[find_box(source, "dropped_weights")])
+
+
+def test_small_tensors_are_printed_in_full_and_big_ones_summarised():
+    x = mt.Tensor(np.array([[1.5, -2.0]]), requires_grad=True, name="x")
+    w = mt.Tensor(np.array([[0.5, 1.0, 2.0], [3.0, 4.0, 5.0]]), requires_grad=True, name="w")
+    y = (x @ w).sum(name="y")
+    backward = graph(y, backward=True, parameters=[w]).source
+    lines = label_lines(nodes(backward)[find_box(backward, "x")])
+    # dy/dx = ones(1, 3) @ w^T = [3.5, 12]: a 1×2 gradient, printed in full.
+    assert "grad [3.5, 12]" in lines
+    lines = label_lines(nodes(backward)[find_box(backward, "w")])
+    assert "grad [1.5, 1.5, 1.5]" in lines and any(line.endswith("[-2, -2, -2]") for line in lines)
+    forward = graph(y).source
+    assert "[1.5, -2]" in label_lines(nodes(forward)[find_box(forward, "x")])
+    big = mt.Tensor(np.arange(16.0).reshape(4, 4), requires_grad=True, name="big")
+    source = graph((big * 2.0).sum(name="s"), backward=True).source
+    assert "‖grad‖ 8 · |max| 2" in label(nodes(source)[find_box(source, "big")])
+
+
+def test_parameters_are_decided_by_what_they_are_not_by_their_names():
+    tape, output, parameters = mlp()
+    fills = {
+        name: attr(nodes(source)[find_box(source, name)], "fillcolor")
+        for source in [graph(tape, parameters=parameters).source]
+        for name in ("w1[0,0]", "b1[1]", "w2[3]", "b", "x[0]")
+    }
+    assert fills == {
+        "w1[0,0]": KIND["parameter"][0],
+        "b1[1]": KIND["parameter"][0],
+        "w2[3]": KIND["parameter"][0],
+        "b": KIND["parameter"][0],
+        "x[0]": KIND["input"][0],
+    }
+    # Without being told, a leaf is an input, whatever it is called.
     w = mt.Tensor(np.full((3, 3), 0.5), requires_grad=True, name="layer.weight")
+    source = graph((w * 2.0).sum(name="s")).source
+    assert attr(nodes(source)[find_box(source, "layer.weight")], "fillcolor") == KIND["input"][0]
+    # A Module says which leaves are its parameters (graph(layer) asks it by itself).
+    linear = mt.nn.Linear(3, 2, seed=0)
+    x = mt.Tensor(np.ones((1, 3)), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        linear(x)
+    for source in (graph(tape, parameters=linear).source, graph(tape, parameters=linear.parameters()).source):
+        assert attr(nodes(source)[find_box(source, "weight")], "fillcolor") == KIND["parameter"][0]
+        assert attr(nodes(source)[find_box(source, "x")], "fillcolor") == KIND["input"][0]
+    attn, _ = attention()
+    source = graph(attn).source
+    assert attr(nodes(source)[find_box(source, "q_proj.weight")], "fillcolor") == KIND["parameter"][0]
+    assert attr(nodes(source)[find_box(source, "x")], "fillcolor") == KIND["input"][0]
+    with pytest.raises(TypeError, match="parameters"):
+        graph(tape, parameters=3.5)
+
+
+def test_constants_masks_and_numbers():
+    x = mt.Tensor(np.ones((2, 3)), requires_grad=True, name="x")
     theta = mt.Tensor(np.ones(3), requires_grad=True, name="theta")
     mask = mt.Tensor(np.array([[0.0, -1e9, 0.0], [0.0, 0.0, -np.inf]]), name="mask")
     with mt.Tape() as tape:
-        y = ((x @ w + theta).add_constant(mask, name="masked") * 2.0).sum(name="loss")
+        y = ((x + theta).add_constant(mask, name="masked") * 2.0).sum(name="loss")
     source = graph(tape).source
-    fill = {name: attr(nodes(source)[find_box(source, name)], "fillcolor") for name in ("x", "layer.weight", "theta")}
-    assert fill == {"x": STYLE["input"][0], "layer.weight": STYLE["parameter"][0], "theta": STYLE["input"][0]}
     mask_box = nodes(source)[find_box(source, "mask")]
-    assert attr(mask_box, "fillcolor") == STYLE["constant"][0]
+    assert attr(mask_box, "fillcolor") == KIND["constant"][0]
     assert "dashed" in attr(mask_box, "style")
     assert "masked 2/6" in label(mask_box)
-    # The edge from a constant is dashed.
     mask_edges = [a for t, _, a in edges(source) if t == find_box(source, "mask")]
     assert mask_edges and all(attr(a, "style") == "dashed" for a in mask_edges)
-    # The plain number 2.0 is a constant too, labelled by its value.
-    assert "2 constant" in [label(a) for a in nodes(source).values()]
-    # parameters= overrides the naming rule.
-    source = graph(tape, parameters=["theta"]).source
-    assert attr(nodes(source)[find_box(source, "theta")], "fillcolor") == STYLE["parameter"][0]
+    assert "2 constant" in [label(a) for a in nodes(source).values()]  # the 2.0, called by its value
+    source = graph(tape, parameters=["theta"]).source  # names work too
+    assert attr(nodes(source)[find_box(source, "theta")], "fillcolor") == KIND["parameter"][0]
     assert y.grad is None
 
 
-def test_masked_entries_are_left_out_of_summaries():
-    scores = mt.Tensor(np.array([[1.0, 3.0], [2.0, 2.0]]), requires_grad=True, name="s")
-    masked = scores.add_constant(np.array([[0.0, -1e9], [0.0, 0.0]]), name="masked")
+def test_masked_entries_are_left_out_of_value_summaries():
+    scores = mt.Tensor(np.array([[1.0, 3.0, 2.0, 2.0]] * 4), requires_grad=True, name="s")
+    mask = np.zeros((4, 4))
+    mask[0, 1] = -1e9
+    masked = scores.add_constant(mask, name="masked")
     text = label(nodes(graph(masked).source)["n0"])
-    # mean of the three unmasked entries (1 + 2 + 2) / 3, not of -1e9
-    assert "mean 1.667" in text and "1 masked" in text
+    # mean of the 15 unmasked entries, not of -1e9
+    assert f"mean {np.mean(np.delete(np.array([[1.0, 3.0, 2.0, 2.0]] * 4).ravel(), 1)):.4g}" in text
+    assert "1 masked" in text
 
 
 def test_attention_boxes_clusters_and_edges():
     attn, _ = attention()
-    source = graph(attn.tape).source
+    source = graph(attn).source
     groups = clusters(source)
     assert {"q_proj", "k_proj", "v_proj", "attention", "out_proj"} <= set(groups)
     for name in ("scores", "scaled_scores", "causal_scores", "weights", "context", "causal_mask"):
@@ -224,29 +198,30 @@ def test_attention_boxes_clusters_and_edges():
     mask_edges = [(h, a) for t, h, a in edges(source) if t == find_box(source, "causal_mask")]
     assert mask_edges == [(find_box(source, "causal_scores"), mask_edges[0][1])]
     assert attr(mask_edges[0][1], "style") == "dashed"
-    # x feeds the three projections: three edges out of one box.
-    assert sum(1 for t, _, _ in edges(source) if t == x) == 3
+    assert sum(1 for t, _, _ in edges(source) if t == x) == 3  # x feeds the three projections
     assert attr(source.splitlines()[1], "rankdir") == "TB"
 
 
 def test_attention_with_dropout_shows_the_keep_mask():
     attn, _ = attention(dropout=0.5)
-    source = graph(attn.tape).source
+    source = graph(attn).source
     keep = find_box(source, "dropout_keep")
-    assert attr(nodes(source)[keep], "fillcolor") == STYLE["constant"][0]
+    assert attr(nodes(source)[keep], "fillcolor") == KIND["constant"][0]
     assert "kept" in label(nodes(source)[keep]) and "×2" in label(nodes(source)[keep])
     assert (keep, find_box(source, "dropped_weights")) in {(t, h) for t, h, _ in edges(source)}
 
 
 def test_reshape_chains_fold_into_one_box_and_full_detail_draws_them():
     attn, _ = attention()
-    auto = graph(attn.tape).source
-    full = graph(attn.tape, detail="full").source
+    auto = graph(attn).source
+    full = graph(attn, detail="full").source
     q_heads = nodes(auto)[find_box(auto, "Q_heads")]
     assert "reshape→transpose→reshape [4,6,4]" in label(q_heads)
     assert "dashed" in attr(q_heads, "style")  # light: it only moves numbers
-    # W.T is folded into the weight's box.
-    assert "used transposed" in label(nodes(auto)[find_box(auto, "q_proj.weight")])
+    # A chain stops at a named value: K_heads and its transpose K_heads^T are two boxes.
+    assert "transpose [4,4,6]" in label(nodes(auto)[find_box(auto, "K_heads^T")])
+    # W.T is folded into the weight's box, and called by its name.
+    assert "used as q_proj.weight^T" in label(nodes(auto)[find_box(auto, "q_proj.weight")])
     assert len(nodes(full)) == len(attn.tape) + len(attn.tape.leaves())
     assert len(nodes(auto)) < len(nodes(full)) - 10
     assert reaches_all(auto, find_box(auto, "output"))
@@ -256,9 +231,8 @@ def test_reshape_chains_fold_into_one_box_and_full_detail_draws_them():
 def test_same_computation_same_source():
     first, _ = attention(seed=3)
     second, _ = attention(seed=3)
-    for options in ({}, {"backward": True}, {"step": 5}, {"detail": "full"}, {"group": None}):
-        assert graph(first.tape, **options).source == graph(second.tape, **options).source, options
-    assert graph(first.tape).source == graph(first.tape).source
+    for options in ({}, {"backward": True}, {"step": 5}, {"detail": "full"}, {"group": None}, {"detail": "summary"}):
+        assert graph(first, **options).source == graph(second, **options).source, options
     tape_a, *_ = scalar_expression()
     tape_b, *_ = scalar_expression()
     assert graph(tape_a, backward=True).source == graph(tape_b, backward=True).source
@@ -266,34 +240,97 @@ def test_same_computation_same_source():
 
 def test_accepts_a_layer_and_explains_a_layer_without_forward():
     attn, _ = attention()
-    assert graph(attn).source == graph(attn.tape).source
+    assert graph(attn).source == graph(attn.tape, parameters=attn).source
     with pytest.raises(ValueError, match="forward"):
         graph(mt.nn.MultiHeadAttention(8, 2))
 
 
 def test_group_none_draws_no_clusters():
     attn, _ = attention()
-    assert "subgraph" not in graph(attn.tape, group=None).source
+    assert "cluster" not in graph(attn, group=None).source
 
 
-# ---------------------------------------------------------------- backward
+def test_title_and_legend_sit_on_top():
+    tape, *_ = scalar_expression()
+    source = graph(tape, title="tanh(ab + a²)").source
+    assert attr(source.splitlines()[1], "labelloc") == "t"
+    caption = source[source.index("label=<<table") :]
+    assert caption.index("tanh(ab + a²)") < caption.index("operation")  # title row, then the legend row
 
 
-def test_backward_view_gradients_and_formulas_without_touching_grad():
+@needs_dot
+def test_title_is_drawn_above_every_box():
+    attn, _ = attention()
+    placed = layout(graph(attn, title="the attention"))
+    title_y = float(placed["graph_label"].split(",")[1])
+    assert title_y > max(y for _, y in placed["nodes"].values())
+
+
+# ---------------------------------------------------------------- backward: names and numbers
+
+
+def test_backward_edges_say_what_flows_with_real_names_and_numbers():
+    d, f = mt.Scalar(4.0, name="d"), mt.Scalar(-2.0, name="f")
+    loss = d * f
+    loss.name = "L"
+    labels = edge_labels(graph(loss, backward=True).source)
+    assert labels[("x1", "n0")] == ["∂L/∂f = g·d = 1·4 = 4"]
+    assert labels[("x0", "n0")] == ["∂L/∂d = g·f = 1·(-2) = -2"]
+    # A value used twice receives one contribution per use: "+=".
+    tape, a, b, y = scalar_expression()
+    labels = edge_labels(graph(tape, backward=True).source)
+    assert labels[("x0", "n0")] == ["∂y/∂a += g·b = 0.07065·(-3) = -0.212"]
+    assert labels[("x0", "n1")] == ["∂y/∂a += g·2·a**(2-1) = 0.07065·2·2**(2-1) = 0.2826"]
+    assert labels[("n2", "n3")][0].startswith("∂y/∂e = g·(1 - tanh(e)**2) = 1·(1 - tanh(-2)**2) = 0.07065")
+
+
+def test_tensor_edges_use_the_listing_names_and_shapes():
+    attn, _ = attention()
+    source = graph(attn, backward=True).source
+    labels = edge_labels(source)
+    scores = find_box(source, "scores")
+    assert labels[(find_box(source, "Q_heads"), scores)] == ["dQ_heads = dscores @ K_heads  [4,6,4]"]
+    assert labels[(find_box(source, "K_heads^T"), scores)] == ["d(K_heads^T) = Q_heads^T @ dscores  [4,4,6]"]
+    products = [t for t, h, _ in edges(source) if t == find_box(source, "x")]
+    assert len(products) == 3
+    texts = [text for (t, _), found in labels.items() if t == find_box(source, "x") for text in found]
+    assert texts == [f"dx += d({p}.xW^T) @ {p}.weight  [1,6,16]" for p in ("q_proj", "k_proj", "v_proj")]
+    assert labels[(find_box(source, "q_proj.bias"), find_box(source, "Q"))] == ["d(q_proj.bias) = dQ summed to [16]"]
+
+
+PLACEHOLDER = re.compile(r"(?<![\w.\[])(a|b|x|p|g|keep|factor|exponent|constant)(?![\w\[(])")
+
+
+def test_no_placeholder_operand_names_in_a_picture_of_named_values():
+    """Every edge names real values: none of an op's placeholders (a, b, x, p, keep…) is left over."""
+    a, b = mt.Scalar(2.0, name="u"), mt.Scalar(-3.0, name="v")
+    y = (a * b + a**2 - b / a).tanh()
+    y.name = "out"
+    attn, _ = attention(dropout=0.2)
+    keep_named = set()
+    for source in (graph(y, backward=True).source, graph(attn, backward=True).source):
+        for _, _, attrs in edges(source):
+            text = attr(attrs, "label")
+            if text is None:
+                continue
+            formula = re.split(r" \+?= ", text, maxsplit=1)[1]
+            # Scalars keep the letter g for the incoming gradient; the attention's input really is called x.
+            leftovers = {m for m in PLACEHOLDER.findall(formula) if m not in ("g", "x")}
+            assert not leftovers, text
+            keep_named |= set(re.findall(r"dropout_keep", text))
+    assert keep_named == {"dropout_keep"}  # dropout's edge names the saved mask
+
+
+def test_backward_view_gradients_without_touching_grad():
     tape, a, b, y = scalar_expression()
     source = graph(tape, backward=True).source
-    assert all(node.grad is None for node in (a, b, *tape.nodes))  # a private replay
+    assert all(node.grad is None for node in (a, b, *tape.nodes))  # a pure reverse pass
     boxes = nodes(source)
     assert "grad 0.07065" in label(boxes["x0"])  # dy/da
     assert "grad 0.1413" in label(boxes["x1"])  # dy/db
     assert "grad 1" in label(boxes["n3"])
-    formulas = {(t, h): attr(a_, "label") for t, h, a_ in edges(source)}
-    assert formulas[("x0", "n0")] == "grad_a = g * b"
-    assert formulas[("x1", "n0")] == "grad_b = g * a"
-    assert formulas[("n2", "n3")] == mt.ops.OPS["tanh"].formula
     assert all(attr(a_, "dir") == "back" for _, _, a_ in edges(source))
-    # After a real backward the picture shows the same numbers.
-    tape.backward(y)
+    tape.backward(y)  # after a real backward the picture shows the same numbers
     assert graph(tape, backward=True).source == source
     assert round(a.grad, 5) == 0.07065
 
@@ -304,57 +341,105 @@ def test_backward_view_of_a_tensor_uses_the_given_gradient():
     assert "grad 1" in label(nodes(graph(y, backward=True).source)["n1"])
     z = x.scale(2.0, name="z")
     seed = np.array([3.0, 0.0, 4.0, 0.0])
-    text = label(nodes(graph(z, backward=True, grad=seed).source)["x0"])
-    assert "‖grad‖ 10 · |max| 8" in text  # 2 * [3, 0, 4, 0]
+    assert "grad [6, 0, 8, 0]" in label(nodes(graph(z, backward=True, grad=seed).source)["x0"])
     assert x.grad is None
 
 
-def test_constant_edges_carry_no_gradient():
-    attn, y = attention()
-    source = graph(attn.tape, backward=True).source
-    mask = find_box(source, "causal_mask")
-    (edge,) = [a for t, _, a in edges(source) if t == mask]
-    assert attr(edge, "dir") == "none" and attr(edge, "label") is None
+def test_rounding_noise_reads_as_zero_but_a_vanishing_gradient_is_a_value():
+    # Softmax ignores a shift of a whole row of scores, so K's bias gets no gradient in exact arithmetic.
+    attn, _ = attention()
+    source = graph(attn, backward=True).source
+    bias = label(nodes(source)[find_box(source, "k_proj.bias")])
+    assert re.search(r"grad ≈0 \(noise \de-1[6-8]\)", bias), bias
+    exact = mt.gradients(attn.last_output)[attn.k_proj.bias]
+    assert 0 < np.abs(exact).max() < 1e-15
+    # A long tanh chain: every term is tiny, nothing cancels: the number is shown.
+    x = mt.Scalar(0.5, name="x")
+    h = x
+    for _ in range(200):
+        h = (h * 0.5).tanh()
+    text = label(nodes(graph(h, backward=True, detail="full").source)["x0"])
+    value = mt.gradients(h)[x]
+    assert value < 1e-50 and f"grad {value:.4g}" in text
+
+
+def test_kinds_stay_distinguishable_under_the_gradient_fill():
+    attn, _ = attention(dropout=0.5)
+    source = graph(attn, backward=True).source
+    boxes = nodes(source)
+    x, weight, keep = (boxes[find_box(source, n)] for n in ("x", "q_proj.weight", "dropout_keep"))
+    scores = boxes[find_box(source, "scores")]
+    # The fill says where the pass is ...
+    assert attr(x, "fillcolor") == attr(weight, "fillcolor") == attr(scores, "fillcolor") == STATE["done"][0]
+    # ... and the border (and shape) what the box is.
+    assert (attr(x, "color"), attr(x, "penwidth")) == (KIND["input"][1], "2")
+    assert (attr(weight, "color"), attr(weight, "penwidth"), attr(weight, "style")) == (
+        KIND["parameter"][1],
+        "2",
+        "filled",
+    )
+    assert attr(x, "style") is None  # inputs keep the rounded default; parameters are square
+    assert attr(scores, "color") == KIND["op"][1]
+    # Constants get no gradient: they keep their own look.
+    assert (attr(keep, "fillcolor"), "dashed" in attr(keep, "style")) == (KIND["constant"][0], True)
+    legend = source[source.index("label=<<table") :].split("\n")[0]
+    assert "input" in legend and "parameter" in legend and "constant" in legend
 
 
 def test_step_states_follow_the_backward_pass():
     tape, *_ = scalar_expression()
 
     def states(step):
-        fills = {v: k for k, v in ((k, STYLE[k][0]) for k in ("done", "current", "pending"))}
+        fills = {STATE[k][0]: k for k in ("done", "partial", "current", "pending")}
         return {i: fills[attr(a, "fillcolor")] for i, a in nodes(graph(tape, step=step).source).items()}
 
     # Steps go backwards along the tape: y (n3), e (n2), d (n1), c (n0).
-    assert states(0) == {
-        "n3": "current",
-        "n2": "pending",
-        "n1": "pending",
-        "n0": "pending",
-        "x0": "pending",
-        "x1": "pending",
-    }
-    assert states(1) == {
-        "n3": "done",
-        "n2": "current",
-        "n1": "pending",
-        "n0": "pending",
-        "x0": "pending",
-        "x1": "pending",
-    }
-    # After d = a**2, a has only part of its gradient (c = a*b is still to come).
-    assert states(2)["n1"] == "current" and states(2)["x0"] == "pending"
-    assert states(3) == {
-        "n3": "done",
-        "n2": "done",
-        "n1": "done",
-        "n0": "current",
-        "x0": "done",
-        "x1": "done",
-    }
+    assert states(0) == {"n3": "current", "n2": "partial", "n1": "pending", "n0": "pending", "x0": "pending",
+                         "x1": "pending"}  # fmt: skip
+    assert states(1) == {"n3": "done", "n2": "current", "n1": "partial", "n0": "partial", "x0": "pending",
+                         "x1": "pending"}  # fmt: skip
+    # After d = a**2, a has one of its two contributions; the box says so.
+    assert states(2)["n1"] == "current" and states(2)["x0"] == "partial"
+    assert "so far 0.2826 (1 of 2 uses)" in label(nodes(graph(tape, step=2).source)["x0"])
+    assert states(3) == {"n3": "done", "n2": "done", "n1": "done", "n0": "current", "x0": "done", "x1": "done"}
     current = graph(tape, step=1).source
-    assert attr(nodes(current)["n2"], "penwidth") == "2.5"
-    assert "grad" not in label(nodes(current)["n0"])  # pending boxes show no gradient yet
-    assert "step 1 of 0..3" in current
+    assert attr(nodes(current)["n2"], "penwidth") == "3"
+    assert "grad" not in label(nodes(current)["x1"])  # nothing has reached b yet
+    assert "step 1 of 3" in current
+    # Edges whose step has not run yet show the formula without numbers.
+    labels = edge_labels(current)
+    assert labels[("x1", "n0")] == ["∂y/∂b = g·a"] and labels[("n2", "n3")][0].endswith("= 0.07065")
+
+
+def test_constant_edges_carry_no_gradient():
+    attn, _ = attention()
+    source = graph(attn, backward=True).source
+    mask = find_box(source, "causal_mask")
+    (edge,) = [a for t, _, a in edges(source) if t == mask]
+    assert attr(edge, "dir") == "none" and attr(edge, "label") is None
+
+
+def test_a_user_defined_op_is_drawn_with_its_name_and_formula():
+    scaled_square = mt.ops.define(
+        "times_square",
+        forward=lambda u, v: u * v * v,
+        vjp=lambda g, ans, u, v: (g * v * v, 2 * g * u * v),
+        formula=["{g} * {v}**2", "2 * {g} * {u} * {v}"],
+        inputs=("u", "v"),
+    )
+    p, q = mt.Scalar(3.0, name="p"), mt.Scalar(2.0, name="q")
+    y = scaled_square(p, q, name="y")
+    forward = graph(y).source
+    assert label(nodes(forward)["n0"]) == "y times_square 12"
+    labels = edge_labels(graph(y, backward=True).source)
+    assert labels[("x0", "n0")] == ["∂y/∂p = g·q**2 = 1·2**2 = 4"]
+    assert labels[("x1", "n0")] == ["∂y/∂q = 2·g·p·q = 2·1·3·2 = 12"]
+    # On tensors: the names and the shapes.
+    s = mt.Tensor(np.ones((2, 3)), requires_grad=True, name="s")
+    t = mt.Tensor(np.full((2, 3), 2.0), requires_grad=True, name="t")
+    z = scaled_square(s, t, name="z")
+    labels = edge_labels(graph(z, backward=True).source)
+    assert labels[("x1", "n0")] == ["dt = 2 * dz * s * t  [2,3]"]
 
 
 def test_step_out_of_range_and_bad_options():
@@ -373,34 +458,71 @@ def test_step_out_of_range_and_bad_options():
         graph(mt.Tape())
     with pytest.raises(ValueError, match="not recorded"):
         graph(tape, output=mt.Scalar(1.0) * mt.Scalar(2.0))
-
-
-def test_backward_frames_one_per_step():
-    tape, a, *_ = scalar_expression()
-    frames = backward_frames(tape)
-    assert len(frames) == 4 and frames.steps == [0, 1, 2, 3]
-    for k in range(4):
-        assert frames[k].source == graph(tape, step=k).source
-    assert frames.captions[0].startswith("step 0 of 3: y (tanh) receives grad 1")
-    assert "every leaf has its gradient" in frames.captions[-1]
-    assert a.grad is None
-
-
-def test_backward_frames_share_a_frame_inside_a_folded_chain():
+    with pytest.raises(ValueError, match="has no modules"):
+        graph(tape, expand="attention")
     attn, _ = attention()
-    frames = backward_frames(attn.tape)
-    assert len(frames) < len(attn.tape)
-    assert frames.steps[0] == 0 and frames.steps[-1] == len(attn.tape) - 1
-    assert frames.steps == sorted(frames.steps)
-    assert any("Q_heads (reshape→transpose→reshape)" in c for c in frames.captions)
-    assert all(node.grad is None for node in attn.tape.nodes)
+    with pytest.raises(ValueError, match=r"no module 'attention.head9'.*attention, k_proj, out_proj, q_proj, v_proj"):
+        graph(attn, expand="attention.head9")
+    with pytest.raises(ValueError, match="detail='full'"):
+        graph(attn, expand="attention", detail="full")
 
 
-# ---------------------------------------------------------------- large graphs
+# ---------------------------------------------------------------- one order everywhere
+
+
+@needs_dot
+@pytest.mark.parametrize("detail", ["auto", "full", "summary"])
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_q_k_v_come_in_one_order_in_every_view(detail, backward):
+    attn, _ = attention()
+    placed = layout(graph(attn, detail=detail, backward=backward))
+    if detail == "summary":  # projections are boxes, not clusters: read their positions
+        source = graph(attn, detail=detail).source
+        ids = {name: find_box(source, name) for name in ("q_proj", "k_proj", "v_proj")}
+        key = (
+            (lambda n: placed["nodes"][ids[n]][0])
+            if placed["rankdir"] == "TB"
+            else (lambda n: -placed["nodes"][ids[n]][1])
+        )
+        assert sorted(ids, key=key) == ["q_proj", "k_proj", "v_proj"]
+    else:
+        assert across(placed, ["v_proj", "q_proj", "k_proj"]) == ["q_proj", "k_proj", "v_proj"]
+
+
+@needs_dot
+@pytest.mark.parametrize("detail", ["auto", "full"])
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_mlp_neurons_run_0_to_3_in_both_directions_with_the_inputs_near_them(detail, backward):
+    tape, _, parameters = mlp()
+    digraph = graph(tape, parameters=parameters, detail=detail, backward=backward)
+    placed = layout(digraph)
+    neurons = [f"neuron{j}" for j in range(4)]
+    assert across(placed, list(reversed(neurons))) == neurons
+    left = min(placed["clusters"][n][0] for n in neurons)
+    right = max(placed["clusters"][n][2] for n in neurons)
+    for name in ("x[0]", "x[1]"):
+        x, y = placed["nodes"][find_box(digraph.source, name)]
+        assert left <= x <= right  # over the neurons, not off to one side
+        assert y >= max(placed["clusters"][n][3] for n in neurons) - 60  # at the top, where they start
+
+
+# ---------------------------------------------------------------- big graphs: summaries
+
+
+def long_chain(blocks=5, per_block=40):
+    """h = tanh(h * w) repeated, in ``blocks`` modules: a graph too big to draw box by box."""
+    with mt.Tape() as tape:
+        x, w = mt.Scalar(0.5, name="x"), mt.Scalar(0.9, name="w")
+        h = x
+        for m in range(blocks):
+            with mt.module_scope(f"block{m}"):
+                for _ in range(per_block):
+                    h = (h * w).tanh()
+    return tape, h, w
 
 
 def test_large_graph_is_summarised_connected_with_a_message():
-    tape, h = long_chain()
+    tape, h, _ = long_chain()
     with pytest.warns(GraphCollapsedWarning, match="detail='full'"):
         source = graph(tape).source
     boxes = nodes(source)
@@ -408,26 +530,75 @@ def test_large_graph_is_summarised_connected_with_a_message():
     assert [label(boxes[f"s{m}"]).split(" ")[0] for m in range(5)] == [f"block{m}" for m in range(5)]
     assert "80 ops: mul ×40, tanh ×40" in label(boxes["s0"])
     assert reaches_all(source, "s4")
-    assert "detail='full'" in source  # the note on the picture
-    # Just below the threshold nothing is summarised.
+    assert "detail='full'" in source and "expand=" in source  # the note on the picture
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         small = graph(tape, max_nodes=10_000).source
     assert "s0" not in nodes(small)
 
 
-def test_full_detail_draws_shared_leaves_once_per_use():
-    tape, h = long_chain(blocks=2, per_block=40)  # 160 equations, w used 80 times
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        source = graph(tape, detail="full").source
+def test_summaries_show_their_first_and_last_ops_and_gradient_norms():
+    """A 2,000-op chain: its ends drawn in full, the middle in stretches whose gradient norms vanish."""
+    x = mt.Scalar(0.5, name="x")
+    h = x
+    for _ in range(1000):
+        h = (h * 0.9).tanh()
+    with pytest.warns(GraphCollapsedWarning):
+        source = graph(h, backward=True).source
     boxes = nodes(source)
-    copies = [i for i in boxes if i.startswith("x1_")]
-    assert len(copies) == 80
-    tails = [t for t, _, _ in edges(source)]
-    assert all(tails.count(c) == 1 for c in copies)  # one use each: no hub for dot
-    assert sum(1 for i in boxes if i.startswith("n")) == 160
-    assert reaches_all(source, "n159")
+    stretches = sorted((i for i in boxes if i.startswith("s")), key=lambda i: int(i[1:]))
+    assert len(stretches) == 6
+    assert {"n0", "n1", "n1998", "n1999"} <= set(boxes)  # both ends, box by box
+    lines = label_lines(boxes[stretches[0]])
+    assert lines[0] == "ops 2–334" and lines[2].startswith("%2 = mul(%1, 0.9)") and lines[3] == "⋮  331 more"
+    assert lines[4].startswith("%334 = ")
+    norms = [float(re.search(r"‖grad‖ ([\d.e+-]+) at its output", label(boxes[s])).group(1)) for s in stretches]
+    assert norms == sorted(norms) and norms[0] < 1e-20 < norms[-1]  # the gradient vanishes towards x
+    assert reaches_all(source, "n1999")
+
+
+def test_summaries_show_partial_progress_instead_of_off_the_path():
+    # The whole pass: out_proj, which holds the output, is done, not "off the path".
+    attn, _ = attention()
+    whole = graph(attn, detail="summary", backward=True).source
+    out = nodes(whole)[find_box(whole, "out_proj")]
+    assert attr(out, "fillcolor") == STATE["done"][0] and "at its output" in label(out)
+    # A module with a dead branch: only part of it is on the path, and its box says how much.
+    x = mt.Tensor(np.ones(3), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        with mt.module_scope("block"):
+            used = (x * 2.0).sum(name="used")
+            (x * 3.0).sum(name="unused")
+        out = (used * 1.0).sum(name="out")
+    source = graph(tape, detail="summary", backward=True, output=out).source
+    block = nodes(source)[find_box(source, "block")]
+    assert "2 of 4 ops on the path" in label(block) and attr(block, "fillcolor") == STATE["done"][0]
+    # Step by step, a summary the pass is half-way through says how far it got.
+    _, trace = scalar_trace()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphCollapsedWarning)
+        count = len(mt.viz.backward_frames(trace, detail="summary"))
+        partial = []
+        for k in range(count):
+            for a in nodes(graph(trace, detail="summary", step=k).source).values():
+                found = re.search(r"(\d+) of (\d+) ops done", label(a))
+                if found:
+                    partial.append((int(found.group(1)), int(found.group(2)), attr(a, "fillcolor")))
+    assert partial and all(0 <= done < total for done, total, _ in partial)
+    assert all(fill in (STATE["partial"][0], STATE["pending"][0]) for _, _, fill in partial)
+    assert any(done > 0 and fill == STATE["partial"][0] for done, _, fill in partial)
+
+
+def test_expand_opens_one_module():
+    _, trace = scalar_trace()
+    source = graph(trace, expand="attention.head0").source
+    groups = clusters(source)
+    head0_ops = sum(1 for node in trace.tape.nodes if node.module == "attention.head0")
+    opened = [i for i in groups["head0"] if i.startswith("n")]
+    assert len(opened) == head0_ops  # every equation of head0, box by box
+    summaries = {label(a).split(" ")[0] for i, a in nodes(source).items() if i.startswith("s")}
+    assert summaries == {"q_proj", "k_proj", "v_proj", "head1", "out_proj"}
+    assert reaches_all(source, find_box(source, "out_proj"))
 
 
 def test_chain_longer_than_the_recursion_limit():
@@ -438,35 +609,122 @@ def test_chain_longer_than_the_recursion_limit():
     with pytest.warns(GraphCollapsedWarning):
         source = graph(y, backward=True).source
     boxes = nodes(source)
-    # No module structure: the tape is cut into about eight stretches.
-    assert 8 <= sum(1 for i in boxes if i.startswith("s")) <= 9
-    last = max((i for i in boxes if i.startswith("s")), key=lambda i: int(i[1:]))
-    assert reaches_all(source, last)
+    assert sum(1 for i in boxes if i.startswith("s")) == 6
+    assert reaches_all(source, max((i for i in boxes if i.startswith("n")), key=lambda i: int(i[1:])))
 
 
-def test_summary_detail_and_summary_steps():
-    tape, h = long_chain(blocks=3, per_block=5)
+def test_summary_detail_and_values_false():
+    tape, h, _ = long_chain(blocks=3, per_block=5)
     source = graph(tape, detail="summary").source
     assert [i for i in nodes(source) if i.startswith("s")] == ["s0", "s1", "s2"]
     assert reaches_all(source, "s2")
-    frames = backward_frames(tape, detail="summary")
-    assert len(frames) == 3  # one frame per module box
-
-
-def test_scalar_trace_of_a_tiny_attention_is_summarised_by_module():
-    attn = mt.nn.MultiHeadAttention(4, 2, causal=True, seed=0)
-    trace = attn.trace_scalars(np.random.default_rng(0).standard_normal((1, 3, 4)))
-    with pytest.warns(GraphCollapsedWarning):
-        source = graph(trace.tape).source
-    titles = {label(a).split(" ")[0] for i, a in nodes(source).items() if i.startswith("s")}
-    # The scalar trace tags the attention core per head: one summary per head, inside an "attention" cluster.
-    assert titles == {"q_proj", "k_proj", "v_proj", "head0", "head1", "out_proj"}
-    assert 'label="attention"' in source or "label=attention" in source
-    assert reaches_all(source, [i for i, a in nodes(source).items() if label(a).startswith("out_proj")][0])
-
-
-def test_values_false_draws_structure_only():
     tape, *_ = scalar_expression()
     boxes = nodes(graph(tape, values=False, backward=True).source)
     assert label(boxes["n0"]) == "c mul"
     assert label(boxes["x0"]) == "a input"
+
+
+# ---------------------------------------------------------------- a shared-weight MLP
+
+
+def test_shared_weight_mlp_keeps_each_loss_in_its_sample_and_each_weight_once():
+    tape, loss, parameters = mlp(samples=3)
+    source = graph(tape, parameters=parameters, backward=True).source
+    groups = clusters(source)
+    # Each sample's loss ops, (y - t)**2 recorded after the sample's scope closed, are drawn inside it.
+    for s in range(3):
+        squares = [i for i in groups[f"sample{s}"] if "pow ²" in label(nodes(source)[i])]
+        assert len(squares) == 1, s
+    adds = [i for i, a in nodes(source).items() if label(a).split(" ")[1:2] == ["add"] and not any(
+        i in members for members in groups.values())]  # fmt: skip
+    assert len(adds) == 2  # the sum of the three losses stays outside
+    # A shared weight is drawn once, with its total gradient (the sum over the samples).
+    total = mt.gradients(loss)
+    for weight in (parameters[0], parameters[-1]):
+        box = find_box(source, weight.name)
+        assert sum(1 for t, _, _ in edges(source) if t == box) == 3
+        assert f"grad {total[weight]:.4g}" in label(nodes(source)[box])
+
+
+@needs_dot
+def test_shared_weight_mlp_summary_orders_the_samples():
+    tape, _, parameters = mlp(samples=8)
+    with pytest.warns(GraphCollapsedWarning):
+        digraph = graph(tape, parameters=parameters)
+    samples = [f"sample{s}" for s in range(8)]
+    assert across(layout(digraph), list(reversed(samples))) == samples
+
+
+def test_a_leaf_used_very_often_is_drawn_once_in_full_and_then_as_copies():
+    tape, h, w = long_chain(blocks=2, per_block=40)  # 160 equations, w used 80 times
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        source = graph(tape, detail="full", backward=True, parameters=[w]).source
+    boxes = nodes(source)
+    (main,) = [i for i, a in boxes.items() if label(a).startswith("w ") and label(a) != "w ↺"]
+    copies = [i for i in boxes if i.startswith(f"{main}_")]
+    assert len(copies) == 79 and all(label(boxes[c]) == "w ↺" for c in copies)
+    assert "used 80×" in label(boxes[main]) and f"grad {mt.gradients(h)[w]:.4g}" in label(boxes[main])
+    tails = [t for t, _, _ in edges(source)]
+    assert all(tails.count(c) == 1 for c in copies) and tails.count(main) == 1  # no hub for dot
+    assert reaches_all(source, "n159")
+
+
+# ---------------------------------------------------------------- the scalar trace
+
+
+def test_scalar_trace_is_drawn_from_its_whole_output():
+    attn, trace = scalar_trace()
+    upstream = np.random.default_rng(1).standard_normal(trace.output.shape)
+    source = graph(trace, backward=True, grad=upstream, detail="full").source
+    boxes = nodes(source)
+    trace.backward(upstream)
+    expected = trace.gradients()
+    for name, index in (("q_proj.weight", (1, 2)), ("v_proj.bias", (3,)), ("x", (0, 2, 1))):
+        box = boxes[find_box(source, f"{name}[{','.join(map(str, index))}]")]
+        assert f"grad {expected[name][index]:.4g}" in label(box), name
+    # Every output entry is a result the pass starts from (double border), seeded with its upstream gradient.
+    outputs = [i for i, a in boxes.items() if label(a).startswith("output[")]
+    assert len(outputs) == trace.output.data.size
+    assert all(attr(boxes[i], "peripheries") == "2" for i in outputs)
+    first = boxes[find_box(source, "output[0,0,0]")]
+    assert f"grad {upstream[0, 0, 0]:.4g}" in label(first)
+
+
+def test_scalar_trace_names_nodes_by_position_and_folds_repeated_constants():
+    _, trace = scalar_trace(causal=True)
+    source = graph(trace, detail="full").source
+    names = [label(a).split(" ")[0] for a in nodes(source).values()]
+    for name in ("scores[0,1,2]", "scaled_scores[1,2,0]", "weights[1,2,2]", "context[0,2,1]", "Q[0,1,3]"):
+        assert name in names, name
+    assert not any(n.startswith("%") and "score" in n for n in names)
+    # The causal mask's -1e9 entries: one box per head (not one per masked cell), saying how often it is used.
+    masks = [a for a in nodes(source).values() if label(a).startswith("-1e+09 constant")]
+    assert len(masks) == 2
+    assert all("used 3×" in label(a) for a in masks)  # T=3: three masked cells per head
+
+
+def test_scalar_trace_of_a_tiny_attention_is_summarised_by_module():
+    _, trace = scalar_trace()
+    with pytest.warns(GraphCollapsedWarning):
+        source = graph(trace).source
+    titles = {label(a).split(" ")[0] for i, a in nodes(source).items() if i.startswith("s")}
+    # The scalar trace tags the attention core per head: one summary per head, inside an "attention" cluster.
+    assert titles == {"q_proj", "k_proj", "v_proj", "head0", "head1", "out_proj"}
+    assert "attention" in clusters(source)
+    assert reaches_all(source, [i for i, a in nodes(source).items() if label(a).startswith("out_proj")][0])
+
+
+# ---------------------------------------------------------------- Jupyter
+
+
+@needs_dot
+def test_in_jupyter_a_graph_fits_the_cell_width_and_can_be_seen_full_size():
+    attn, _ = attention()
+    digraph = graph(attn, backward=True)
+    fitted = digraph._repr_mimebundle_()["text/html"]
+    natural = re.search(r'data-width="([\d.]+)"', fitted).group(1)
+    assert fitted.startswith("<svg") and 'width="100%"' in fitted and f"max-width:{natural}pt" in fitted
+    full = digraph.full_size()._repr_mimebundle_()["text/html"]
+    assert f'<svg width="{natural}pt"' in full and "overflow:auto" in full
+    assert digraph.full_size().source == digraph.source

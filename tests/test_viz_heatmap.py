@@ -206,3 +206,114 @@ def test_the_figure_is_not_registered_with_pyplot():
     assert plt.get_fignums() == before
     assert isinstance(fig, matplotlib.figure.Figure)
     assert fig._repr_png_()[:4] == b"\x89PNG"  # Jupyter can show it without pyplot
+
+
+# ---------------------------------------------------------------- titles, dropout, long maps, row sums
+
+
+def dropout_layer(heads=2, seq=5):
+    attn = mt.nn.MultiHeadAttention(8, heads, dropout=0.4, causal=True, seed=2)
+    rng = np.random.default_rng(2)
+    attn(rng.standard_normal((1, seq, 8)))
+    attn.backward(rng.standard_normal((1, seq, 8)))
+    return attn
+
+
+def test_titles_say_what_is_drawn():
+    attn = dropout_layer()
+    titles = {
+        which: attention_heatmaps(attn, which=which)._suptitle.get_text().replace("\n", " ")
+        for which in (("weights", "dropped"), ("grad_weights", "grad_scores"), ("weights", "grad_scores"), "dropped")
+    }
+    assert titles[("weights", "dropped")].startswith("attention weights, before and after dropout")
+    assert titles[("grad_weights", "grad_scores")].startswith("attention gradients")
+    assert titles[("weights", "grad_scores")].startswith("attention weights and their gradients")
+    assert titles["dropped"].startswith("attention weights after dropout")
+
+
+def test_the_title_fits_in_a_one_head_figure():
+    attn = mt.nn.MultiHeadAttention(4, 1, causal=True, seed=0)
+    attn(np.random.default_rng(0).standard_normal((1, 3, 4)))
+    for which in ("weights", ("weights", "weights")):
+        fig = attention_heatmaps(attn, which=which)
+        fig.canvas.draw()
+        box = fig._suptitle.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+
+
+def test_cells_dropout_zeroed_carry_a_dot():
+    attn = dropout_layer()
+    keep = attn.dropout_keep.reshape(1, 2, 5, 5)
+    hidden = attn.last_mask <= -1e4
+    fig = attention_heatmaps(attn, which=("weights", "dropped", "grad_weights"))
+    axes = image_axes(fig)
+    for k, ax in enumerate(axes):
+        head, kind = k % 2, ("weights", "dropped", "grad_weights")[k // 2]
+        dots = [line for line in ax.lines if line.get_gid() == "dropped"]
+        expected = np.argwhere((keep[0, head] == 0) & ~hidden)
+        if kind == "weights":
+            assert not dots  # before dropout nothing is zeroed
+            continue
+        (dots,) = dots
+        drawn = sorted(zip(dots.get_ydata().astype(int), dots.get_xdata().astype(int)))
+        assert drawn == sorted(map(tuple, expected)) and len(drawn) > 0
+    assert "· = dropped by dropout" in fig._suptitle.get_text().replace("\n", " ")
+
+
+def test_weights_and_dropped_weights_share_one_scale():
+    attn = dropout_layer()
+    axes = image_axes(attention_heatmaps(attn, which=("weights", "dropped")))
+    limits = {ax.images[0].get_clim() for ax in axes}
+    assert limits == {(0.0, float(attn.dropped_attention_weights[0].max()))}  # 1/(1-p) shows: the top is > 1
+
+
+def test_vmax_and_the_row_and_log_scales():
+    weights = softmax_rows(np.random.default_rng(0), (1, 2, 5, 5), CAUSAL)
+    (ax, _) = image_axes(attention_heatmaps(weights, vmax=0.5, mask=CAUSAL))
+    assert ax.images[0].get_clim() == (0.0, 0.5)
+    (ax, _) = image_axes(attention_heatmaps(weights, norm="row", mask=CAUSAL))
+    rows = np.ma.getdata(ax.images[0].get_array())
+    np.testing.assert_allclose(rows.max(axis=-1), 1.0)
+    np.testing.assert_allclose(rows * weights[0, 0].max(axis=-1, keepdims=True), weights[0, 0])
+    (ax, _) = image_axes(attention_heatmaps(weights, norm="log", mask=CAUSAL))
+    assert type(ax.images[0].norm).__name__ == "LogNorm"
+    with pytest.raises(ValueError, match="norm"):
+        attention_heatmaps(weights, norm="sqrt")
+    with pytest.raises(ValueError, match="vmax"):
+        attention_heatmaps(weights, vmax=-1)
+
+
+def test_a_long_causal_map_is_readable_by_default():
+    attn = mt.nn.MultiHeadAttention(8, 1, causal=True, seed=0)
+    attn(np.random.default_rng(0).standard_normal((1, 64, 8)))
+    fig = attention_heatmaps(attn, annotate=True)
+    (ax,) = image_axes(fig)
+    shown = ax.images[0].get_array()
+    # Row-scaled: the always-1 cell (0, 0) no longer washes the late rows out.
+    np.testing.assert_allclose(np.ma.max(shown, axis=-1), 1.0)
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "each row scaled to its largest weight" in title
+    # No text soup: 64×64 numbers are not written, and the title says so.
+    assert len(ax.texts) == 0 and "numbers not written: 64×64 is more than 16×16" in title
+    small = attention_heatmaps(softmax_rows(np.random.default_rng(0), (1, 1, 12, 12)), annotate=True)
+    assert len(image_axes(small)[0].texts) == 144
+
+
+def test_gradient_maps_show_row_sums():
+    attn = mt.nn.MultiHeadAttention(8, 2, causal=True, seed=1)
+    rng = np.random.default_rng(1)
+    attn(rng.standard_normal((1, 5, 8)))
+    attn.backward(rng.standard_normal((1, 5, 8)))
+    fig = attention_heatmaps(attn, which=("grad_weights", "grad_scores"))
+    axes = image_axes(fig)
+    for ax, expected in zip(axes, [*attn.grad_weights()[0], *attn.grad_scores()[0]], strict=True):
+        column = np.ma.getdata(ax.images[1].get_array())[:, 0]
+        sums = expected.sum(axis=-1)
+        sums[np.abs(sums) <= 1e-12 * np.abs(expected).max(axis=-1)] = 0.0
+        np.testing.assert_array_equal(column, sums)
+        written = [t.get_text() for t in ax.texts if t.get_gid() == "row-sum"]
+        assert len(written) == 5
+    # Each row of dS sums to zero (softmax ignores a shift of a row): the margin says 0, not 1e-17.
+    for ax in axes[2:]:
+        assert {t.get_text() for t in ax.texts if t.get_gid() == "row-sum"} == {"0"}
+    assert any(t.get_text() != "0" for t in axes[0].texts if t.get_gid() == "row-sum")

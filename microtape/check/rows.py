@@ -315,8 +315,8 @@ class GradientReport:
             cells = []
             for title, getter, align in columns:
                 if title == "formula":
-                    # MathJax (Jupyter) typesets $…$; the plain formula is the tooltip.
-                    content = f"<span title='{escape(row.formula)}'>${escape(row.latex)}$</span>"
+                    # The formula as text, readable with or without MathJax; its LaTeX is the tooltip.
+                    content = f"<code title='{escape(row.latex)}'>{escape(row.formula)}</code>"
                 else:
                     content = escape(getter(row))
                     if title == "result" and row is first:

@@ -5,14 +5,22 @@ This package lets you see what the tape recorded::
     import microtape as mt
     g = mt.viz.graph(tape)                          # a graphviz.Digraph (shows in Jupyter)
     mt.viz.render(g, "forward.svg")                 # or .png / .pdf
-    mt.viz.graph(tape, backward=True)               # gradients and VJP formulas
+    mt.viz.graph(tape, backward=True)               # gradients, and what flows along each edge
+    mt.viz.graph(attn, expand="attention")          # a layer: its parameters styled as such
     frames = mt.viz.backward_frames(tape, out_dir="frames")   # one picture per step + index.html
     fig = mt.viz.attention_heatmaps(attn)           # a matplotlib Figure, one panel per head
     fig = mt.viz.attention_heatmaps(attn, which="grad_scores")
 
+A graph is drawn in four steps, each a module that graph and frames share:
+:mod:`.program` reads the computation (equations, leaves, names, the
+reverse pass), :mod:`.view` decides which boxes stand for what,
+:mod:`.paint` writes what every box and edge says, and :mod:`.picture`
+turns that into DOT; :mod:`.layout` pins one layout for every frame and
+:mod:`.player` is the page that plays them.
+
 It only *reads* tapes and layers: drawing never changes a value or a gradient.
 graphviz and matplotlib are imported here and nowhere else in microtape, and
-matplotlib only when a heatmap is drawn.
+both only when a picture is drawn.
 """
 
 from .frames import BackwardFrames, backward_frames

@@ -2,25 +2,29 @@
 
 This module lets you (or the command line) make the demo pictures::
 
-    from microtape.viz.demo import render_demo
+    from microtape.viz.demo import DEMO, render_demo
     paths = render_demo("demo-output")     # {"graph_forward": Path(...), ...}
+    render_demo("out", seq=4)              # any setting of DEMO can be changed
 
-It builds the default layer (``embed=16, heads=4, batch=1, seq=6``, causal,
-seeded), runs a forward pass and a backward pass with a seeded random
-``grad_output``, and writes:
+:data:`DEMO` holds the demo's settings, once (``embed=16, heads=4, batch=1,
+seq=6``, causal, seeded); the command line and the README's pictures read
+them from here. The demo runs a forward pass and a backward pass with a
+seeded random ``grad_output``, and writes:
 
 * ``graph_forward.svg`` — the tape, forward, grouped by module;
-* ``graph_backward.svg`` — the same graph with gradients and VJP formulas;
-* ``backward_frames/`` — one SVG per backward step and ``index.html`` to step
-  through them;
+* ``graph_backward.svg`` — the same graph with gradients, and what flows along each edge;
+* ``backward_frames/`` — one SVG per backward step (one layout for all) and
+  ``index.html`` to step through them;
 * ``attention_heatmaps.png`` — the attention weights of every head;
-* ``grad_heatmaps.png`` — ``dP`` and ``dS`` for every head.
+* ``grad_heatmaps.png`` — ``dP`` and ``dS`` for every head, with row sums.
 
 Without Graphviz's ``dot``, the heatmaps are still written, the graphs are
 saved as ``.dot`` files, and :class:`~microtape.viz.GraphvizNotFound` says how
-to install Graphviz.
+to install Graphviz. ``python -m microtape.viz.demo DIR`` writes the two
+README images into ``DIR``.
 """
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +34,49 @@ from .graph import graph
 from .heatmap import attention_heatmaps
 from .render import INSTALL_HINT, GraphvizNotFound, render
 
-__all__ = ["render_demo", "render_graph", "render_heatmap", "demo_attention", "demo_tokens", "DEMO_TOKENS"]
+__all__ = [
+    "DEMO",
+    "DEMO_TOKENS",
+    "render_demo",
+    "render_graph",
+    "render_heatmap",
+    "render_readme_images",
+    "demo_attention",
+    "demo_tokens",
+    "write_pictures",
+]
 
-DEMO_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "and", "then", "it", "slept", "all", "day")
+#: The demo's settings: the one place they are written.
 DEMO = dict(embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, causal=True)
+DEMO_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "and", "then", "it", "slept", "all", "day")
 
 
-def demo_attention(*, embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, causal=True):
+def _settings(overrides):
+    unknown = set(overrides) - set(DEMO)
+    if unknown:
+        raise TypeError(f"demo settings: unknown {', '.join(sorted(unknown))}; the settings are {', '.join(DEMO)}")
+    return {**DEMO, **overrides}
+
+
+def demo_attention(**overrides):
     """The demo layer after one forward and one backward: ``(attn, x, grad_output)``.
 
-    Everything comes from ``seed``: the weights, ``x`` (``[batch, seq, embed]``,
-    standard normal) and ``grad_output`` (standard normal, of the output's shape).
+    ``overrides`` change any of :data:`DEMO`. Everything comes from the seed:
+    the weights, ``x`` (``[batch, seq, embed]``, standard normal) and
+    ``grad_output`` (standard normal, of the output's shape).
     """
     import microtape as mt
 
-    attn = mt.nn.MultiHeadAttention(embed, heads, dropout=dropout, causal=causal, seed=seed)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, seq, embed))
+    settings = _settings(overrides)
+    attn = mt.nn.MultiHeadAttention(
+        settings["embed"],
+        settings["heads"],
+        dropout=settings["dropout"],
+        causal=settings["causal"],
+        seed=settings["seed"],
+    )
+    rng = np.random.default_rng(settings["seed"])
+    x = rng.standard_normal((settings["batch"], settings["seq"], settings["embed"]))
     y = attn(x)
     grad_output = rng.standard_normal(np.shape(getattr(y, "data", y)))
     attn.backward(grad_output)
@@ -56,14 +86,6 @@ def demo_attention(*, embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, ca
 def demo_tokens(seq):
     """Words to label ``seq`` positions in the demo's heatmaps (None if there are too few)."""
     return list(DEMO_TOKENS[:seq]) if seq <= len(DEMO_TOKENS) else None
-
-
-def _output_of(tape):
-    """The layer's result on its tape: the node named "output", else the last one."""
-    try:
-        return tape.find("output").output
-    except KeyError:
-        return tape.nodes[-1]
 
 
 def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="svg"):
@@ -87,17 +109,11 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
     paths["grad_heatmaps"] = out / "grad_heatmaps.png"
     figure.savefig(paths["grad_heatmaps"], dpi=110)
 
-    tape = attn.tape
-    output = _output_of(tape)
     missing = []
     pictures = {
-        "graph_forward": graph(tape, output=output, title=f"forward pass: the tape of the attention{batch}"),
+        "graph_forward": graph(attn, title=f"forward pass: the tape of the attention{batch}"),
         "graph_backward": graph(
-            tape,
-            output=output,
-            backward=True,
-            grad=grad_output,
-            title="backward pass: gradients, and the VJP formula on each edge",
+            attn, backward=True, grad=grad_output, title="backward pass: each gradient, and what flows along each edge"
         ),
     }
     for name, digraph in pictures.items():
@@ -107,7 +123,7 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
             paths[name] = error.dot_path
             missing.append(error.dot_path)
     frames_dir = out / "backward_frames"
-    frames = backward_frames(tape, output, grad=grad_output)
+    frames = backward_frames(attn, grad=grad_output, title="the backward pass, one box at a time")
     try:
         frames.save(frames_dir, format=frames_format)
         paths["backward_frames"] = frames_dir / "index.html"
@@ -125,38 +141,54 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
     return paths
 
 
-def render_demo(out_dir="demo-output", *, embed=16, heads=4, batch=1, seq=6, seed=0, frames_format="svg"):
+def render_demo(out_dir="demo-output", *, frames_format="svg", **overrides):
     """Build the demo attention and write its pictures into ``out_dir``; return ``{name: path}``.
 
     Names: ``graph_forward``, ``graph_backward``, ``backward_frames`` (the
     ``index.html`` of the frames folder), ``attention_heatmaps``,
-    ``grad_heatmaps``. Raises :class:`GraphvizNotFound` (after writing the
-    heatmaps and the ``.dot`` sources) when ``dot`` is missing.
+    ``grad_heatmaps``. ``overrides`` change any of :data:`DEMO`. Raises
+    :class:`GraphvizNotFound` (after writing the heatmaps and the ``.dot``
+    sources) when ``dot`` is missing.
     """
-    attn, _, grad_output = demo_attention(embed=embed, heads=heads, batch=batch, seq=seq, seed=seed)
+    attn, _, grad_output = demo_attention(**overrides)
+    seq = _settings(overrides)["seq"]
     return write_pictures(attn, grad_output, out_dir, tokens=demo_tokens(seq), frames_format=frames_format)
 
 
-def render_graph(path, *, backward=False, step=None, detail="auto", **attention):
-    """Write one graph of the demo attention to ``path`` (format from the suffix); return the path.
-
-    ``attention`` takes the keywords of :func:`demo_attention`.
-    """
-    attn, _, grad_output = demo_attention(**attention)
-    output = _output_of(attn.tape)
-    digraph = graph(attn.tape, output=output, backward=backward, step=step, detail=detail, grad=grad_output)
-    return render(digraph, path)
+def render_graph(path, *, backward=False, step=None, detail="auto", **overrides):
+    """Write one graph of the demo attention to ``path`` (format from the suffix); return the path."""
+    attn, _, grad_output = demo_attention(**overrides)
+    return render(graph(attn, backward=backward, step=step, detail=detail, grad=grad_output), path)
 
 
-def render_heatmap(path, *, which="weights", **attention):
+def render_heatmap(path, *, which="weights", **overrides):
     """Write one heatmap figure of the demo attention to ``path``; return the path.
 
     ``which``: ``"weights"``, ``"dropped"``, ``"grad_scores"``, ``"grad_weights"``
-    or a tuple of them. ``attention`` takes the keywords of :func:`demo_attention`.
+    or a tuple of them.
     """
-    attn, _, _ = demo_attention(**attention)
+    attn, _, _ = demo_attention(**overrides)
     figure = attention_heatmaps(attn, which=which, tokens=demo_tokens(int(np.shape(attn.attention_weights)[2])))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     return path
+
+
+def render_readme_images(folder):
+    """The README's two pictures of the demo: its backward graph and its attention weights."""
+    attn, _, grad_output = demo_attention()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    digraph = graph(attn, backward=True, grad=grad_output, title="The backward pass of the demo attention")
+    figure = attention_heatmaps(attn, tokens=demo_tokens(DEMO["seq"]))
+    heatmaps = folder / "attention_heatmaps.png"
+    figure.savefig(heatmaps, dpi=100)
+    return {"graph": render(digraph, folder / "attention_backward_graph.png", dpi=72), "heatmaps": heatmaps}
+
+
+if __name__ == "__main__":  # python -m microtape.viz.demo DIR: the README's images
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m microtape.viz.demo DIR   (writes the README's two images into DIR)")
+    for written in render_readme_images(sys.argv[1]).values():
+        print(f"Wrote {written}")

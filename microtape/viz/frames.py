@@ -1,37 +1,45 @@
-"""The backward pass as a flip-book: one graph per step, and a page to step through them.
+"""The backward pass as a flip-book: one graph per step, one layout for all, and a page to step through them.
 
-This module lets you watch gradients flow, one equation at a time::
+This module lets you watch gradients flow, one box at a time::
 
     frames = mt.viz.backward_frames(tape)          # BackwardFrames, one Digraph per step
     frames[3]                                      # the graph after step 3 (shows in Jupyter)
-    frames.save("frames/")                         # frame_000.svg, ... and index.html
-    frames                                         # in Jupyter: the pictures with a slider
-    frames.widget()                                # an ipywidgets slider, if installed
+    frames.captions[3]                             # "step 3 of 20: scores (matmul) receives …"
+    frames.save("frames/")                         # frame_000.svg, … and index.html
+    frames                                         # in Jupyter: the player, inline
 
-Frame ``k`` is ``graph(tape, step=frames.steps[k])``: steps come in reverse
-tape order, step 0 handles the output, the last one the first equation; after
-it every leaf has its gradient. With ``detail="full"`` there is a frame for
-every step; with ``"auto"``, steps hidden inside one box (a chain of reshapes)
-share a frame. All frames share one private replay of the backward pass
-(no ``.grad`` field changes) and one layout, so only the colours move.
+Frame ``k`` shows what ``graph(tape, step=k)`` shows: the picture's step
+``k`` (one per box the pass finishes; step 0 handles the output, the last one
+completes every leaf's gradient). The slider, the captions and ``step=`` all
+count the same steps.
 
-``index.html`` is plain HTML and JavaScript (no server, no libraries): a
-slider, previous/next/play buttons, the arrow keys, and a caption saying what
-happens at each step.
+One layout: the graph is laid out once, with every label at its final size
+(each box's longest text over all frames), and every frame is drawn at
+those positions (``neato -n2``), so between frames only colours and numbers
+change — nothing moves. Without Graphviz's ``dot`` the frames are kept
+unpinned (and saved as ``.dot`` files). All frames read one pure reverse pass:
+no ``.grad`` changes.
 """
 
 import html
-import json
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._trace import collect, grad_summary, trace_backward
-from .graph import _Builder, _draw, _formula_part, _options, _simplify
-from .render import GraphvizNotFound, render, svg
+from .graph import check_options, warn_if_collapsed
+from .layout import Layout, widest
+from .paint import Painter, paint
+from .picture import to_digraph
+from .player import fragment, page
+from .program import collect, trace_backward
+from .render import GraphvizNotFound, fit_svg, render, svg
+from .text import flatten, grad_lines, norm_text
+from .view import MAX_NODES, View
 
 __all__ = ["backward_frames", "BackwardFrames"]
+
+LEGEND = (("state", "done"), ("state", "partial"), ("state", "current"), ("state", "pending"), ("state", "off"))
 
 
 def backward_frames(
@@ -43,76 +51,117 @@ def backward_frames(
     format="svg",
     group="module",
     detail="auto",
+    expand=None,
     values=True,
     parameters=None,
-    max_nodes=150,
+    max_nodes=MAX_NODES,
     rankdir=None,
     legend=True,
     title=None,
 ):
-    """One graph per backward step; with ``out_dir``, also write them and ``index.html``.
+    """One graph per backward step, all at one layout; with ``out_dir``, also write them and ``index.html``.
 
-    Takes what :func:`microtape.viz.graph` takes (a tape, a result, a layer).
-    Returns a :class:`BackwardFrames`. ``format`` (``"svg"`` or ``"png"``) is
-    the format of the files written to ``out_dir``.
+    Takes what :func:`microtape.viz.graph` takes (a tape, a result, a layer, a
+    scalar trace). Returns a :class:`BackwardFrames`. ``format`` (``"svg"``
+    or ``"png"``) is the format of the files written to ``out_dir``.
     """
-    program = collect(tape_or_output, output)
+    program = collect(tape_or_output, output, parameters)
+    view = View(program, **check_options(group, detail, max_nodes, rankdir, expand))
+    warn_if_collapsed(view, max_nodes, stacklevel=3)
     trace = trace_backward(program, grad)
     if len(trace) == 0:
         raise ValueError("backward_frames: the output is a leaf, so the backward pass has no steps to show")
-    options = _options(group, detail, values, parameters, max_nodes, rankdir, legend, title)
-    boxes = _Builder(program, None, None, options["group"], options["values"], options["parameters"])
-    _simplify(boxes, options, warn=False)
-    steps = _frame_steps(trace, boxes)
-    digraphs = [_draw(program, trace, k, options, warn=n == 0) for n, k in enumerate(steps)]
-    frames = BackwardFrames(digraphs, [_caption(program, trace, boxes, k) for k in steps], steps)
+    stops = view.steps(trace)
+    received = trace.received_series(stops)
+    painters = [Painter(view, trace, k, values=values, received=received[k]) for k in range(len(stops))]
+    pictures = [painter.picture(title, legend=legend, rankdir=rankdir) for painter in painters]
+    whole = paint(view, trace, values=values, title=title, legend=legend, rankdir=rankdir)
+    for picture in pictures:
+        # Every frame has the same caption on top (the step is said by the player's caption),
+        # so that the pinned canvas fits them all.
+        picture.note = view.note
+        picture.legend = _union_legend(pictures + [whole]) if legend else []
+    try:
+        layout = Layout.of(to_digraph(widest(pictures)))
+    except GraphvizNotFound:
+        layout = None
+    digraphs = [to_digraph(picture, layout) for picture in pictures]
+    captions = [_caption(painter, len(stops)) for painter in painters]
+    focus = [layout.focus(painter.current) for painter in painters] if layout is not None else None
+    frames = BackwardFrames(digraphs, captions, focus=focus, engine_steps=stops)
     if out_dir is not None:
         frames.save(out_dir, format=format)
     return frames
 
 
-def _frame_steps(trace, boxes):
-    """The steps worth a frame: the last step spent on each drawn box.
-
-    With ``detail="auto"`` a box may stand for several equations (a chain of
-    reshapes, a module summary); the steps inside it would give identical
-    pictures, so only the step that finishes the box gets a frame.
-    """
-    ids = [boxes.box_of(i) for i in trace.order]
-    return [k for k in range(len(ids)) if k == len(ids) - 1 or ids[k + 1] != ids[k]]
+def _union_legend(pictures):
+    keys = {key for picture in pictures for key in picture.legend}
+    kinds = [("kind", k) for k in ("input", "parameter", "constant") if ("kind", k) in keys]
+    return [key for key in LEGEND if key in keys] + kinds
 
 
-def _caption(program, trace, boxes, k):
-    """What step ``k`` does, in one line."""
-    i = trace.order[k]
+def _caption(painter, count):
+    """What step ``k`` does, in one line, with the names the picture uses."""
+    view, program, trace = painter.view, painter.program, painter.trace
+    k, i = painter.step, trace.order[painter.engine_step]
     node = program.equations[i]
-    sends = [
-        _formula_part(node.op, position)
-        for position, x in enumerate(node.inputs)
-        if x.requires_grad and _formula_part(node.op, position)
-    ]
-    text = f"step {k} of {len(trace) - 1}: {boxes.box_title(i)} receives {grad_summary(trace.grad_out[i])}"
-    if sends:
-        text += "; sends " + ";  ".join(sends)
-    if k == len(trace) - 1:
+    node_name = program.name(node)
+    box = view.by_id[painter.current]
+    if box.kind == "summary":
+        what = f"{box.group.partition('#')[0] or 'ops'} (summary of {len(box.equations)} ops)"
+        exits = painter.exits(box.equations)
+        grads = [trace.grad_out[e] for e in exits]
+        noise = max(trace.noise(program.equations[e]) for e in exits)
+        received = grad_lines(grads[0], noise)[0] if len(grads) == 1 else norm_text(flatten(grads), noise)
+        text = f"step {k} of {count - 1}: {what} receives {received} at its output; its first op {node_name} "
+        text += _sends(painter, i) or "sends nothing on"
+    else:
+        if box.leaves:
+            owner = program.name(program.leaves[box.leaves[0]])
+            what = f"{node_name} ({node.op.name}, drawn in {owner}'s box)"
+        else:
+            ops = "→".join(program.equations[m].op.name for m in box.equations)
+            what = f"{program.name(program.equations[box.equations[-1]])} ({ops})"
+        text = f"step {k} of {count - 1}: {what} receives " + " ".join(grad_lines(trace.grad_out[i], trace.noise(node)))
+        sends = _sends(painter, i)
+        if sends:
+            text += "; " + sends
+    if k == count - 1:
         text += "  — done: every leaf has its gradient"
     return text
+
+
+def _sends(painter, i):
+    """``sends d… = …;  d… = …``: what equation ``i``'s VJP sends to its inputs, in the picture's words."""
+    node = painter.program.equations[i]
+    parts = [
+        painter.formula(i, position, numbers=True)
+        for position, x in enumerate(node.inputs)
+        if x.requires_grad and node.op.grads[position] is not None
+    ]
+    return "sends " + ";  ".join(parts) if parts else ""
 
 
 class BackwardFrames:
     """The frames of a backward pass: ``frames[k]`` is a ``graphviz.Digraph``.
 
-    ``captions[k]`` says what step ``k`` does. :meth:`svgs` draws them (needs
-    Graphviz's ``dot``), :meth:`save` writes files and ``index.html``,
-    :meth:`html` gives a self-contained page; in Jupyter the object shows as
-    that page, and :meth:`widget` gives an ipywidgets slider if available.
+    ``captions[k]`` says what step ``k`` does; ``steps`` are the picture's
+    steps ``0..n-1`` (what ``graph(..., step=k)`` counts) and
+    ``engine_steps[k]`` the engine's step (:attr:`microtape.tape.Gradients.steps`)
+    that finishes frame ``k``'s box. ``pinned``: all frames share one layout.
+    ``focus[k]``: where the current box sits (fractions of the picture).
+    :meth:`svgs` draws them (needs Graphviz), :meth:`save` writes files and
+    ``index.html``, :meth:`html` gives a self-contained page; in Jupyter the
+    object shows as the player, and :meth:`widget` gives an ipywidgets slider.
     """
 
-    def __init__(self, digraphs, captions, steps=None):
+    def __init__(self, digraphs, captions, *, focus=None, engine_steps=None):
         self.digraphs = list(digraphs)
         self.captions = list(captions)
-        # steps[k]: the backward step frame k shows (graph(..., step=steps[k])).
-        self.steps = list(range(len(self.digraphs))) if steps is None else list(steps)
+        self.steps = list(range(len(self.digraphs)))
+        self.engine_steps = list(engine_steps) if engine_steps is not None else list(self.steps)
+        self.focus = focus
+        self.pinned = bool(self.digraphs) and getattr(self.digraphs[0], "pinned", False)
         self.paths = []  # files written by save(), frames first, index.html last
         self._svgs = None
 
@@ -126,7 +175,7 @@ class BackwardFrames:
         return iter(self.digraphs)
 
     def __repr__(self):
-        return f"<BackwardFrames: {len(self)} steps>"
+        return f"<BackwardFrames: {len(self)} steps{', one layout' if self.pinned else ''}>"
 
     def svgs(self):
         """Every frame as an SVG string (drawn once, then kept)."""
@@ -148,11 +197,10 @@ class BackwardFrames:
         width = max(3, len(str(len(self) - 1)))
         paths = [out / f"frame_{k:0{width}d}.{format}" for k in range(len(self))]
         try:
-            if format == "svg" and self._svgs is not None:
-                for path, text in zip(paths, self._svgs, strict=True):
+            if format == "svg":
+                for path, text in zip(paths, self.svgs(), strict=True):
                     path.write_text(text, encoding="utf-8")
             else:
-                # One `dot` process per frame; they run side by side.
                 with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
                     list(pool.map(render, self.digraphs, paths, [format] * len(paths)))
         except GraphvizNotFound as error:
@@ -161,9 +209,9 @@ class BackwardFrames:
             raise GraphvizNotFound(
                 f"{error}\nAll {len(self)} frames were saved as .dot files in {out}.", dot_path=out
             ) from None
-        page = out / "index.html"
-        page.write_text(self.html(sources=[p.name for p in paths]), encoding="utf-8")
-        paths.append(page)
+        index = out / "index.html"
+        index.write_text(self.html(sources=[p.name for p in paths]), encoding="utf-8")
+        paths.append(index)
         self.paths = paths
         return paths
 
@@ -173,28 +221,18 @@ class BackwardFrames:
         With ``sources`` (file names) the page shows those files; otherwise the
         SVGs are put inline and the page stands alone.
         """
-        body = self._fragment(sources, uid="microtape-frames")
-        return _PAGE.format(body=body, title="microtape: backward pass, step by step")
+        body = self._fragment(sources, uid="microtape-frames", page_keys=True)
+        return page(body, "microtape: the backward pass, step by step")
 
-    def _fragment(self, sources=None, uid=None):
+    def _fragment(self, sources=None, uid=None, page_keys=False):
         # A page holds one player (a fixed id keeps saved files stable); a
         # notebook may hold many, so each inline player gets its own id.
         uid = uid or "mt" + uuid.uuid4().hex[:8]
         if sources is None:
-            pictures = [_strip_xml_header(s) for s in self.svgs()]
+            pictures = [fit_svg(s) for s in self.svgs()]
         else:
-            pictures = [f'<img src="{html.escape(src)}" alt="frame {k}">' for k, src in enumerate(sources)]
-        frames = "\n".join(
-            f'<div class="mt-frame" style="display:{"block" if k == 0 else "none"}">{p}</div>'
-            for k, p in enumerate(pictures)
-        )
-        return _FRAGMENT.format(
-            uid=uid,
-            last=len(self) - 1,
-            frames=frames,
-            captions=json.dumps(self.captions),
-            caption=html.escape(self.captions[0]),
-        )
+            pictures = [f'<img src="{html.escape(src)}" alt="step {k}">' for k, src in enumerate(sources)]
+        return fragment(pictures, self.captions, self.focus, uid=uid, page_keys=page_keys)
 
     def _repr_html_(self):
         try:
@@ -211,87 +249,14 @@ class BackwardFrames:
                 "BackwardFrames.widget() needs ipywidgets (pip install ipywidgets); "
                 "without it, display the frames object itself: it has a plain-HTML slider"
             ) from None
-        pictures = self.svgs()
+        pictures = [fit_svg(s) for s in self.svgs()]
         slider = ipywidgets.IntSlider(value=0, min=0, max=len(self) - 1, description="step")
         caption = ipywidgets.Label(self.captions[0])
-        view = ipywidgets.HTML(_strip_xml_header(pictures[0]))
+        view = ipywidgets.HTML(pictures[0])
 
         def show(change):
-            view.value = _strip_xml_header(pictures[change["new"]])
+            view.value = pictures[change["new"]]
             caption.value = self.captions[change["new"]]
 
         slider.observe(show, names="value")
         return ipywidgets.VBox([ipywidgets.HBox([slider, caption]), view])
-
-
-def _strip_xml_header(text):
-    start = text.find("<svg")
-    return text[start:] if start >= 0 else text
-
-
-_FRAGMENT = """<div id="{uid}" class="mt-frames">
-<div class="mt-controls" style="font:13px sans-serif;margin:4px 0">
-<button data-go="prev">&#9664; prev</button>
-<input type="range" min="0" max="{last}" value="0" style="width:40%;vertical-align:middle">
-<button data-go="next">next &#9654;</button>
-<button data-go="play">play</button>
-<span class="mt-caption" style="margin-left:8px">{caption}</span>
-</div>
-{frames}
-<script>
-(function() {{
-  var root = document.getElementById("{uid}");
-  var captions = {captions};
-  var frames = root.querySelectorAll(".mt-frame");
-  var slider = root.querySelector("input");
-  var caption = root.querySelector(".mt-caption");
-  var timer = null;
-  function show(k) {{
-    k = Math.max(0, Math.min(frames.length - 1, k));
-    for (var i = 0; i < frames.length; i++) frames[i].style.display = i === k ? "block" : "none";
-    slider.value = k;
-    caption.textContent = captions[k];
-  }}
-  function current() {{ return parseInt(slider.value, 10); }}
-  slider.addEventListener("input", function() {{ show(current()); }});
-  root.querySelector('[data-go="prev"]').addEventListener("click", function() {{ show(current() - 1); }});
-  root.querySelector('[data-go="next"]').addEventListener("click", function() {{ show(current() + 1); }});
-  var play = root.querySelector('[data-go="play"]');
-  play.addEventListener("click", function() {{
-    if (timer) {{ clearInterval(timer); timer = null; play.textContent = "play"; return; }}
-    if (current() === frames.length - 1) show(0);
-    play.textContent = "pause";
-    timer = setInterval(function() {{
-      if (current() >= frames.length - 1) {{
-        clearInterval(timer); timer = null; play.textContent = "play"; return;
-      }}
-      show(current() + 1);
-    }}, 900);
-  }});
-  root.tabIndex = 0;
-  root.addEventListener("keydown", function(e) {{
-    if (e.key === "ArrowRight") {{ show(current() + 1); e.preventDefault(); }}
-    if (e.key === "ArrowLeft") {{ show(current() - 1); e.preventDefault(); }}
-  }});
-}})();
-</script>
-</div>"""
-
-_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>
-body {{ font-family: sans-serif; margin: 16px; }}
-.mt-frame img, .mt-frame svg {{ max-width: 100%; height: auto; }}
-</style>
-</head>
-<body>
-<h1 style="font-size:18px">{title}</h1>
-<p style="font-size:13px;color:#555">Use the slider, the buttons or the arrow keys (click the pictures first).
-Orange: gradient finished; highlighted: the current step; grey: not reached yet.</p>
-{body}
-</body>
-</html>
-"""

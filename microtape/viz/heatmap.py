@@ -6,23 +6,34 @@ This module lets you look inside a multi-head attention layer::
     y = attn(x)
     fig = mt.viz.attention_heatmaps(attn, tokens=["the", "cat", "sat"])
     attn.backward(g)
-    fig = mt.viz.attention_heatmaps(attn, which="grad_scores")        # dS
-    fig = mt.viz.attention_heatmaps(attn, which=("grad_weights", "grad_scores"))
+    fig = mt.viz.attention_heatmaps(attn, which="grad_scores")        # dS, with its row sums
+    fig = mt.viz.attention_heatmaps(attn, which=("weights", "dropped"))  # before / after dropout
     fig.savefig("heads.png")
 
 One panel per head (row = query token, column = key token), one colour scale
 shared by all the panels of a row of pictures, with its colorbar:
 
 * ``which="weights"``: ``P = softmax(S)``, from 0 (white) to the largest weight
-  shown; ``"dropped"``: the weights after dropout (scaled by ``1/(1-p)``);
+  shown; ``"dropped"``: the weights after dropout (scaled by ``1/(1-p)``).
+  Drawn together, weights and dropped weights share one scale, so the
+  ``1/(1-p)`` rescale shows. Cells dropout zeroed carry a dot.
 * ``which="grad_weights"`` (``dP``) and ``"grad_scores"`` (``dS``): gradients,
   in a diverging map centred at 0 with symmetric limits, so red is "raising
-  this would raise the loss", blue the opposite, and white exactly zero.
+  this would raise the loss", blue the opposite, and white exactly zero. A
+  margin column ``Σ`` shows each row's sum (each row of ``dS`` sums to 0:
+  softmax ignores a shift of a whole row).
 
 Masked cells (mask value ``<= -1e4`` or ``-inf``: the key is hidden from that
 query) are grey and hatched, and left out of the colour limits — they are
 not "weight 0 by choice". The mask comes from the layer (``attn.last_mask``)
 or is passed as ``mask=`` (an additive ``[Tq, Tk]`` array).
+
+Long maps: ``vmax=`` caps the colour scale; ``norm="row"`` scales each row
+to its largest weight, ``norm="log"`` uses a logarithmic scale. The default
+(``"auto"``) is linear up to 16 keys and row-scaled above, where one
+always-1 cell (the first query of a causal map) would wash the rest out.
+Numbers are written in the cells of maps up to 16 × 16 (``annotate``); above
+that the title says they were left out.
 
 You may pass the numbers directly instead of a layer: an array
 ``[B, H, Tq, Tk]``, ``[H, Tq, Tk]`` or ``[Tq, Tk]``; ``which`` then only says
@@ -32,16 +43,21 @@ what they are (which colour map to use). The figure is a plain
 """
 
 import numbers
+import textwrap
 
 import numpy as np
 
 from ..nn.masks import SUPPRESSED_BELOW
+from .text import fmt
 
-__all__ = ["attention_heatmaps", "WHICH", "MASKED_AT"]
+__all__ = ["attention_heatmaps", "WHICH", "MASKED_AT", "ANNOTATE_UP_TO", "NORMS"]
 
 MASKED_AT = SUPPRESSED_BELOW  # an additive mask value at or below this hides the cell
 WHICH = ("weights", "dropped", "grad_scores", "grad_weights")
 GRADIENTS = ("grad_scores", "grad_weights")
+NORMS = ("auto", "linear", "row", "log")
+ANNOTATE_UP_TO = 16  # numbers are written in maps of at most this many queries and keys
+LINEAR_UP_TO = 16  # norm="auto": linear up to this many keys, row-scaled above
 TITLES = {
     "weights": "attention weights  P = softmax(S)",
     "dropped": "attention weights after dropout",
@@ -55,6 +71,7 @@ COLORBAR = {
     "grad_scores": "dS",
 }
 MASK_GREY = "#d0d0d0"
+DROPPED_MARK = "#222222"
 
 
 def attention_heatmaps(
@@ -67,6 +84,8 @@ def attention_heatmaps(
     mask=True,
     which="weights",
     annotate="auto",
+    vmax=None,
+    norm="auto",
     ncols=4,
     title=None,
 ):
@@ -80,7 +99,9 @@ def attention_heatmaps(
     or an additive ``[Tq, Tk]`` array. ``which``: one of ``"weights"``,
     ``"dropped"``, ``"grad_scores"``, ``"grad_weights"``, or a sequence of
     them (one row of panels each). ``annotate``: write the numbers in the
-    cells (``"auto"``: weights of small maps, up to 10 × 10).
+    cells (``"auto"``: weights of maps up to 10 × 10; never above 16 × 16).
+    ``vmax``: the top of the colour scale (gradients: ±vmax). ``norm``:
+    ``"auto"``, ``"linear"``, ``"row"`` or ``"log"`` (weights only).
     """
     whiches = (which,) if isinstance(which, str) else tuple(which)
     if not whiches or any(w not in WHICH for w in whiches):
@@ -104,10 +125,17 @@ def attention_heatmaps(
             raise ValueError(f"attention_heatmaps: {Tq} query tokens but {Tk} keys; pass key_tokens=... for the keys")
         key_labels = _labels(tokens, Tk, "tokens")
     masked = _masked_cells(attn_or_weights, mask, is_layer, shape)[batch]  # [H, Tq, Tk] bool
+    dropped = _dropped_cells(attn_or_weights, is_layer, shape)[batch]  # [H, Tq, Tk] bool
     if annotate not in ("auto", True, False):
         raise ValueError(f"attention_heatmaps(annotate=...): expected 'auto', True or False, got {annotate!r}")
     if isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1:
         raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer, got {ncols!r}")
+    if norm not in NORMS:
+        raise ValueError(f"attention_heatmaps(norm=...): expected one of {', '.join(NORMS)}, got {norm!r}")
+    if vmax is not None and (isinstance(vmax, bool) or not isinstance(vmax, numbers.Real) or not vmax > 0):
+        raise ValueError(f"attention_heatmaps(vmax=...): expected a positive number, got {vmax!r}")
+    if norm == "auto":
+        norm = "linear" if Tk <= LINEAR_UP_TO or vmax is not None else "row"
 
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
@@ -116,24 +144,27 @@ def attention_heatmaps(
     rows = -(-len(head_list) // cols)
     panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
     label_room = 0.3 + 0.06 * max(len(s) for s in query_labels + key_labels)
+    margin = 0.45 if set(whiches) & set(GRADIENTS) else 0.0  # the row-sum column
     block_height = rows * (panel + label_room) + 0.8
-    fig = _figure_class()(
-        figsize=(cols * (panel + label_room) + 1.3, len(whiches) * block_height + 0.4),
-        layout="constrained",
-    )
+    width = max(cols * (panel + label_room + margin) + 1.3, 5.0)
+    fig = _figure_class()(figsize=(width, len(whiches) * block_height + 0.6), layout="constrained")
+    too_big = max(Tq, Tk) > ANNOTATE_UP_TO
+    scales = _shared_scales(whiches, arrays, batch, head_list, masked, vmax, norm)
     # One sub-figure per kind of map: its own title, panels and colorbar.
     blocks = [fig] if len(whiches) == 1 else list(fig.subfigures(len(whiches), 1).flat)
     for block, w, array in zip(blocks, whiches, arrays, strict=True):
         data = array[batch][head_list]  # [h, Tq, Tk]
         hidden = masked[head_list]
-        vmin, vmax, cmap = _colour_scale(w, data, hidden)
-        write = annotate is True or (annotate == "auto" and w not in GRADIENTS and max(Tq, Tk) <= 10)
+        low, high, cmap, shown = scales[w]
+        write = not too_big and (annotate is True or (annotate == "auto" and w not in GRADIENTS and max(Tq, Tk) <= 10))
         axes = list(block.subplots(rows, cols, squeeze=False).flat)
         image = None
         for k, h in enumerate(head_list):
             ax = axes[k]
-            values = np.ma.masked_array(data[k], mask=hidden[k])
-            image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="equal")
+            values = np.ma.masked_array(shown[k], mask=hidden[k])
+            image = ax.imshow(
+                values, cmap=cmap, norm=_norm(w, norm, low, high), interpolation="nearest", aspect="equal"
+            )
             ax.set_title(f"head {h}", fontsize=10)
             _ticks(ax, query_labels, key_labels, first_col=k % cols == 0, bottom=k >= len(head_list) - cols)
             cells = np.argwhere(hidden[k])
@@ -142,23 +173,50 @@ def attention_heatmaps(
                 ax.add_collection(
                     PatchCollection(patches, facecolor="none", edgecolor="#8a8a8a", hatch="///", linewidth=0)
                 )
+            if w in ("dropped", "grad_weights"):
+                _mark_dropped(ax, dropped[h] & ~hidden[k], Tq * Tk)
             if write:
-                _annotate(ax, data[k], hidden[k], image)
+                _annotate(ax, data[k], shown[k], hidden[k], image)
+            if w in GRADIENTS:
+                _row_sums(ax, data[k], image, write=Tq <= ANNOTATE_UP_TO)
         for ax in axes[len(head_list) :]:
             block.delaxes(ax)
-        bar = block.colorbar(image, ax=axes[: len(head_list)], shrink=0.85, pad=0.02)
-        bar.set_label(COLORBAR[w], fontsize=9)
+        bar = block.colorbar(
+            image,
+            ax=axes[: len(head_list)],
+            shrink=0.85,
+            pad=0.02,
+            extend="max" if w not in GRADIENTS and np.max(data, initial=0) > high else "neither",
+        )
+        bar.set_label(
+            COLORBAR[w] + (" ÷ its row's largest" if norm == "row" and w not in GRADIENTS else ""), fontsize=9
+        )
         bar.ax.tick_params(labelsize=8)
         if len(whiches) > 1:
             block.suptitle(TITLES[w], fontsize=10, fontweight="bold")
-    if title is None:
-        title = TITLES[whiches[0]] if len(whiches) == 1 else "attention gradients"
-        title += f"   (batch {batch % B}"
-        if masked.any():
-            title += "; hatched = masked"
-        title += ")"
-    fig.suptitle(title, fontsize=11)
+    notes = [f"batch {batch % B}"]
+    if masked.any():
+        notes.append("hatched = masked")
+    if any(w in ("dropped", "grad_weights") for w in whiches) and dropped.any():
+        notes.append("· = dropped by dropout")
+    if norm in ("row", "log") and any(w not in GRADIENTS for w in whiches):
+        notes.append("each row scaled to its largest weight" if norm == "row" else "log scale")
+    if too_big and annotate is not False:
+        notes.append(f"numbers not written: {Tq}×{Tk} is more than {ANNOTATE_UP_TO}×{ANNOTATE_UP_TO}")
+    text = _title(whiches) if title is None else title
+    text = f"{text}   ({'; '.join(notes)})" if title is None else text
+    # Wrapped to the figure's width, so nothing is clipped (one head makes a narrow figure).
+    fig.suptitle(textwrap.fill(text, width=max(30, int(width * 72 / (11 * 0.55)))), fontsize=11)
     return fig
+
+
+def _title(whiches):
+    kinds = set(whiches)
+    if kinds <= {"weights", "dropped"}:
+        return TITLES[whiches[0]] if len(whiches) == 1 else "attention weights, before and after dropout"
+    if kinds <= set(GRADIENTS):
+        return TITLES[whiches[0]] if len(whiches) == 1 else "attention gradients"
+    return "attention weights and their gradients"
 
 
 _FIGURE_CLASS = []
@@ -314,19 +372,85 @@ def _labels(tokens, n, what):
 # ---------------------------------------------------------------- drawing
 
 
-def _colour_scale(which, data, hidden):
-    """Shared limits over the visible cells of every panel, and the colour map."""
+def _dropped_cells(source, is_layer, shape):
+    """Boolean [B, H, Tq, Tk]: True where the layer's last dropout zeroed the weight."""
+    keep = getattr(source, "dropout_keep", None) if is_layer else None
+    if keep is None or np.size(keep) != np.prod(shape):
+        return np.zeros(shape, dtype=bool)
+    return np.asarray(keep).reshape(shape) == 0
+
+
+def _shared_scales(whiches, arrays, batch, head_list, masked, vmax, norm):
+    """``{which: (low, high, cmap, shown)}``: the colour limits, map and displayed values of each row.
+
+    Gradients get a diverging map with symmetric limits; weights and dropped
+    weights share one scale (so dropout's ``1/(1-p)`` rescale shows). The
+    limits are taken over the visible (unmasked) cells of every panel.
+    """
     import matplotlib
 
-    visible = data[~hidden]
-    peak = float(np.max(np.abs(visible))) if visible.size else 0.0
-    if which in GRADIENTS:
-        limit = peak if peak > 0 else 1.0
-        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASK_GREY)
-        return -limit, limit, cmap
-    top = float(np.max(visible)) if visible.size else 1.0
-    cmap = matplotlib.colormaps["Blues"].with_extremes(bad=MASK_GREY)
-    return 0.0, top if top > 0 else 1.0, cmap
+    hidden = masked[head_list]
+    scales, weights = {}, {}
+    for w, array in zip(whiches, arrays, strict=True):
+        data = array[batch][head_list]
+        if w in GRADIENTS:
+            visible = data[~hidden]
+            limit = vmax or (float(np.max(np.abs(visible))) if visible.size else 0.0) or 1.0
+            cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASK_GREY)
+            scales[w] = (-limit, limit, cmap, data)
+            continue
+        if norm == "row":
+            largest = np.max(np.where(hidden, 0.0, data), axis=-1, keepdims=True)
+            data = np.divide(data, largest, out=np.zeros_like(data), where=largest > 0)
+        weights[w] = data
+    if weights:
+        visible = np.concatenate([data[~hidden] for data in weights.values()])
+        top = vmax or (float(np.max(visible)) if visible.size else 0.0) or 1.0
+        low = top * 1e-3 if norm == "log" else 0.0
+        cmap = matplotlib.colormaps["Blues"].with_extremes(bad=MASK_GREY)
+        for w, data in weights.items():
+            scales[w] = (low, top, cmap, np.maximum(data, low) if norm == "log" else data)
+    return scales
+
+
+def _norm(which, norm, low, high):
+    from matplotlib.colors import LogNorm, Normalize
+
+    if norm == "log" and which not in GRADIENTS:
+        return LogNorm(vmin=low, vmax=high, clip=True)
+    return Normalize(vmin=low, vmax=high)
+
+
+def _mark_dropped(ax, cells, size):
+    """A dot in each cell dropout zeroed (a zero weight by chance looks the same otherwise)."""
+    rows, cols = np.nonzero(cells)
+    if len(rows) and size <= 64 * 64:
+        marker = 3.0 if size <= 16 * 16 else 1.5
+        ax.plot(cols, rows, linestyle="none", marker="o", markersize=marker, color=DROPPED_MARK, gid="dropped")
+
+
+def _row_sums(ax, data, image, write):
+    """A margin column Σ: each row's sum, on the map's own colour scale (numbers for up to 16 rows)."""
+    rows, keys = data.shape
+    sums = data.sum(axis=-1)
+    # A row sum that is 0 in exact arithmetic (each row of dS) comes out as rounding noise.
+    sums = np.where(np.abs(sums) <= 1e-12 * np.max(np.abs(data), axis=-1), 0.0, sums)
+    left = keys - 0.5 + 0.35
+    ax.imshow(sums[:, None], cmap=image.cmap, norm=image.norm, extent=(left, left + 1, rows - 0.5, -0.5),
+              interpolation="nearest", aspect="auto")  # fmt: skip
+    ax.set_xlim(-0.5, left + 1)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.text(left + 0.5, -0.55, "Σ", ha="center", va="bottom", fontsize=8, gid="row-sum-title")
+    if write:
+        for r, total in enumerate(sums):
+            ax.text(left + 0.5, r, fmt(total), ha="center", va="center", fontsize=6, color=_ink(image, total),
+                    gid="row-sum")  # fmt: skip
+
+
+def _ink(image, value):
+    """Dark or light text, for contrast with the cell's colour."""
+    red, green, blue, _ = image.cmap(image.norm(value))
+    return "#1a1a1a" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.55 else "white"
 
 
 def _ticks(ax, query_labels, key_labels, first_col, bottom):
@@ -351,12 +475,8 @@ def _ticks(ax, query_labels, key_labels, first_col, bottom):
         ax.set_ylabel("query", fontsize=9)
 
 
-def _annotate(ax, values, hidden, image):
-    """Write each visible value in its cell, dark or light for contrast."""
-    norm, cmap = image.norm, image.cmap
+def _annotate(ax, values, shown, hidden, image):
+    """Write each visible value in its cell (the real value, even when the colours are row-scaled)."""
     for (r, c), v in np.ndenumerate(values):
-        if hidden[r, c]:
-            continue
-        red, green, blue, _ = cmap(norm(v))
-        light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.55
-        ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color="#1a1a1a" if light else "white")
+        if not hidden[r, c]:
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color=_ink(image, shown[r, c]))

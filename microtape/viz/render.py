@@ -14,11 +14,12 @@ from inside the graphviz package.
 """
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["render", "svg", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
+__all__ = ["render", "svg", "fit_svg", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
 
-FORMATS = ("svg", "png", "pdf", "dot")
+FORMATS = ("svg", "png", "pdf", "dot", "json")
 
 INSTALL_HINT = (
     "Install Graphviz (the `dot` program):\n"
@@ -50,15 +51,20 @@ def _format_of(path, format):
 
 
 def _pipe(digraph, format, dpi=None):
-    """Run ``dot`` on the graph and return the bytes; GraphvizNotFound if there is no ``dot``."""
+    """Run ``dot`` on the graph and return the bytes; GraphvizNotFound if there is no ``dot``.
+
+    A graph whose positions are pinned (a frame of a backward pass) is drawn
+    by ``neato -n2``, which keeps every position it is given.
+    """
     import graphviz
 
     source = digraph
     if dpi is not None and format == "png":
         source = digraph.copy()
         source.attr(dpi=str(dpi))
+    pinned = {"engine": "neato", "neato_no_op": 2} if getattr(digraph, "pinned", False) else {}
     try:
-        return source.pipe(format=format)
+        return source.pipe(format=format, **pinned)
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(
             "Graphviz's `dot` program was not found on PATH, so the graph could not be drawn.\n" + INSTALL_HINT
@@ -93,9 +99,10 @@ def render(digraph, path, format=None, *, dpi=None):
     except GraphvizNotFound as error:
         dot_path = path.with_suffix(".dot")
         dot_path.write_text(digraph.source, encoding="utf-8")
+        program = "neato -n2" if getattr(digraph, "pinned", False) else "dot"
         raise GraphvizNotFound(
             f"{error}\nThe graph's DOT source was saved to {dot_path}; once Graphviz is installed, "
-            f"draw it with:  dot -T{format} {dot_path} -o {path}",
+            f"draw it with:  {program} -T{format} {dot_path} -o {path}",
             dot_path=dot_path,
         ) from None
     path.write_bytes(data)
@@ -105,3 +112,23 @@ def render(digraph, path, format=None, *, dpi=None):
 def svg(digraph):
     """The graph drawn as an SVG string (raises GraphvizNotFound without ``dot``)."""
     return _pipe(digraph, "svg").decode("utf-8")
+
+
+_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
+
+
+def fit_svg(text, fit=True):
+    """An SVG for an HTML page (no XML header); ``fit``: as wide as its container, never wider than drawn.
+
+    Wide graphs then fit a Jupyter cell or a browser window; the ``viewBox``
+    keeps the proportions. ``fit=False`` keeps the natural size.
+    """
+    start = text.find("<svg")
+    text = text[start:] if start >= 0 else text
+    if not fit:
+        return text
+    return _SIZE.sub(
+        lambda m: f'<svg width="100%" style="max-width:{m.group(1)}pt;height:auto" data-width="{m.group(1)}"',
+        text,
+        count=1,
+    )

@@ -1,0 +1,321 @@
+"""The drawing core: a picture as plain data, and the one function that turns it into DOT.
+
+This module lets graph and frames share how a picture looks::
+
+    picture = Picture(shapes, arrows, title="...", backward=True)
+    digraph = to_digraph(picture)              # a graphviz.Digraph (shows in Jupyter)
+    digraph = to_digraph(picture, layout)      # the same, at pinned positions (see layout.py)
+
+A :class:`Shape` is a box (its id, kind, cluster, lines of text, backward
+state), an :class:`Arrow` an edge. Nothing here knows about tapes: the
+painter (:mod:`microtape.viz.paint`) decides what each box says.
+
+How kinds and states look
+-------------------------
+The *kind* of a box — operation, shape-only operation, input, parameter,
+constant, summary — sets its border and shape: operations are rounded with
+a blue border, inputs rounded with a thick green border, parameters square
+with a thick gold border, constants dashed grey, summaries 3-D boxes. In
+the forward view the kind also sets the fill. In the backward view the fill
+says where the pass is — orange: done (its step ran); light orange: its
+gradient is arriving (some or all of it, its step still to come); bright
+orange and a thick border: the current step; grey: nothing yet; white: not
+on the path to the output — and the border still says the kind. A result
+has a double border. Rows of ``Picture.orders`` are emitted as invisible
+same-rank edges, which keep sibling computations in their recorded order.
+"""
+
+import html
+from dataclasses import dataclass, field
+
+__all__ = ["Shape", "Arrow", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
+
+# Colours (fill, border), chosen to stay apart for common colour-blindness.
+KIND = {
+    "op": ("#e8eef7", "#3b5b92"),
+    "shape": ("#ffffff", "#9aa5b1"),
+    "input": ("#d4edda", "#2e7d32"),
+    "parameter": ("#fff3cd", "#b8860b"),
+    "constant": ("#eeeeee", "#777777"),
+    "summary": ("#dde4f0", "#3b5b92"),
+}
+STATE = {  # fill, text colour of the gradient lines
+    "done": ("#fde2c8", "#7a3b10"),
+    "partial": ("#fff1e3", "#9a5b30"),
+    "current": ("#f5a25d", "#5a1d00"),
+    "pending": ("#f7f7f7", "#9e9e9e"),
+    "off": ("#ffffff", "#9e9e9e"),
+}
+STATE_EDGE = {"done": "#d35400", "current": "#b03a2e", "partial": "#d35400", "pending": "#c8c8c8", "off": "#dddddd"}
+EDGE = "#555555"
+PENDING_TEXT = "#9e9e9e"
+CONSTANT_EDGE = "#999999"
+KIND_TEXT = {
+    "op": "operation",
+    "shape": "reshape / transpose",
+    "input": "input",
+    "parameter": "parameter",
+    "constant": "constant (no gradient)",
+    "summary": "summary of a module",
+}
+STATE_TEXT = {
+    "done": "done",
+    "partial": "gradient arriving",
+    "current": "current step",
+    "pending": "not yet",
+    "off": "not on the path to the output",
+}
+
+
+@dataclass
+class Shape:
+    """One drawn box: ``lines`` are ``(text, role)`` with role ``name``, ``info``, ``value`` or ``grad``."""
+
+    id: str
+    kind: str
+    cluster: str
+    lines: list
+    state: str | None = None  # backward: done, partial, current, pending, off
+    result: bool = False
+    small: bool = False  # a per-use copy of a shared leaf
+
+
+@dataclass
+class Arrow:
+    """One drawn edge, input → output (drawn reversed in a backward picture)."""
+
+    tail: str
+    head: str
+    label: str | None = None
+    state: str | None = None
+    constant: bool = False
+
+
+@dataclass
+class Picture:
+    """Everything a picture shows, in a stable order (same computation, same picture)."""
+
+    shapes: list
+    arrows: list
+    backward: bool = False
+    rankdir: str = "TB"
+    title: str | None = None
+    note: str | None = None
+    legend: list = field(default_factory=list)  # ("kind" or "state", key) in order
+    orders: list = field(default_factory=list)  # rows of box ids to keep left to right, on one rank
+
+
+_GRAPH_CLASS = []
+
+
+def graph_class():
+    """``graphviz.Digraph`` that fits the width of a Jupyter cell (``.full_size()`` shows it at 100 %)."""
+    if _GRAPH_CLASS:
+        return _GRAPH_CLASS[0]
+    try:
+        import graphviz
+    except ImportError:  # pragma: no cover - graphviz is a dependency
+        raise ImportError(
+            "microtape.viz needs the 'graphviz' Python package: pip install graphviz "
+            "(and Graphviz's `dot` program to render it)"
+        ) from None
+    from .render import GraphvizNotFound, fit_svg, svg
+
+    class Graph(graphviz.Digraph):
+        """A ``graphviz.Digraph`` that shows itself scaled to the cell's width in Jupyter.
+
+        ``pinned`` graphs carry their positions (the frames of a backward pass)
+        and are drawn with ``neato -n2``; :func:`microtape.viz.render` knows.
+        """
+
+        fit = True
+        pinned = False
+
+        def copy(self):
+            copy = super().copy()
+            copy.fit, copy.pinned = self.fit, self.pinned
+            return copy
+
+        def full_size(self):
+            """The same graph, shown at its natural size in Jupyter (scroll to see it all)."""
+            copy = self.copy()
+            copy.fit = False
+            return copy
+
+        def _repr_mimebundle_(self, include=None, exclude=None, **_):
+            try:
+                text = svg(self)
+            except GraphvizNotFound as error:
+                return {"text/plain": str(error)}
+            if self.fit:
+                return {"text/html": fit_svg(text)}
+            return {"text/html": '<div style="overflow:auto">' + fit_svg(text, fit=False) + "</div>"}
+
+    _GRAPH_CLASS.append(Graph)
+    return Graph
+
+
+def to_digraph(picture, layout=None):
+    """The ``graphviz.Digraph`` of ``picture``; with a ``layout``, every box at its pinned place."""
+    dot = graph_class()(name="microtape")
+    dot.attr(
+        rankdir=picture.rankdir,
+        newrank="true",
+        fontname="Helvetica",
+        fontsize="11",
+        nodesep="0.18",
+        ranksep="0.32",
+        labelloc="t",
+        labeljust="l",
+    )
+    dot.attr("node", shape="box", style="rounded,filled", fontname="Helvetica", fontsize="10")
+    dot.attr("node", margin="0.08,0.03", height="0.3")
+    dot.attr("edge", color=EDGE, arrowsize="0.6", fontname="Helvetica", fontsize="8")
+    caption = _caption(picture)
+    if caption:
+        dot.attr(label=caption)
+    if layout is not None:
+        layout.pin_graph(dot)
+    bodies = _clusters(dot.__class__, picture.shapes, layout)
+    for shape in picture.shapes:
+        attrs = _shape_attrs(shape, picture.backward)
+        if layout is not None:
+            attrs.update(layout.node(shape.id))
+        (bodies[shape.cluster] if shape.cluster else dot).node(shape.id, _label(shape), **attrs)
+    if layout is None:
+        for row in picture.orders:
+            # Invisible edges on one rank keep sibling computations in the order they were recorded.
+            keep = dot.__class__()
+            keep.attr(rank="same")
+            keep.attr("edge", style="invis")
+            for tail, head in zip(row, row[1:]):
+                keep.edge(tail, head)
+            dot.subgraph(keep)
+    for path in sorted(bodies, key=lambda p: (-p.count("."), list(bodies).index(p))):
+        parent = path.rpartition(".")[0]
+        (bodies[parent] if parent else dot).subgraph(bodies[path])
+    seen = {}
+    for arrow in picture.arrows:
+        attrs = _arrow_attrs(arrow, picture.backward)
+        if layout is not None:
+            k = seen[(arrow.tail, arrow.head)] = seen.get((arrow.tail, arrow.head), -1) + 1
+            attrs.update(layout.edge(arrow, k))
+        dot.edge(arrow.tail, arrow.head, **attrs)
+    return dot
+
+
+def _clusters(cls, shapes, layout):
+    """One subgraph per module path (parents before children, in order of first appearance)."""
+    order = {}
+    for shape in shapes:
+        parts = shape.cluster.split(".") if shape.cluster else []
+        for k in range(1, len(parts) + 1):
+            order.setdefault(".".join(parts[:k]), len(order))
+    bodies = {}
+    for path, number in order.items():
+        body = cls(name=f"cluster_{number}")
+        body.attr(
+            label=path.rpartition(".")[2],
+            style="rounded,dashed",
+            color="#8a94a6",
+            fontcolor="#4a5568",
+            fontsize="11",
+            margin="6",
+            labelloc="t",
+            labeljust="l",
+        )
+        if layout is not None:
+            body.attr(**layout.cluster(f"cluster_{number}"))
+        bodies[path] = body
+    return bodies
+
+
+def _shape_attrs(shape, backward):
+    fill, line = KIND[shape.kind]
+    attrs = {"fillcolor": fill, "color": line}
+    style = {"constant": "rounded,filled,dashed", "shape": "rounded,filled,dashed", "parameter": "filled"}
+    if shape.kind in style:
+        attrs["style"] = style[shape.kind]
+    if shape.kind in ("input", "parameter"):
+        attrs["penwidth"] = "2"
+    if shape.kind == "shape":
+        attrs["fontsize"] = "9"
+    if shape.kind == "summary":
+        attrs.update(shape="box3d", style="filled")
+    if shape.small:
+        attrs.update(fontsize="8", height="0.2", margin="0.04,0.01")
+    if shape.result:
+        attrs["peripheries"] = "2"
+    if backward and shape.state is not None:
+        attrs["fillcolor"] = STATE[shape.state][0]
+        if shape.state == "current":
+            attrs["penwidth"] = "3"
+        elif shape.state in ("pending", "off"):
+            attrs["fontcolor"] = PENDING_TEXT
+    return attrs
+
+
+def _arrow_attrs(arrow, backward):
+    attrs = {}
+    if arrow.label:
+        attrs["label"] = arrow.label
+    if arrow.constant:
+        attrs.update(style="dashed", color=CONSTANT_EDGE)
+        if backward:
+            attrs["dir"] = "none"  # no gradient flows into a constant
+        return attrs
+    if backward:
+        attrs["dir"] = "back"
+        if arrow.state is not None:
+            attrs["color"] = STATE_EDGE[arrow.state]
+            attrs["fontcolor"] = STATE[arrow.state][1] if arrow.state != "current" else STATE_EDGE["current"]
+            if arrow.state == "current":
+                attrs["penwidth"] = "2"
+    return attrs
+
+
+def _label(shape):
+    """An HTML-like graphviz label: the name in bold, then smaller lines."""
+    rows = []
+    for text, role in shape.lines:
+        text = html.escape(str(text), quote=False)
+        if role == "name":
+            rows.append(f"<b>{text}</b>")
+        elif role == "grad":
+            colour = STATE[shape.state or "done"][1]
+            rows.append(f'<font point-size="9" color="{colour}">{text}</font>')
+        else:
+            rows.append(f'<font point-size="9">{text}</font>')
+    return "<" + "<br/>".join(rows) + ">"
+
+
+def _caption(picture):
+    """The graph's label, on top: the title (and note) in one row, the legend below it."""
+    rows = []
+    text = []
+    if picture.title:
+        text.append(f'<font point-size="13"><b>{html.escape(picture.title, quote=False)}</b></font>')
+    if picture.note:
+        text.append(f'<font point-size="9">{html.escape(picture.note, quote=False)}</font>')
+    if text:
+        rows.append('<tr><td align="left" balign="left">' + "<br/>".join(text) + "</td></tr>")
+    cells = []
+    for what, key in picture.legend:
+        if what == "state":
+            fill, line, text = STATE[key][0], "#999999", STATE_TEXT[key]
+        else:
+            fill, line, text = ("#ffffff" if picture.backward else KIND[key][0]), KIND[key][1], KIND_TEXT[key]
+        cells.append(
+            f'<td bgcolor="{fill}" border="1" color="{line}"><font point-size="9">'
+            f"{html.escape(text, quote=False)}</font></td>"
+        )
+    if cells:
+        # A table of its own, so its cells keep their size whatever the title's width.
+        rows.append(
+            '<tr><td align="left"><table border="0" cellspacing="4" cellpadding="2"><tr>'
+            + "".join(cells)
+            + "</tr></table></td></tr>"
+        )
+    if not rows:
+        return None
+    return '<<table border="0" cellspacing="0" cellpadding="0">' + "".join(rows) + "</table>>"

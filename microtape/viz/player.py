@@ -1,0 +1,163 @@
+"""The step-by-step player: plain HTML and JavaScript that flips through the frames of a backward pass.
+
+This module lets :class:`~microtape.viz.BackwardFrames` show itself in a
+browser or a notebook::
+
+    fragment(pictures, captions, focus, uid="mt1")   # a <div> with controls, frames and a script
+    page(fragment_html, title)                       # a whole index.html around it
+
+The controls: a slider, ◀ prev / next ▶, play, and a zoom button; the arrow
+keys step too (on the page anywhere, in a notebook once the player has the
+focus). The slider, the caption and the picture always change together, and
+they count the same steps (``step k of N``). "Fit" (the default) scales the
+picture to the window — width and the height left below the controls — so
+the whole graph, and with it the current step, is in view; "100 %" shows it
+at its natural size and scrolls so the current step's box stays in view
+(each frame knows where that box is: ``focus``, fractions of the picture).
+No server and no libraries: the page opens from disk.
+"""
+
+import html
+import json
+
+__all__ = ["fragment", "page"]
+
+
+def fragment(pictures, captions, focus=None, *, uid, page_keys=False):
+    """The player's HTML: ``pictures`` (``<img>`` tags or inline SVGs), one caption and focus per frame.
+
+    ``page_keys``: the arrow keys work anywhere on the page (for ``index.html``;
+    in a notebook only while the player has the focus).
+    """
+    frames = "\n".join(
+        f'<div class="mt-frame" data-step="{k}" style="display:{"block" if k == 0 else "none"}">{p}</div>'
+        for k, p in enumerate(pictures)
+    )
+    return _FRAGMENT.format(
+        uid=uid,
+        last=len(pictures) - 1,
+        frames=frames,
+        captions=json.dumps(captions),
+        focus=json.dumps(focus or [None] * len(pictures)),
+        caption=html.escape(captions[0]),
+        keys="document" if page_keys else "root",
+    )
+
+
+def page(body, title):
+    """A whole HTML page around a player."""
+    return _PAGE.format(body=body, title=html.escape(title))
+
+
+_FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outline:none">
+<style>
+#{uid} .mt-controls {{ position: sticky; top: 0; z-index: 1; background: #fff; padding: 4px 0;
+  font: 13px sans-serif; border-bottom: 1px solid #eee; }}
+#{uid} .mt-controls button {{ font: 13px sans-serif; }}
+#{uid} .mt-caption {{ margin-top: 4px; min-height: 2.6em; }}
+#{uid}.mt-fit .mt-frame img, #{uid}.mt-fit .mt-frame svg {{ max-width: 100%; width: auto; height: auto; }}
+#{uid}:not(.mt-fit) .mt-frame img, #{uid}:not(.mt-fit) .mt-frame svg {{ max-width: none; max-height: none; }}
+</style>
+<div class="mt-controls">
+<button data-go="prev">&#9664; prev</button>
+<input type="range" min="0" max="{last}" value="0" step="1" style="width:40%;vertical-align:middle"
+  aria-label="step">
+<button data-go="next">next &#9654;</button>
+<button data-go="play">play</button>
+<button data-go="zoom" title="fit the window, or show the picture at its natural size">100 %</button>
+<div class="mt-caption">{caption}</div>
+</div>
+<div class="mt-stage">
+{frames}
+</div>
+<script>
+(function() {{
+  var root = document.getElementById("{uid}");
+  var captions = {captions};
+  var focus = {focus};
+  var frames = root.querySelectorAll(".mt-frame");
+  var slider = root.querySelector('input[type="range"]');
+  var caption = root.querySelector(".mt-caption");
+  var stage = root.querySelector(".mt-stage");
+  var play = root.querySelector('[data-go="play"]');
+  var zoom = root.querySelector('[data-go="zoom"]');
+  var timer = null;
+  function picture(k) {{ return frames[k].querySelector("img, svg"); }}
+  function fit(k) {{
+    // Fit: as high as the window leaves below the controls (never less than 320 px).
+    var top = stage.getBoundingClientRect().top + window.scrollY;
+    var room = Math.max(320, window.innerHeight - top - 12);
+    var p = picture(k);
+    if (p) p.style.maxHeight = root.classList.contains("mt-fit") ? room + "px" : "none";
+  }}
+  function keepInView(k) {{
+    var p = picture(k), f = focus[k];
+    if (!p || !f || root.classList.contains("mt-fit")) return;
+    var box = p.getBoundingClientRect();
+    var x = window.scrollX + box.left + f[0] * box.width - window.innerWidth / 2;
+    var y = window.scrollY + box.top + f[1] * box.height - window.innerHeight / 2;
+    window.scrollTo(Math.max(0, x), Math.max(0, y));
+  }}
+  function show(k) {{
+    k = Math.max(0, Math.min(frames.length - 1, k));
+    for (var i = 0; i < frames.length; i++) frames[i].style.display = i === k ? "block" : "none";
+    slider.value = k;
+    caption.textContent = captions[k];
+    root.setAttribute("data-step", k);
+    fit(k);
+    keepInView(k);
+  }}
+  function current() {{ return parseInt(slider.value, 10); }}
+  function stop() {{ if (timer) {{ clearInterval(timer); timer = null; }} play.textContent = "play"; }}
+  slider.addEventListener("input", function() {{ show(current()); }});
+  root.querySelector('[data-go="prev"]').addEventListener("click", function() {{ show(current() - 1); }});
+  root.querySelector('[data-go="next"]').addEventListener("click", function() {{ show(current() + 1); }});
+  play.addEventListener("click", function() {{
+    if (timer) {{ stop(); return; }}
+    if (current() === frames.length - 1) show(0);
+    play.textContent = "pause";
+    timer = setInterval(function() {{
+      if (current() >= frames.length - 1) {{ stop(); return; }}
+      show(current() + 1);
+    }}, 900);
+  }});
+  zoom.addEventListener("click", function() {{
+    var fitted = root.classList.toggle("mt-fit");
+    zoom.textContent = fitted ? "100 %" : "fit";
+    show(current());
+  }});
+  {keys}.addEventListener("keydown", function(e) {{
+    if (e.target && e.target.tagName === "INPUT" && e.target !== slider) return;
+    if (e.key === "ArrowRight") {{ show(current() + 1); e.preventDefault(); }}
+    if (e.key === "ArrowLeft") {{ show(current() - 1); e.preventDefault(); }}
+  }});
+  window.addEventListener("resize", function() {{ show(current()); }});
+  for (var i = 0; i < frames.length; i++) {{
+    var p = picture(i);
+    if (p && p.tagName === "IMG") p.addEventListener("load", function() {{ fit(current()); }});
+  }}
+  show(0);
+}})();
+</script>
+</div>"""
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 8px 16px; }}
+h1 {{ font-size: 16px; margin: 4px 0; }}
+.mt-help {{ font-size: 12px; color: #555; margin: 2px 0 4px; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p class="mt-help">Slider, buttons or arrow keys. Orange: gradient complete; light orange: partly there;
+bright orange: the current step; grey: not reached yet. Borders: green input, gold parameter, dashed constant.</p>
+{body}
+</body>
+</html>
+"""

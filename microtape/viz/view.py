@@ -1,0 +1,438 @@
+"""Which boxes a picture draws, and which equations and leaves each box stands for.
+
+This module lets graph and frames agree on *what* is drawn before anyone
+decides how it looks::
+
+    view = View(program, detail="auto")      # boxes and links, no colours, no numbers
+    view.boxes, view.links                   # in a stable order
+    view.box_of_equation[i]                  # the id of the box showing equation i
+    view.steps(trace)                        # the picture's steps: one per box the pass finishes
+
+How a computation becomes boxes
+-------------------------------
+* One box per equation (``n{i}``) and per leaf (``x{j}``), in tape order and
+  order of first use.
+* ``detail="auto"`` folds chains of ``reshape``/``transpose`` into the box of
+  their last link (up to a named value: ``K_heads`` and ``K_heads^T`` stay two
+  boxes); a chain that starts at a leaf used nowhere else (a Linear's ``W.T``)
+  folds into the leaf's box.
+* Unnamed one-number constants of the same value in one module (a scalar
+  trace's ``-1e9`` mask entries, its ``1/√d`` factors) share a box.
+* Above ``max_nodes`` boxes (or with ``detail="summary"``) each module becomes
+  one summary box; ``expand="attention.head0"`` keeps one module (or several)
+  open. A computation without modules keeps its first and last two equations
+  and cuts the rest into about six stretches.
+* In big graphs (over 60 equations) a leaf used more than 16 times is drawn
+  at each use: its first box is the whole leaf (with its total gradient),
+  the others small copies (one hub with hundreds of edges is what makes
+  ``dot`` slow).
+* Clusters: with ``group="module"`` every box sits in its module's cluster.
+  An equation recorded outside every module, right after one module's work
+  and reading only its results — a sample's loss, computed after the
+  sample's scope closed — is drawn inside that module, when the results of
+  several modules meet later (a loss on one layer's output stays outside).
+* Sibling computations (Q, K and V; the neurons of a layer; the samples of a
+  batch) are kept in the order they were recorded (see :meth:`View._orders`).
+"""
+
+import math
+
+import numpy as np
+
+__all__ = ["View", "Box", "Link", "SHAPE_OPS", "MAX_NODES"]
+
+MAX_NODES = 150  # above this many boxes, detail="auto" draws module summaries
+SHAPE_OPS = frozenset({"reshape", "transpose"})  # ops that only move numbers
+DUPLICATE_LEAVES_ABOVE = 60  # equations; above this, heavily shared leaves are drawn per use
+HUB_USES = 16  # a leaf used more often than this is a hub (drawn per use in big graphs)
+CHAIN_ENDS = 2  # a computation without modules keeps this many equations at each end
+STRETCHES = 6  # ... and cuts the middle into about this many summaries
+
+
+class Box:
+    """One box of a picture: what it stands for, not how it looks."""
+
+    __slots__ = ("id", "kind", "cluster", "equations", "leaves", "copy_of", "group")
+
+    def __init__(self, id, kind, cluster, equations=(), leaves=(), copy_of=None, group=None):
+        self.id = id
+        self.kind = kind  # op, shape, input, parameter, constant, summary
+        self.cluster = cluster  # module path ("" = top level)
+        self.equations = list(equations)  # the equations drawn in this box
+        self.leaves = list(leaves)  # the leaves drawn in this box
+        self.copy_of = copy_of  # a per-use copy of a shared leaf: the id of the leaf's main box
+        self.group = group  # a summary: its key (module path, or "path#k" for a stretch)
+
+    @property
+    def summarised(self):
+        """True for a box that stands for a group (a module summary, or a group of leaves)."""
+        return self.group is not None
+
+
+class Link:
+    """An edge: from the box of an input to the box of the equation that reads it.
+
+    ``uses`` lists the ``(equation, operand position)`` pairs it stands for
+    (one, unless an end is a summary); ``constant`` is True when none of them
+    carries a gradient.
+    """
+
+    __slots__ = ("tail", "head", "uses", "constant")
+
+    def __init__(self, tail, head, uses, constant):
+        self.tail, self.head, self.uses, self.constant = tail, head, uses, constant
+
+
+class View:
+    """The boxes and links of a picture of ``program`` (see the module docstring)."""
+
+    def __init__(self, program, *, detail="auto", group="module", max_nodes=MAX_NODES, expand=None):
+        self.program = program
+        self.detail = detail
+        self.clusters = _clusters(program, group)
+        self.expand = _expand_paths(expand, self.clusters)
+        self.note = None
+        self.drawn_before = None  # boxes before summarising (for the warning)
+        self._plan(merge=detail != "full", summarise=detail == "summary" or bool(self.expand))
+        if detail == "auto" and not self.expand and len(self.boxes) > max_nodes:
+            self.drawn_before = len(self.boxes)
+            self._plan(merge=True, summarise=True)
+            self.note = (
+                f"{self.drawn_before} boxes summarised as {len(self.boxes)} (one per module); "
+                "graph(..., detail='full') draws every node, expand='module' opens one"
+            )
+
+    # -- planning
+
+    def _plan(self, merge, summarise):
+        program = self.program
+        count = len(program.equations)
+        self.rep = _merge_shape_chains(program, self.clusters) if merge else list(range(count))
+        self.fold_of = _fold_into_leaves(program, self.rep) if merge else {}
+        self.group_of = self._summary_keys() if summarise else [None] * count
+        self.boxes, self.by_id = [], {}
+        self.box_of_equation = [None] * count
+        self.leaf_boxes = [None] * len(program.leaves)
+        self._equation_boxes()
+        self._leaf_box_plan(summarise)
+        self.links = self._links()
+        self.orders = self._orders()
+
+    def _add(self, box):
+        self.boxes.append(box)
+        self.by_id[box.id] = box
+        return box
+
+    def _summary_keys(self):
+        """Per equation: the summary it belongs to, or None if drawn on its own (expanded)."""
+        clusters = self.clusters
+        keys = [None if _opened(path, self.expand) else path for path in clusters]
+        summarised = [i for i, key in enumerate(keys) if key is not None]
+        if len({keys[i] for i in summarised}) == 1 and summarised:
+            # No module structure: keep both ends of the chain, cut the middle into stretches.
+            ends = CHAIN_ENDS if len(summarised) > 2 * CHAIN_ENDS + STRETCHES else 0
+            middle = summarised[ends : len(summarised) - ends]
+            size = max(1, math.ceil(len(middle) / STRETCHES))
+            for i in summarised:
+                keys[i] = None
+            for k, i in enumerate(middle):
+                keys[i] = f"{clusters[i]}#{k // size}"
+        return keys
+
+    def _equation_boxes(self):
+        program = self.program
+        groups, chains = {}, {}
+        for i, r in enumerate(self.rep):
+            if self.group_of[i] is None and i not in self.fold_of:
+                chains.setdefault(r, []).append(i)
+        for i in range(len(program.equations)):
+            key = self.group_of[i]
+            if key is not None:
+                if key not in groups:
+                    groups[key] = self._add(Box(f"s{len(groups)}", "summary", _summary_cluster(key), group=key))
+                groups[key].equations.append(i)
+                self.box_of_equation[i] = groups[key].id
+            elif self.rep[i] == i and i not in self.fold_of:
+                members = chains[i]
+                shape_only = all(program.equations[m].op.name in SHAPE_OPS for m in members)
+                self._add(Box(f"n{i}", "shape" if shape_only else "op", self.clusters[i], members))
+        for i in range(len(program.equations)):
+            if self.box_of_equation[i] is None and i not in self.fold_of:
+                self.box_of_equation[i] = f"n{self.rep[i]}"
+
+    def _leaf_box_plan(self, summarise):
+        program = self.program
+        kinds = program.kinds
+        groups = {}
+        for j, leaf in enumerate(program.leaves):
+            uses = program.uses[j]
+            users = [self.group_of[i] for i, _ in uses if self.group_of[i] is not None]
+            if summarise and users:
+                key = ("summary", kinds[j], users[0])  # the leaves of a summary, by kind
+            elif _repeated_constant(leaf, kinds[j]):
+                key = ("constant", float(np.reshape(leaf.data, -1)[0]), self.clusters[uses[0][0]])
+            else:
+                key = ("leaf", j)
+            groups.setdefault(key, []).append(j)
+        big = len(program.equations) > DUPLICATE_LEAVES_ABOVE
+        for key, leaves in groups.items():
+            j = leaves[0]
+            if key[0] == "summary":
+                # Inputs at the top level; a summary's own parameters and constants next to it.
+                homes = {
+                    self.clusters[i] if self.group_of[i] is None else _summary_cluster(self.group_of[i])
+                    for k in leaves
+                    for i, _ in program.uses[k]
+                }
+                cluster = homes.pop() if kinds[j] != "input" and len(homes) == 1 else ""
+                box = self._add(Box(f"xs{j}", kinds[j], cluster, leaves=leaves, group=key[2]))
+            else:
+                box = self._add(Box(f"x{j}", kinds[j], self._leaf_cluster(leaves), leaves=leaves))
+                box.equations = [i for i, k in self.fold_of.items() if k == j]
+            uses = sum(len(program.uses[k]) for k in leaves)
+            if big and key[0] != "summary" and uses > HUB_USES:
+                # The first use keeps the main box; every other use gets a small copy.
+                ids = [box.id]
+                for k in leaves:
+                    for u, (i, _) in enumerate(program.uses[k]):
+                        if (k, u) != (j, 0):
+                            copy = Box(f"x{k}_{u}", kinds[j], self.clusters[i], leaves=[k], copy_of=box.id)
+                            ids.append(self._add(copy).id)
+                self._assign_copies(leaves, ids)
+            else:
+                for k in leaves:
+                    self.leaf_boxes[k] = [box.id]
+
+    def _assign_copies(self, leaves, ids):
+        """Leaf k's u-th use goes to the next id in order (the main box first)."""
+        position = 0
+        for k in leaves:
+            self.leaf_boxes[k] = ids[position : position + len(self.program.uses[k])]
+            position += len(self.program.uses[k])
+
+    def _leaf_cluster(self, leaves):
+        """Inputs sit at the top level; parameters and constants in the one module that uses them."""
+        program = self.program
+        leaf = program.leaves[leaves[0]]
+        if program.kinds[leaves[0]] == "input":
+            return ""
+        homes = {self.clusters[i] for j in leaves for i, _ in program.uses[j]}
+        own = leaf.module if any(self.clusters) else ""
+        return own or (homes.pop() if len(homes) == 1 else "")
+
+    def _links(self):
+        program = self.program
+        links, merged = [], {}
+        use_number = [0] * len(program.leaves)
+        for i, node in enumerate(program.equations):
+            if i in self.fold_of:
+                continue
+            head = self.box_of_equation[i]
+            for position, x in enumerate(node.inputs):
+                k = program.index.get(x)
+                if k is not None:
+                    tail = self.box_of_equation[k] if k not in self.fold_of else self.leaf_boxes[self.fold_of[k]][0]
+                else:
+                    j = program.leaf_index[x]
+                    ids = self.leaf_boxes[j]
+                    tail = ids[min(use_number[j], len(ids) - 1)]
+                    use_number[j] += 1
+                if tail == head:
+                    continue  # inside one box
+                constant = not x.requires_grad
+                if self.by_id[tail].summarised or self.by_id[head].summarised:
+                    link = merged.get((tail, head))
+                    if link is None:
+                        link = merged[(tail, head)] = Link(tail, head, [], True)
+                        links.append(link)
+                    link.uses.append((i, position))
+                    link.constant = link.constant and constant
+                else:
+                    links.append(Link(tail, head, [(i, position)], constant))
+        return links
+
+    def _orders(self):
+        """Rows to keep in tape order: sibling computations side by side, left to right.
+
+        ``dot`` orders a rank as it sees fit, and may put ``v_proj`` before
+        ``q_proj`` or sample 7 before sample 0. Within each cluster, the
+        computations that could run side by side — its boxes and its
+        sub-clusters (each represented by its first box), at the same depth
+        (longest path from a leaf) and with no path from one to another — are
+        kept in the order they were recorded.
+        """
+        computed = [box for box in self.boxes if box.kind in ("op", "shape", "summary")]
+        depth = {}
+        for link in self.links:  # in tape order of their heads
+            base = depth.get(link.tail, 0) if self.by_id[link.tail].kind in ("op", "shape", "summary") else 0
+            depth[link.head] = max(depth.get(link.head, 0), base + 1)
+        unit_of, first = {}, {}  # (cluster, box id) -> the box's unit in that cluster; unit -> its first box
+        for box in computed:
+            unit, path = ("box", box.id), box.cluster
+            unit_of[(path, box.id)] = unit
+            first.setdefault(unit, box.id)
+            while path:
+                parent = path.rpartition(".")[0]
+                unit_of[(parent, box.id)] = ("cluster", path)
+                first.setdefault(("cluster", path), box.id)
+                path = parent
+        reads = {}  # unit -> the units of the same cluster it reads from
+        for link in self.links:
+            path = self.by_id[link.head].cluster
+            while True:
+                tail, head = unit_of.get((path, link.tail)), unit_of.get((path, link.head))
+                if tail is not None and head is not None and tail != head:
+                    reads.setdefault(head, set()).add(tail)
+                if not path:
+                    break
+                path = path.rpartition(".")[0]
+        before = _Upstream(reads)
+        rows = {}
+        for (path, box_id), unit in unit_of.items():
+            if first[unit] == box_id:
+                rows.setdefault((path, depth.get(box_id, 0)), []).append(unit)
+        orders = []
+        for units in rows.values():
+            row = []
+            for unit in units:  # recorded order
+                if all(unit not in before[kept] and kept not in before[unit] for kept in row):
+                    row.append(unit)
+            if len(row) > 1:
+                orders.append([first[unit] for unit in row])
+        return orders
+
+    # -- questions the painters ask
+
+    def steps(self, trace):
+        """The picture's steps: for each box the pass passes through, the engine step that finishes it.
+
+        Returns a sorted list of engine step indices. Steps inside one box
+        (a merged chain, a module summary) give one picture step.
+        """
+        last = {}
+        for s, i in enumerate(trace.order):
+            last[self.box_of(i)] = s
+        return sorted(last.values())
+
+    def box_of(self, i):
+        """The id of the box that shows equation ``i``."""
+        return self.box_of_equation[i] if i not in self.fold_of else self.leaf_boxes[self.fold_of[i]][0]
+
+
+def _clusters(program, group):
+    """The module path each equation is drawn in (see "Clusters" in the module docstring).
+
+    An equation recorded outside every module joins the top-level module of
+    the equation recorded just before it when all its computed inputs come
+    from that module — a sample's loss, computed right after the sample —
+    provided the results of several modules meet later (otherwise it is a
+    step after the whole computation, like a loss on a layer's output, and
+    stays outside).
+    """
+    equations = program.equations
+    if group != "module":
+        return [""] * len(equations)
+    paths = [node.module for node in equations]
+    top = [path.split(".")[0] for path in paths]
+    joins, merges = {}, False
+    for i, node in enumerate(equations):
+        if paths[i]:
+            continue
+        sources = {top[k] for k in (program.index.get(x) for x in node.inputs) if k is not None}
+        if len(sources) > 1:
+            merges = True  # the results of several modules meet here
+        elif len(sources) == 1 and i > 0 and top[i - 1] in sources and top[i - 1]:
+            top[i] = joins[i] = top[i - 1]
+    if merges:
+        for i, path in joins.items():
+            paths[i] = path
+    return paths
+
+
+def _summary_cluster(key):
+    """Where a summary sits: a module's in its parent's cluster, a stretch ("path#k") in its own module."""
+    module, stretch, _ = key.partition("#")
+    return module if stretch else module.rpartition(".")[0]
+
+
+class _Upstream(dict):
+    """``upstream[unit]``: every unit it depends on (through ``reads``), found when first asked."""
+
+    def __init__(self, reads):
+        super().__init__()
+        self.reads = reads
+
+    def __missing__(self, start):
+        stack, seen = [start], set()
+        while stack:
+            for tail in self.reads.get(stack.pop(), ()):
+                if tail not in seen:
+                    seen.add(tail)
+                    stack.append(tail)
+        self[start] = seen
+        return seen
+
+
+def _all_paths(clusters):
+    paths = set()
+    for path in clusters:
+        while path:
+            paths.add(path)
+            path = path.rpartition(".")[0]
+    return paths
+
+
+def _expand_paths(expand, clusters):
+    if expand is None:
+        return ()
+    paths = (expand,) if isinstance(expand, str) else tuple(expand)
+    known = _all_paths(clusters)
+    for path in paths:
+        if not isinstance(path, str) or path not in known:
+            listed = ", ".join(sorted(known)) or "(none: this graph has no modules)"
+            raise ValueError(f"graph(expand={expand!r}): no module {path!r} in this graph; its modules are: {listed}")
+    return paths
+
+
+def _opened(path, expand):
+    return any(path == p or path.startswith(p + ".") for p in expand)
+
+
+def _merge_shape_chains(program, clusters):
+    """``rep[i]``: the equation whose box shows equation ``i`` (a shape chain's last link)."""
+    equations = program.equations
+    outputs = set(program.outputs)
+    rep = list(range(len(equations)))
+    for i, node in enumerate(equations):
+        users = program.consumers[i]
+        if node.op.name not in SHAPE_OPS or node.name or node in outputs or len(users) != 1:
+            continue
+        if equations[users[0]].op.name in SHAPE_OPS and clusters[users[0]] == clusters[i]:
+            rep[i] = users[0]
+    for i in range(len(rep) - 1, -1, -1):  # resolve chains: a later link may be merged further
+        if rep[i] != i:
+            rep[i] = rep[rep[i]]
+    return rep
+
+
+def _fold_into_leaves(program, rep):
+    """``{equation: leaf}`` for shape chains that start at a leaf used nowhere else (a Linear's ``W.T``)."""
+    equations = program.equations
+    chains = {}
+    for i, r in enumerate(rep):
+        if equations[r].op.name in SHAPE_OPS:
+            chains.setdefault(r, []).append(i)
+    folded = {}
+    outputs = set(program.outputs)
+    for r, members in chains.items():
+        if equations[r] in outputs:
+            continue
+        j = program.leaf_index.get(equations[members[0]].inputs[0])
+        if j is not None and len(program.uses[j]) == 1:
+            folded.update(dict.fromkeys(members, j))
+    return folded
+
+
+def _repeated_constant(leaf, kind):
+    """An unnamed one-number constant (the ``2`` in ``2 * a``): such constants may share a box."""
+    return kind == "constant" and not leaf.name and np.size(leaf.data) == 1
