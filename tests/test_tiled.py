@@ -214,10 +214,13 @@ def test_a_graph_shows_the_core_as_one_box_with_a_formula_per_input():
     attn(np.random.default_rng(0).standard_normal((1, 5, 8)))
     attn.backward(np.ones((1, 5, 8)))
     source = mt.viz.graph(attn.tape, backward=True).source
-    assert source.count("tiled_attention [2,5,4]") == 1
-    for position, name in enumerate("QKV"):
-        formula = tiled.TILED_ATTENTION.formula_for(position)
-        assert f'label="grad_{name} = {formula}' in source, name
+    # One box, with its block size and the skipped tiles (the op's label, as data).
+    assert source.count("tiled_attention tiles of 2, causal") == 1
+    op = tiled.TILED_ATTENTION
+    for position, name in enumerate(("Q_heads", "K_heads", "V_heads")):
+        # Each edge: that input's formula, written with the tape's own names.
+        names = {"g": "dcontext", **{operand: f"{operand}_heads" for operand in op.inputs}}
+        assert f'label="d{name} = {op.formula_for(position, names)}' in source, name
 
 
 def test_a_tiled_step_never_allocates_a_score_sized_array():
