@@ -4,16 +4,22 @@
 * ``attention_report`` differentiates one attention forward twice — by the
   tape and by the hand-derived formulas — and compares every named step
   (``dC, dP, dV, dS, dQ, dK``, each projection's ``dW, db``, the inputs).
+* ``layer_report`` does the same for LayerNorm, FeedForward and the
+  Transformer encoder and decoder layers, sublayer by sublayer (residual sums,
+  norms, feed-forward, then the attention rows).
 * ``compare`` does the same for your own hand-derived gradients of any taped
   computation, by node name.
 * ``walk`` goes through the backward pass one tape step at a time.
 * ``MISTAKES`` are deliberately wrong formulas, for teaching
-  (``attention_report(..., mistakes={"forgot_scale"})``).
+  (``attention_report(..., mistakes={"forgot_scale"})``); ``LAYER_MISTAKES``
+  the same for LayerNorm, the feed-forward block and the residual connections.
 * ``command`` holds the ``microtape check`` command line.
 """
 
 from .compare import NameNotOnTape, compare
 from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
+from .layer_mistakes import LAYER_MISTAKES, LayerMistake
+from .layer_report import LayerReport, layer_report
 from .mistakes import MISTAKES, Mistake
 from .report import AttentionReport, attention_report
 from .rows import GradientReport, Row
@@ -25,6 +31,8 @@ __all__ = [
     "numeric_gradient",
     "attention_report",
     "AttentionReport",
+    "layer_report",
+    "LayerReport",
     "compare",
     "NameNotOnTape",
     "GradientReport",
@@ -33,4 +41,6 @@ __all__ = [
     "WalkStep",
     "MISTAKES",
     "Mistake",
+    "LAYER_MISTAKES",
+    "LayerMistake",
 ]
