@@ -218,3 +218,41 @@ def test_named_modules_have_no_trailing_dot():
     """A child's own entry is 'self_attn', not 'self_attn.' (fixed in Module's name joining)."""
     names = [name for name, _ in mt.nn.MultiHeadAttention(4, 2).named_modules()]
     assert names == ["", "q_proj", "k_proj", "v_proj", "out_proj"]
+
+
+# ---------------------------------------------------------------- structure behind the benchmarks (no timings)
+
+
+def test_an_encoder_forward_records_exactly_its_steps():
+    """56 equations: attention's 29, 9 per LayerNorm, 7 for the feed-forward, 2 residual sums.
+
+    benchmarks/ measures the layer against a hand-written numpy layer; this
+    pins the work it does, so a step added by accident is caught anywhere.
+    """
+    layer = encoder()
+    layer(X)
+    counts = {}
+    for equation in layer.tape:
+        part = equation.module.split(".")[0]
+        counts[part] = counts.get(part, 0) + 1
+    assert len(layer.tape) == 56
+    # "" is the layer itself: the two residual sums and the activation between linear1 and linear2.
+    assert counts == {"self_attn": 29, "": 3, "norm1": 9, "linear1": 3, "linear2": 3, "norm2": 9}
+
+
+def test_a_dropped_layer_is_freed_without_the_cyclic_collector():
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(2):
+            layer = decoder(dropout=0.2)
+            layer(X, MEMORY, tgt_mask=CAUSAL)
+            layer.backward(np.ones(X.shape))
+            layer.named_gradients(np.ones(X.shape), "analytic")
+            mt.check.layer_report(encoder(), X)
+            del layer
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -145,12 +145,19 @@ class _PostNormLayer(CheckedLayer):
         return {name: draw_keep(self._rng, shapes[name], self.dropout, self.dtype) for name in names}
 
     def _attention_call(self, name, inputs, masks):
-        """The taped call of an attention sublayer: self-attention, or over ``memory``."""
+        """The taped call of an attention sublayer: self-attention, or over ``memory``.
+
+        Its steps are tagged with the sublayer's name (``self_attn.q_proj``, …),
+        so listings and graphs group them as the parameters are named.
+        """
         attn = getattr(self, name)
-        if name == "multihead_attn":
-            memory = inputs["memory"]
-            return lambda h: attn(h, memory, memory, mask=masks[name])
-        return lambda h: attn(h, mask=masks[name])
+        memory = inputs["memory"] if name == "multihead_attn" else None
+
+        def call(h):
+            with attn.scope():
+                return attn(h, mask=masks[name]) if memory is None else attn(h, memory, memory, mask=masks[name])
+
+        return call
 
     def _run_forward(self, given, arrays, masks):
         def run():
