@@ -70,6 +70,7 @@ class LayerReport(GradientReport):
         self.mistakes = tuple(mistakes)
 
     def to_dict(self):
+        """Everything the table shows, plus the configuration and the mistakes, as plain data."""
         data = super().to_dict()
         data["config"] = dict(self.config)
         data["mistakes"] = list(self.mistakes)
@@ -343,17 +344,9 @@ def layer_report(
         "seed": seed,
         "upstream": "given" if grad_output is not None else "standard normal",
     }
+    title = f"{type(layer).__name__} backward check: hand-derived, sublayer by sublayer, against the tape"
+    routes = {"gradients": taped.reverse_pass, "analytic": dict(by_hand)}
     return LayerReport(
-        rows,
-        title=f"{type(layer).__name__} backward check: hand-derived, sublayer by sublayer, against the tape",
-        config=config,
-        grad_output=upstream,
-        mistakes=labels,
-        atol=tolerance,
-        rtol=tolerance,
-        details=details,
-        gradients=taped.reverse_pass,
-        analytic=dict(by_hand),
-        fd_text=fd_text,
-        inherits=_inherits(computed_from(specs)),
-    )
+        rows, title=title, config=config, grad_output=upstream, mistakes=labels, atol=tolerance, rtol=tolerance,
+        details=details, fd_text=fd_text, inherits=_inherits(computed_from(specs)), **routes,
+    )  # fmt: skip

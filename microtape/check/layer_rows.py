@@ -28,6 +28,8 @@ __all__ = ["RowSpec", "layernorm_rows", "feedforward_rows", "post_norm_rows", "c
 
 
 class RowSpec(NamedTuple):
+    """One row to check: its label, the gradient's key, its formula (text, LaTeX), the rows it is computed from."""
+
     label: str
     name: str
     formula: str

@@ -35,6 +35,7 @@ ACTIVATIONS = ("relu", "gelu")
 
 
 def check_activation(activation, where):
+    """``activation`` if it is one of :data:`ACTIVATIONS`; a ValueError naming it otherwise."""
     if activation not in ACTIVATIONS:
         raise ValueError(
             f"{where}(activation={activation!r}): expected 'relu' or 'gelu' (gelu is the tanh approximation)"
@@ -149,6 +150,7 @@ class FeedForward(CheckedLayer):
         return self._record_forward(run)
 
     def gradient_names(self):
+        """The linear2, hidden, pre-activation and linear1 gradients, then ``x``: the backward's order."""
         last = self._require_forward("gradient_names()")
         return feedforward_names(last.saved["keep"] is not None) + ["x"]
 
@@ -160,6 +162,7 @@ class FeedForward(CheckedLayer):
         return analytic_blocks.feedforward_backward(grad_output, self.analytic_cache(), links)
 
     def forward_plain(self, inputs, params, replace=None):
+        """The last forward on float64 numpy, the same dropout mask (see :meth:`CheckedLayer.forward_plain`)."""
         from ..plain import Plain
 
         keep = self._require_forward("forward_plain()").constants["keep"]

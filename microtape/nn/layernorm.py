@@ -133,6 +133,7 @@ class LayerNorm(CheckedLayer):
         return grads
 
     def forward_plain(self, inputs, params, replace=None):
+        """The same normalisation on float64 numpy (see :meth:`CheckedLayer.forward_plain`)."""
         from ..plain import Plain
 
         with Plain.replacing(replace or {}):

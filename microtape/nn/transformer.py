@@ -302,6 +302,11 @@ class _PostNormLayer(CheckedLayer):
     # -- the same forward on plain numpy
 
     def forward_plain(self, inputs, params, replace=None):
+        """The last forward on float64 numpy: the same chain, attention by ``attention_chain``, same masks.
+
+        A replaced name with a sublayer's prefix (``self_attn.weights``,
+        ``self_attn.x``) replaces that step inside that attention only.
+        """
         from ..plain import Plain
 
         last = self._require_forward("forward_plain()")

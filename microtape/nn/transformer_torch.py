@@ -71,6 +71,7 @@ def _linear_to_torch(target, layer):
 
 
 def layernorm_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (LayerNorm) with the shape, eps, weight and bias of a ``torch.nn.LayerNorm``."""
     import torch
 
     _expect(module, torch.nn.LayerNorm, "LayerNorm")
@@ -82,6 +83,7 @@ def layernorm_from_torch(cls, module, dtype=np.float64):
 
 
 def layernorm_to_torch(layer):
+    """An equivalent ``torch.nn.LayerNorm``."""
     import torch
 
     module = torch.nn.LayerNorm(layer.normalized_shape, eps=layer.eps, dtype=_torch_dtype(layer.dtype))
@@ -90,6 +92,7 @@ def layernorm_to_torch(layer):
 
 
 def embedding_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (Embedding) with the table of a ``torch.nn.Embedding``."""
     import torch
 
     _expect(module, torch.nn.Embedding, "Embedding")
@@ -101,6 +104,7 @@ def embedding_from_torch(cls, module, dtype=np.float64):
 
 
 def embedding_to_torch(layer):
+    """An equivalent ``torch.nn.Embedding``."""
     import torch
 
     module = torch.nn.Embedding(layer.num_embeddings, layer.embedding_dim, dtype=_torch_dtype(layer.dtype))
@@ -148,6 +152,7 @@ def _activation_for_torch(name):
         return F.relu
 
     def gelu_tanh(x):
+        """GELU, tanh approximation (microtape's gelu)."""
         return F.gelu(x, approximate="tanh")
 
     gelu_tanh.microtape_gelu_tanh = True
@@ -158,6 +163,7 @@ def _activation_for_torch(name):
 
 
 def feedforward_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (FeedForward) from ``Sequential(Linear, ReLU | GELU(tanh), [Dropout], Linear)``."""
     import torch
 
     _expect(module, torch.nn.Sequential, "FeedForward")
@@ -183,6 +189,7 @@ def feedforward_from_torch(cls, module, dtype=np.float64):
 
 
 def feedforward_to_torch(layer):
+    """An equivalent ``Sequential(Linear, ReLU | GELU(approximate="tanh"), Dropout, Linear)``."""
     import torch
 
     dtype = _torch_dtype(layer.dtype)
@@ -255,6 +262,7 @@ def _post_norm_to_torch(layer, torch_class, attentions, norms):
 
 
 def encoder_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerEncoderLayer``."""
     import torch
 
     _expect(module, torch.nn.TransformerEncoderLayer, cls.__name__)
@@ -262,12 +270,14 @@ def encoder_from_torch(cls, module, dtype=np.float64):
 
 
 def encoder_to_torch(layer):
+    """An equivalent ``torch.nn.TransformerEncoderLayer(batch_first=True, norm_first=False)``."""
     import torch
 
     return _post_norm_to_torch(layer, torch.nn.TransformerEncoderLayer, ("self_attn",), ("norm1", "norm2"))
 
 
 def decoder_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerDecoderLayer``."""
     import torch
 
     _expect(module, torch.nn.TransformerDecoderLayer, cls.__name__)
@@ -275,6 +285,7 @@ def decoder_from_torch(cls, module, dtype=np.float64):
 
 
 def decoder_to_torch(layer):
+    """An equivalent ``torch.nn.TransformerDecoderLayer(batch_first=True, norm_first=False)``."""
     import torch
 
     attentions, norms = ("self_attn", "multihead_attn"), ("norm1", "norm2", "norm3")

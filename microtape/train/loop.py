@@ -93,6 +93,7 @@ class TrainResult:
 
     @property
     def steps_per_second(self):
+        """Training steps per second of wall-clock time (evaluations included)."""
         return self.config.steps / self.seconds if self.seconds else float("inf")
 
     def curve(self):
