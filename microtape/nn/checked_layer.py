@@ -248,13 +248,16 @@ def _snapshot(layer):
     """What a failed forward must put back: every (sub-)layer's last forward and dropout generator."""
     saved = []
     for _, module in layer.named_modules():
-        rng = module.__dict__.get("_rng")
-        saved.append((module, module.__dict__.get("_last"), rng, None if rng is None else rng.bit_generator.state))
+        state = module.__dict__
+        if "_last" in state or "_rng" in state:
+            rng = state.get("_rng")
+            saved.append((module, state.get("_last"), rng, None if rng is None else rng.bit_generator.state))
     return saved
 
 
 def _restore(saved):
     for module, last, rng, state in saved:
-        object.__setattr__(module, "_last", last)
+        if "_last" in module.__dict__:
+            object.__setattr__(module, "_last", last)
         if rng is not None:
             rng.bit_generator.state = state
