@@ -174,3 +174,14 @@ def test_float32_layer_report_uses_float32_tolerance():
     layer = mt.nn.TransformerEncoderLayer(8, 2, 12, seed=5, dtype=np.float32)
     report = mt.check.layer_report(layer, X)
     assert report.ok and report.atol == 1e-4
+
+
+def test_walk_follows_a_layer_report_step_by_step():
+    """walk(report) goes through the layer's backward pass; every row hangs on the step completing it."""
+    report = CALLS["decoder"](decoder(dropout=0.2))
+    steps = mt.check.walk(report)
+    assert [step.index for step in steps] == sorted((step.index for step in steps), reverse=True)
+    attached = [row.label for step in steps for row in step.rows]
+    assert sorted(attached) == sorted(row.label for row in report.rows)
+    by_label = {row.label: step for step in steps for row in step.rows}
+    assert by_label["d_residual3"].index > by_label["d_norm2"].index > by_label["self_attn.dS"].index

@@ -35,7 +35,7 @@ from .attention import NamedGradients, _overflow, read_only
 from .checks import gradient_array, input_array
 from .module import Module
 
-__all__ = ["CheckedLayer", "LastForward", "named", "sequence_array"]
+__all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
 
 
 def named(value, name):
@@ -54,6 +54,14 @@ def sequence_array(value, argument, where, embed, dtype):
     if 0 in data.shape:
         raise ValueError(f"{where}: {argument} has shape {data.shape}; no axis may be empty")
     return input_array(data, argument, where, dtype)  # now the finite check
+
+
+class Extras(dict):
+    """``{name: gradient}`` from a sublayer's own reverse pass, and ``nodes``: the node of each name."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.nodes = {}
 
 
 @dataclass
@@ -144,8 +152,12 @@ class CheckedLayer(Module):
         raise NotImplementedError
 
     def _tape_extras(self, grads):
-        """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default."""
-        return {}
+        """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
+
+        Returns an :class:`Extras`: ``{name: gradient}`` with ``.nodes``, the
+        tape node each gradient belongs to (None for one that is not a node).
+        """
+        return Extras()
 
     def _backward_names(self):
         """The names ``backward`` keeps (``last_gradients``): all of them unless a subclass says fewer."""
@@ -181,17 +193,19 @@ class CheckedLayer(Module):
         return grads
 
     def _taped(self, last, grad_output, complete):
-        result = gradients(last.output, grad_output, tape=last.tape)
+        # The complete set (for reports and walks) keeps the pass's steps; backward() needs none.
+        result = gradients(last.output, grad_output, tape=last.tape, steps=complete)
         index_of = {node: i for i, node in enumerate(last.tape.nodes)}
         grads = NamedGradients(reverse_pass=result)
         for name, node in last.nodes.items():
             grads[name], grads.completed_at[name] = result[node], index_of.get(node)
-        for name, tensor in self.named_parameters():
-            grads[name] = result[tensor]
-        for role, node in last.inputs.items():
-            grads[role] = result[node]
+        for name, node in [*self.named_parameters(), *last.inputs.items()]:
+            grads[name], grads.completed_at[name] = result[node], result.completed_at(node)
         if complete:
-            grads.update(self._tape_extras(grads))
+            extras = self._tape_extras(grads)
+            grads.update(extras)
+            # A sublayer's steps are on this tape too: their positions here, for walks.
+            grads.completed_at.update({name: index_of.get(node) for name, node in extras.nodes.items()})
         return grads
 
     def backward(self, grad_output, method="tape"):

@@ -43,7 +43,7 @@ from ..tensor import Tensor
 from . import analytic_blocks
 from .attention import MultiHeadAttention, read_only
 from .attention_chain import attention_chain
-from .checked_layer import CheckedLayer, LastForward, named, sequence_array
+from .checked_layer import CheckedLayer, Extras, LastForward, named, sequence_array
 from .checks import child_seeds, float_dtype, positive_int, probability
 from .feedforward import check_activation, draw_keep, feedforward_cache, feedforward_chain, feedforward_names
 from .layernorm import LayerNorm, layer_norm
@@ -237,10 +237,14 @@ class _PostNormLayer(CheckedLayer):
         return attn
 
     def _tape_extras(self, grads):
-        extras = {}
+        extras = Extras()
         for name in self.attentions:
-            steps = self._fresh_attention(name).named_gradients(grads[name], "tape")
-            extras.update({f"{name}.{step}": value for step, value in steps.items()})
+            attn = self._fresh_attention(name)
+            steps = attn.named_gradients(grads[name], "tape")
+            for step, value in steps.items():
+                extras[f"{name}.{step}"] = value
+                index = steps.completed_at.get(step)
+                extras.nodes[f"{name}.{step}"] = None if index is None else attn.tape.nodes[index]
         return extras
 
     def _attention_backward(self, name):
