@@ -4,23 +4,39 @@ A :class:`Tape` records every operation — on single :class:`Scalar` numbers
 or whole :class:`Tensor` arrays — and :func:`gradients` runs the reverse
 pass over it (a pure function: ``backward()`` adds its result into
 ``.grad``). ``microtape.ops`` holds every primitive (and lets you define
-your own), ``microtape.nn`` builds layers from them, ``microtape.check``
-checks derivatives step by step, ``microtape.viz`` draws graphs and heatmaps.
+your own), ``microtape.nn`` builds layers from them, ``microtape.optim``
+updates their parameters, ``microtape.check`` checks derivatives step by
+step, ``microtape.viz`` draws graphs and heatmaps, and ``microtape.train``
+trains a tiny Transformer on a toy task.
 """
 
 from . import ops
 from .scalar import Scalar
 from .tape import Tape, gradients, module_scope
-from .tensor import Tensor
+from .tensor import Tensor, concatenate, stack
 
-__all__ = ["Scalar", "Tensor", "Tape", "gradients", "module_scope", "ops", "check", "nn", "viz", "__version__"]
+__all__ = [
+    "Scalar",
+    "Tensor",
+    "Tape",
+    "gradients",
+    "module_scope",
+    "concatenate",
+    "stack",
+    "ops",
+    "check",
+    "nn",
+    "optim",
+    "viz",
+    "__version__",
+]
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
     # Subpackages load on first use, so `import microtape` stays fast
     # (viz pulls in graphviz and matplotlib only when asked for).
-    if name in ("check", "nn", "viz", "exercises"):
+    if name in ("check", "nn", "optim", "viz", "exercises", "train"):
         import importlib
 
         return importlib.import_module(f"microtape.{name}")

@@ -7,6 +7,7 @@
     microtape graph [options] FILE    one graph of the default attention (forward, backward, or a frozen step)
     microtape heatmap [options] FILE  one heatmap figure of the default attention
     microtape exercises ...           list, hand out and check the classroom derivative exercises
+    microtape train [--task reverse|sort] [--out DIR]   train a tiny Transformer; loss curve, attention, layer report
 
 Each sub-command lives with the part of the package it shows: this file only
 parses arguments and calls it. Exit status: 0 done (and every check passed),
@@ -99,7 +100,7 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises}", parser_class=Parser
+        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises,train}", parser_class=Parser
     )
 
     demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
@@ -155,6 +156,12 @@ def build_parser():
     exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
     exercises_command.add_arguments(exercises)
     exercises.set_defaults(run=exercises_command.run)
+
+    from .train import command as train_command
+
+    train = commands.add_parser("train", help="train a tiny Transformer on a toy task (reverse or sort digits)")
+    train_command.add_arguments(train)
+    train.set_defaults(run=train_command.run)
     return parser
 
 

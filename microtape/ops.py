@@ -666,3 +666,215 @@ transpose = _op(
     [r"\bar x = \bar y^{\top}"],
     example_params={"axes": None},
 )
+
+
+# ---------------------------------------------------------------- for Transformer layers
+#
+# What LayerNorm, the feed-forward block, the embedding lookup and the
+# cross-entropy loss are built from. Each is one primitive: forward, VJP and
+# one formula per input, like the ops above.
+
+
+def _sigmoid_forward(x):
+    # 1 / (1 + e^-x) overflows for very negative x; with e = exp(-|x|) (never
+    # more than 1) both branches are safe: 1/(1+e) for x >= 0, e/(1+e) below.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+sigmoid = _op(
+    "sigmoid",
+    _sigmoid_forward,
+    lambda g, ans, x: (g * ans * (1.0 - ans),),
+    ["{g} * s * (1 - s),  s = sigmoid({x})"],
+    [r"\bar x = \bar y\, \sigma(x)\,(1 - \sigma(x))"],
+)
+
+
+def _sqrt_vjp(g, ans, x):
+    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (0.5 * g / ans,)
+
+
+sqrt = _op(
+    "sqrt",
+    np.sqrt,
+    _sqrt_vjp,
+    ["{g} / (2 * sqrt({x}))"],
+    [r"\bar x = \bar y / (2\sqrt{x})"],
+    domain="positive",
+)
+
+
+abs_ = _op(
+    "abs",
+    np.abs,
+    # sign(0) = 0: at the kink no gradient passes (PyTorch's convention too).
+    lambda g, ans, x: (g * np.sign(x),),
+    ["{g} * sign({x})"],
+    [r"\bar x = \bar y\, \mathrm{sign}(x)"],
+)
+
+
+def _winner_share(wins, ties, g):
+    """1 where an operand won, 1/2 where it tied, 0 where it lost — in ``g``'s dtype."""
+    return (wins + 0.5 * ties).astype(np.result_type(g), copy=False)
+
+
+def _maximum_vjp(g, ans, a, b):
+    # The gradient goes to the larger operand; a tie shares it equally, as
+    # max's does (and the central difference agrees: half of each side).
+    share_a = _winner_share(a > b, a == b, g)
+    return unbroadcast(g * share_a, a), unbroadcast(g * (1.0 - share_a), b)
+
+
+maximum = _op(
+    "maximum",
+    np.maximum,
+    _maximum_vjp,
+    ["{g} where {a} > {b} (half at a tie)", "{g} where {b} > {a} (half at a tie)"],
+    [r"\bar a = \bar y\,[a > b]", r"\bar b = \bar y\,[b > a]"],
+)
+
+
+def _minimum_vjp(g, ans, a, b):
+    share_a = _winner_share(a < b, a == b, g)
+    return unbroadcast(g * share_a, a), unbroadcast(g * (1.0 - share_a), b)
+
+
+minimum = _op(
+    "minimum",
+    np.minimum,
+    _minimum_vjp,
+    ["{g} where {a} < {b} (half at a tie)", "{g} where {b} < {a} (half at a tie)"],
+    [r"\bar a = \bar y\,[a < b]", r"\bar b = \bar y\,[b < a]"],
+)
+
+
+def _kept_axes(value, axis, keepdims):
+    """A reduced result with its reduced axes back as size 1, so it broadcasts against the input."""
+    if keepdims or axis is None:
+        return value
+    return np.expand_dims(value, axis)
+
+
+def _logsumexp_forward(x, axis=None, keepdims=False):
+    # log Σ exp(x) = m + log Σ exp(x − m) with m the max: no exp can overflow,
+    # and the largest term is exp(0) = 1, so the log never sees 0.
+    peak = np.max(x, axis=axis, keepdims=True)
+    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return total if keepdims else np.squeeze(total, axis=axis)
+
+
+def _logsumexp_vjp(g, ans, x, axis=None, keepdims=False):
+    # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
+    return (_kept_axes(g, axis, keepdims) * np.exp(x - _kept_axes(ans, axis, keepdims)),)
+
+
+logsumexp = _op(
+    "logsumexp",
+    _logsumexp_forward,
+    _logsumexp_vjp,
+    ["broadcast({g}) * softmax({x})"],
+    [r"\bar x = \bar y\, \mathrm{softmax}(x)"],
+    example_params={"axis": -1, "keepdims": False},
+)
+
+
+def _log_softmax_forward(x, axis=-1):
+    # log softmax(x) = x − logsumexp(x), with the row max taken out first
+    # (see logsumexp): finite for any finite x, even where softmax is 0.
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _log_softmax_vjp(g, ans, x, axis=-1):
+    # y = x − logsumexp(x), so dx = g − softmax(x) · rowsum(g), and softmax(x) = exp(y).
+    return (g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True),)
+
+
+log_softmax = _op(
+    "log_softmax",
+    _log_softmax_forward,
+    _log_softmax_vjp,
+    ["{g} - exp({y}) * rowsum({g})"],
+    [r"\bar x = \bar y - e^{y}\, \mathrm{rowsum}(\bar y)"],
+    example_params={"axis": -1},
+)
+
+
+#: GELU's tanh approximation (Hendrycks & Gimpel; PyTorch's ``approximate="tanh"``):
+#: gelu(x) = x/2 · (1 + tanh(c (x + k x³))),  c = √(2/π),  k = 0.044715.
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_K = 0.044715
+
+
+def _gelu_forward(x):
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + GELU_K * x * x * x)))
+
+
+def _gelu_vjp(g, ans, x):
+    # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
+    #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
+    t = np.tanh(GELU_C * (x + GELU_K * x * x * x))
+    slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_K * x * x)
+    return (g * slope,)
+
+
+gelu = _op(
+    "gelu",
+    _gelu_forward,
+    _gelu_vjp,
+    ["{g} * ((1 + t)/2 + {x}/2 * (1 - t**2) * c * (1 + 3k {x}**2)),  t = tanh(c ({x} + k {x}**3))"],
+    [r"\bar x = \bar y \left(\tfrac{1 + t}{2} + \tfrac{x}{2}(1 - t^2)\, c\,(1 + 3k x^2)\right)"],
+    note="tanh approximation: c = sqrt(2/pi), k = 0.044715",
+)
+
+
+def _axis_index(ndim, axis, indices):
+    """The numpy index that picks ``indices`` along ``axis`` (every other axis whole)."""
+    return (slice(None),) * (axis % ndim) + (indices,)
+
+
+def _take_vjp(g, ans, x, indices, axis=0):
+    # Each output entry is a copy of one entry of x, so its gradient goes back
+    # there; an index used twice collects both gradients (a scatter-add:
+    # np.add.at adds repeated indices, where grad[idx] += g would keep one).
+    grad = np.zeros(np.shape(x), dtype=np.result_type(g))
+    np.add.at(grad, _axis_index(np.ndim(x), axis, indices), g)
+    return (grad,)
+
+
+take = _op(
+    "take",
+    lambda x, indices, axis=0: np.take(x, indices, axis=axis),
+    _take_vjp,
+    ["scatter-add of {g} into zeros at {indices} (repeated indices add up)"],
+    [r"\bar x_{j} = \sum_{i:\ \mathrm{idx}_i = j} \bar y_i"],
+    example_params={"indices": np.array([0, 0]), "axis": 0},
+    label=lambda params: f"[{_index_text(params.get('indices'))}]",
+)
+
+
+def _index_text(indices):
+    indices = np.asarray(indices)
+    if indices.size <= 4:
+        return ", ".join(str(i) for i in indices.ravel())
+    return f"{indices.size} indices"
+
+
+def _concatenate_vjp(g, ans, a, b, axis=0):
+    # The output is a and b side by side: each takes back its own slice of g.
+    grad_a, grad_b = np.split(g, [np.shape(a)[axis]], axis=axis)
+    return grad_a, grad_b
+
+
+concatenate = _op(
+    "concatenate",
+    lambda a, b, axis=0: np.concatenate((a, b), axis=axis),
+    _concatenate_vjp,
+    ["the part of {g} where {a} sits (along axis)", "the part of {g} where {b} sits (along axis)"],
+    [r"\bar a = \bar y_{[:n_a]}", r"\bar b = \bar y_{[n_a:]}"],
+    example_params={"axis": 0},
+)

@@ -127,6 +127,12 @@ class Plain:
     def relu(self, name=None):
         return _result(np.maximum(self.data, 0), name)
 
+    def gelu(self, name=None):
+        return _result(ops.gelu.forward(self.data), name)
+
+    def sqrt(self, name=None):
+        return _result(np.sqrt(self.data), name)
+
     def scale(self, factor, name=None):
         return _result(self.data * factor, name)
 

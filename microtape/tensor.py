@@ -30,7 +30,7 @@ import numpy as np
 from . import ops
 from .tape import Node, record
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "concatenate", "stack"]
 
 
 def _as_float_array(data, what):
@@ -223,8 +223,13 @@ class Tensor(Node):
         return record(ops.pow_, (self,), {"exponent": exponent}, name)
 
     def sqrt(self, name=None):
-        """``self ** 0.5`` (entries must be >= 0)."""
-        return self.pow(0.5, name)
+        """The square root, entry by entry (entries must be >= 0)."""
+        if np.any(self.data < 0):
+            where = tuple(int(i) for i in np.argwhere(self.data < 0)[0])
+            raise ValueError(
+                f"Tensor.sqrt(): sqrt of {self.data[where]} at index {where} is not real; expected values >= 0"
+            )
+        return record(ops.sqrt, (self,), name=name)
 
     def exp(self, name=None):
         return record(ops.exp, (self,), name=name)
@@ -242,6 +247,34 @@ class Tensor(Node):
 
     def relu(self, name=None):
         return record(ops.relu, (self,), name=name)
+
+    def gelu(self, name=None):
+        """GELU, tanh approximation: ``x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))``."""
+        return record(ops.gelu, (self,), name=name)
+
+    def sigmoid(self, name=None):
+        """``1 / (1 + exp(-x))``, computed without overflow for large ``|x|``."""
+        return record(ops.sigmoid, (self,), name=name)
+
+    def abs(self, name=None):
+        """``|x|`` (its gradient at 0 is 0)."""
+        return record(ops.abs_, (self,), name=name)
+
+    def __abs__(self):
+        return self.abs()
+
+    def maximum(self, other, name=None):
+        """The larger of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
+        return self._binary_named(ops.maximum, other, "maximum", name)
+
+    def minimum(self, other, name=None):
+        """The smaller of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
+        return self._binary_named(ops.minimum, other, "minimum", name)
+
+    def _binary_named(self, op, other, opname, name):
+        other = self._lift(other, opname)
+        _check_broadcast(self.shape, other.shape, f"Tensor.{opname}")
+        return record(op, (self, other), name=name)
 
     def scale(self, factor, name=None):
         """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
@@ -332,6 +365,64 @@ class Tensor(Node):
             )
         return record(ops.softmax, (self,), {"axis": int(axis)}, name=name)
 
+    def log_softmax(self, axis=-1, name=None):
+        """``log(softmax(x))`` along one ``axis``, as one stable op (finite where softmax underflows to 0)."""
+        axis = self._one_axis(axis, "log_softmax")
+        return record(ops.log_softmax, (self,), {"axis": axis}, name=name)
+
+    def logsumexp(self, axis=None, keepdims=False, name=None):
+        """``log(sum(exp(x)))`` over ``axis``, stable (the max is taken out before the exp)."""
+        axis = self._axis(axis, "logsumexp")
+        self._check_not_empty(axis, "logsumexp")
+        return record(ops.logsumexp, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def var(self, axis=None, keepdims=False, name=None):
+        """The variance ``mean((x - mean(x))²)`` over ``axis`` (divided by n, like numpy and LayerNorm).
+
+        Not a primitive: it is built from ``mean``, ``sub`` and ``mul``, so the
+        tape shows its three steps.
+        """
+        axis = self._axis(axis, "var")
+        self._check_not_empty(axis, "var")
+        centered = self - self.mean(axis, keepdims=True)
+        return (centered * centered).mean(axis, keepdims=keepdims, name=name)
+
+    def _one_axis(self, axis, what):
+        if axis is None or isinstance(axis, tuple) or isinstance(axis, bool):
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): give one integer axis")
+        axis = self._axis(axis, what)
+        if self.shape[axis] == 0:
+            raise ValueError(f"Tensor.{what}(axis={axis}): the axis is empty (shape {self.shape})")
+        return int(axis)
+
+    # -- picking entries
+
+    def take(self, indices, axis=0, name=None):
+        """The entries at integer ``indices`` along ``axis`` (``numpy.take``): the embedding lookup.
+
+        The result has shape ``shape[:axis] + indices.shape + shape[axis+1:]``.
+        Its gradient is a scatter-add: an index used twice receives both
+        gradients. ``indices`` are copied (changing your array later changes
+        nothing on the tape).
+        """
+        if self.ndim == 0:
+            raise ValueError("Tensor.take(): a 0-d tensor has no axis to take from")
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -self.ndim <= axis < self.ndim:
+            raise ValueError(f"Tensor.take(axis={axis!r}): expected an integer axis of a tensor of shape {self.shape}")
+        axis = int(axis) % self.ndim
+        indices = _integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
+        return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
+
+    def __getitem__(self, index):
+        """``t[i]`` or ``t[index_array]``: integer indexing along the first axis (see :meth:`take`)."""
+        if isinstance(index, (tuple, slice)) or index is None or index is Ellipsis:
+            raise TypeError(
+                f"Tensor[{index!r}]: only integer indexing along the first axis is supported "
+                "(t[3], t[[0, 2, 2]], t[index_array]); use t.take(indices, axis=...) for another axis, "
+                "or reshape/transpose"
+            )
+        return self.take(index, axis=0)
+
     # -- linear algebra and shape
 
     def matmul(self, other, name=None):
@@ -383,6 +474,78 @@ class Tensor(Node):
     def T(self):
         """The transpose (all axes reversed, as in numpy)."""
         return self.transpose()
+
+
+def _integer_indices(indices, length, what):
+    """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
+    if isinstance(indices, Node):
+        raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
+    array = np.asarray(indices)
+    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
+        raise TypeError(f"{what}: indices must be integers, got dtype {array.dtype} ({indices!r:.60})")
+    if array.size and (array.min() < -length or array.max() >= length):
+        bad = array[(array < -length) | (array >= length)].ravel()[0]
+        raise IndexError(f"{what}: index {bad} is out of range for an axis of length {length}")
+    return np.array(array, dtype=np.intp)
+
+
+def concatenate(tensors, axis=0, name=None):
+    """Join tensors along an existing ``axis`` (``numpy.concatenate``), recorded on the tape.
+
+    The primitive joins two at a time, so three tensors are two tape rows:
+    ``concatenate(concatenate(a, b), c)``. Arrays among ``tensors`` are constants.
+    """
+    tensors = _tensor_list(tensors, "concatenate")
+    first = tensors[0]
+    if first.ndim == 0:
+        raise ValueError("concatenate(tensors): 0-d tensors have no axis to join along; use stack")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"concatenate(axis={axis!r}): expected an integer axis for tensors of rank {first.ndim}")
+    axis = int(axis) % first.ndim
+    for position, tensor in enumerate(tensors):
+        same_rank = tensor.ndim == first.ndim
+        if (
+            not same_rank
+            or tensor.shape[:axis] + tensor.shape[axis + 1 :] != first.shape[:axis] + first.shape[axis + 1 :]
+        ):
+            raise ValueError(
+                f"concatenate(tensors): tensor {position} has shape {tensor.shape} but tensor 0 has "
+                f"{first.shape}; all axes but axis {axis} must match"
+            )
+    if len(tensors) == 1:
+        return tensors[0]
+    joined = first
+    for tensor in tensors[1:]:
+        joined = record(ops.concatenate, (joined, tensor), {"axis": axis})
+    joined.name = name
+    return joined
+
+
+def stack(tensors, axis=0, name=None):
+    """Join same-shaped tensors along a new ``axis`` (``numpy.stack``): a reshape each, then concatenate."""
+    tensors = _tensor_list(tensors, "stack")
+    shape = tensors[0].shape
+    for position, tensor in enumerate(tensors):
+        if tensor.shape != shape:
+            raise ValueError(f"stack(tensors): tensor {position} has shape {tensor.shape}, tensor 0 has {shape}")
+    rank = len(shape) + 1
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -rank <= axis < rank:
+        raise ValueError(f"stack(axis={axis!r}): expected an integer axis for the stacked rank {rank}")
+    axis = int(axis) % rank
+    expanded = shape[:axis] + (1,) + shape[axis:]
+    return concatenate([tensor.reshape(expanded) for tensor in tensors], axis=axis, name=name)
+
+
+def _tensor_list(tensors, what):
+    if isinstance(tensors, (Tensor, np.ndarray)) or not hasattr(tensors, "__iter__"):
+        raise TypeError(f"{what}(tensors): expected a list of Tensors, got {type(tensors).__name__}")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{what}(tensors): expected at least one tensor, got an empty list")
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    if like is None:
+        raise TypeError(f"{what}(tensors): give at least one Tensor (the others may be arrays)")
+    return [like._lift(t, what) for t in tensors]
 
 
 def _matmul(a, b, name):

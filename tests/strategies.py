@@ -12,7 +12,11 @@ The inputs are chosen so that central finite differences are a fair judge:
   from division's pole, and small enough that exp() stays tame;
 * "positive" inputs (an op's ``domain``) lie in [0.5, 2.5];
 * inputs of ``max`` are distinct multiples of 1/8, so no two entries are
-  within a finite-difference step of a tie.
+  within a finite-difference step of a tie; ``maximum``/``minimum`` get
+  multiples of 1/8 too, so two operands are either tied exactly (the
+  gradient is shared, and so is the central difference) or far apart;
+* ``take`` gets integer indices with repeats and negative ones (the
+  scatter-add must add a repeated index's gradients).
 
 Binary ops get shapes that broadcast (``mutually_broadcastable_shapes``),
 including 0-d arrays and operands of different rank. The tiled attention core
@@ -236,12 +240,50 @@ def _tiled_attention(draw):
     q = draw(real_arrays((heads, q_len, depth)))
     k, v = (draw(real_arrays((heads, k_len, depth))) for _ in range(2))
     return OpCase((q, k, v), params)
+def _eighths_pair(draw):
+    """Two broadcastable arrays of multiples of 1/8: exact ties or gaps far wider than a step."""
+    shape_a, shape_b = draw(broadcastable_pair())
+    eighths = st.integers(-16, 16).map(lambda n: n / 8.0)
+    return OpCase(
+        (
+            draw(hnp.arrays(np.float64, shape_a, elements=eighths)),
+            draw(hnp.arrays(np.float64, shape_b, elements=eighths)),
+        ),
+        {},
+    )
+
+
+@st.composite
+def _take(draw):
+    """An array, an axis and integer indices along it (repeats and negative indices included)."""
+    shape = draw(shapes(min_dims=1))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    length = shape[axis]
+    index_shape = draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=5))
+    indices = draw(hnp.arrays(np.intp, index_shape, elements=st.integers(-length, length - 1)))
+    return OpCase((draw(real_arrays(shape)),), {"indices": indices, "axis": axis})
+
+
+@st.composite
+def _concatenate(draw):
+    """Two arrays that differ only along the joining axis."""
+    shape = draw(shapes(min_dims=1))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    other = list(shape)
+    other[axis] = draw(st.integers(1, MAX_SIDE))
+    return OpCase((draw(real_arrays(shape)), draw(real_arrays(tuple(other)))), {"axis": axis})
 
 
 def _build_cases():
     cases = {}
-    for name in ("neg", "exp", "log", "tanh", "relu"):
+    for name in ("neg", "exp", "log", "tanh", "relu", "sigmoid", "sqrt", "abs", "gelu"):
         cases[name] = _unary(OPS[name])
+    cases["maximum"] = _eighths_pair()
+    cases["minimum"] = _eighths_pair()
+    cases["logsumexp"] = _reduction(OPS["logsumexp"])
+    cases["log_softmax"] = _softmax(OPS["log_softmax"])
+    cases["take"] = _take()
+    cases["concatenate"] = _concatenate()
     cases["pow"] = _unary(
         OPS["pow"],
         st.sampled_from([OPS["pow"].example_params, {"exponent": 2.0}, {"exponent": -1.5}, {"exponent": 3.0}]),

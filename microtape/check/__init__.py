@@ -7,16 +7,22 @@
 * ``tiled_report`` walks the tiled (flash) kernel tile by tile — running
   max, sum and output after each key block, then each tile's share of the
   backward — against the standard chain (``mistakes={"forgot_rescale"}``).
+* ``layer_report`` does the same for LayerNorm, FeedForward and the
+  Transformer encoder and decoder layers, sublayer by sublayer (residual sums,
+  norms, feed-forward, then the attention rows).
 * ``compare`` does the same for your own hand-derived gradients of any taped
   computation, by node name.
 * ``walk`` goes through the backward pass one tape step at a time.
 * ``MISTAKES`` are deliberately wrong formulas, for teaching
-  (``attention_report(..., mistakes={"forgot_scale"})``).
+  (``attention_report(..., mistakes={"forgot_scale"})``); ``LAYER_MISTAKES``
+  the same for LayerNorm, the feed-forward block and the residual connections.
 * ``command`` holds the ``microtape check`` command line.
 """
 
 from .compare import NameNotOnTape, compare
 from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
+from .layer_mistakes import LAYER_MISTAKES, LayerMistake
+from .layer_report import LayerReport, layer_report
 from .mistakes import MISTAKES, Mistake
 from .report import AttentionReport, attention_report
 from .rows import GradientReport, Row
@@ -32,6 +38,8 @@ __all__ = [
     "tiled_report",
     "TiledReport",
     "TILED_MISTAKES",
+    "layer_report",
+    "LayerReport",
     "compare",
     "NameNotOnTape",
     "GradientReport",
@@ -40,4 +48,6 @@ __all__ = [
     "WalkStep",
     "MISTAKES",
     "Mistake",
+    "LAYER_MISTAKES",
+    "LayerMistake",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "probability",
     "check_finite",
     "seed_value",
+    "child_seeds",
 ]
 
 
@@ -128,3 +129,17 @@ def seed_value(seed, what):
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"{what}: expected None or a non-negative integer, got {seed!r}")
     return int(seed)
+
+
+def child_seeds(seed, count, what):
+    """``count`` independent seed sequences from ``seed`` (None, an int, a SeedSequence or a Generator).
+
+    What a layer made of sub-layers gives each of them, so that one seed fixes
+    them all and no two share a stream.
+    """
+    seed = seed_value(seed, what)
+    if isinstance(seed, np.random.Generator):
+        seed = np.random.SeedSequence(int(seed.integers(2**63)))
+    elif not isinstance(seed, np.random.SeedSequence):
+        seed = np.random.SeedSequence(seed)
+    return seed.spawn(count)

@@ -136,4 +136,5 @@ class Module:
 
 
 def _join(prefix, name):
-    return f"{prefix}.{name}" if prefix else name
+    # Either part may be empty: the outermost module's path, a module's own entry in named_modules().
+    return f"{prefix}.{name}" if prefix and name else prefix or name

@@ -1,0 +1,277 @@
+"""CheckedLayer: a layer whose backward runs two ways — by its tape and by hand.
+
+This module holds what LayerNorm, FeedForward and the Transformer encoder and
+decoder layers share (MultiHeadAttention, the first such layer, keeps its own
+copy of these ideas in ``attention.py``)::
+
+    layer(x)                                  # forward, on a tape of its own: layer.tape
+    layer.named_gradients(g, "tape")          # every named gradient, by the tape's reverse pass
+    layer.named_gradients(g, "analytic")      # the same keys, by the hand-derived links
+    dx = layer.backward(g)                    # either route, then added into the .grad fields
+    layer.forward_plain(inputs, params)       # the same forward on float64 numpy, nothing recorded
+
+* A forward is **all or nothing**: it records on ``Tape.atomic()`` (the
+  enclosing tapes see it only if it finishes), and when it fails the dropout
+  generators are rewound and every sub-layer's last forward put back.
+* ``named_gradients`` **writes nothing**; the two routes return exactly the
+  keys of :meth:`CheckedLayer.gradient_names`, which is what
+  :func:`microtape.check.layer_report` lines up row by row.
+* ``backward`` changes state only once every gradient is computed and finite.
+
+A subclass provides ``check_call``, ``forward`` (through
+:meth:`CheckedLayer._record_forward`), ``gradient_names``,
+``_analytic_gradients``, ``analytic_cache`` and ``forward_plain``.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tape import Tape, gradients
+from ..tensor import Tensor
+
+# attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
+from .attention import NamedGradients, _overflow, read_only
+from .checks import gradient_array, input_array
+from .module import Module
+
+__all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
+
+
+def named(value, name):
+    """Give a step its name (listings, graphs and reports use it; a Plain value may be replaced then)."""
+    value.name = name
+    return value
+
+
+def sequence_array(value, argument, where, embed, dtype):
+    """A ``[B, T, E]`` input with ``E == embed``, as a finite array of ``dtype``; clear errors otherwise."""
+    data = input_array(value, argument, where, dtype, finite=False)
+    if data.ndim != 3:
+        raise ValueError(f"{where}: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
+    if data.shape[-1] != embed:
+        raise ValueError(f"{where}: {argument} has shape {data.shape}; its last axis must be embed={embed}")
+    if 0 in data.shape:
+        raise ValueError(f"{where}: {argument} has shape {data.shape}; no axis may be empty")
+    return input_array(data, argument, where, dtype)  # now the finite check
+
+
+class Extras(dict):
+    """``{name: gradient}`` from a sublayer's own reverse pass, and ``nodes``: the node of each name."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.nodes = {}
+
+
+@dataclass
+class LastForward:
+    """Everything one forward produced; replaced whole by the next forward."""
+
+    output: Tensor
+    inputs: dict  # role ("x", "memory") -> the Tensor node the tape starts from
+    nodes: dict  # gradient name -> node on the tape (the named steps)
+    saved: dict  # what the hand-derived backward reads: numpy arrays
+    constants: dict = field(default_factory=dict)  # masks and dropout keeps, for forward_plain
+    tape: Tape | None = None
+    grads: dict = field(default_factory=dict)  # the named gradients of the last backward
+
+
+class CheckedLayer(Module):
+    """The shared machinery of a layer with a taped and a hand-derived backward (see the module doc)."""
+
+    #: The forward's inputs, in order; the first is the one ``backward`` returns the gradient of.
+    input_roles = ("x",)
+
+    def __init__(self):
+        super().__init__()
+        self._last = None
+
+    # -- the last forward
+
+    def _require_forward(self, what):
+        if self._last is None:
+            raise RuntimeError(f"{type(self).__name__}.{what}: call forward() first")
+        return self._last
+
+    @property
+    def tape(self):
+        """The :class:`~microtape.Tape` of the last forward (None before the first)."""
+        return None if self._last is None else self._last.tape
+
+    @property
+    def last_output(self):
+        """The output node of the last forward (None before the first)."""
+        return None if self._last is None else self._last.output
+
+    @property
+    def last_gradients(self):
+        """``{name: array}`` of the last backward (read-only); the same keys by either route."""
+        return {name: read_only(grad) for name, grad in self._require_forward("last_gradients").grads.items()}
+
+    @property
+    def last_inputs(self):
+        """``{role: array}``: the inputs of the last forward (read-only)."""
+        return {role: read_only(node.data) for role, node in self._require_forward("last_inputs").inputs.items()}
+
+    def step_value(self, name):
+        """The value of the named step ``name`` (a key of :meth:`gradient_names`) in the last forward, read-only."""
+        nodes = self._require_forward("step_value()").nodes
+        if name not in nodes:
+            raise KeyError(f"{type(self).__name__}.step_value({name!r}): not a step; steps are {', '.join(nodes)}")
+        return read_only(nodes[name].data)
+
+    def _input_node(self, given, data, role):
+        """The Tensor the tape starts from for an input (a taped Tensor stays connected)."""
+        if isinstance(given, Tensor) and given.requires_grad:
+            return given if given.dtype == self.dtype else given.astype(self.dtype)
+        return Tensor(data, requires_grad=True, name=role)
+
+    def _record_forward(self, run):
+        """Run ``run()`` — it returns a :class:`LastForward` — on an atomic tape; keep it only if it succeeds."""
+        snapshot = _snapshot(self)
+        try:
+            with Tape.atomic() as tape, np.errstate(all="ignore"):
+                last = run()
+                if not np.isfinite(last.output.data).all():
+                    raise _overflow(tape, f"{type(self).__name__}.forward", self.dtype)
+        except BaseException:
+            _restore(snapshot)
+            raise
+        last.tape = tape
+        self._last = last
+        return last.output
+
+    # -- the two routes
+
+    def gradient_names(self):
+        """The names :meth:`named_gradients` returns, in backward order (subclasses say which)."""
+        raise NotImplementedError
+
+    def _analytic_gradients(self, grad_output, links):
+        raise NotImplementedError
+
+    def _tape_extras(self, grads):
+        """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
+
+        Returns an :class:`Extras`: ``{name: gradient}`` with ``.nodes``, the
+        tape node each gradient belongs to (None for one that is not a node).
+        """
+        return Extras()
+
+    def _backward_names(self):
+        """The names ``backward`` keeps (``last_gradients``): all of them unless a subclass says fewer."""
+        return self.gradient_names()
+
+    def named_gradients(self, grad_output, method="tape", *, links=None):
+        """Every named gradient of the last forward for ``grad_output`` — computed, never stored.
+
+        ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
+        hand-derived chain (:mod:`microtape.nn.analytic_blocks`); ``links``
+        swaps links of the latter (teaching mistakes). Both return the keys of
+        :meth:`gradient_names`, in that order. No state changes.
+        """
+        return self._gradients(grad_output, method, links, complete=True)
+
+    def _gradients(self, grad_output, method, links, complete):
+        where = f"{type(self).__name__}.backward"
+        last = self._require_forward("backward()")
+        if method not in ("tape", "analytic"):
+            raise ValueError(f"{where}(method={method!r}): expected 'tape' or 'analytic'")
+        if links is not None and method != "analytic":
+            raise ValueError(f"{type(self).__name__}.named_gradients(links=...): links replace analytic steps only")
+        grad_output = gradient_array(grad_output, "grad_output", where, last.output.shape, self.dtype)
+        names = self.gradient_names() if complete else self._backward_names()
+        with np.errstate(all="ignore"):
+            if method == "tape":
+                found = self._taped(last, grad_output, complete)
+            else:
+                found = NamedGradients(self._analytic_gradients(grad_output, links))
+        grads = NamedGradients({name: found[name] for name in names}, reverse_pass=found.reverse_pass)
+        grads.completed_at = found.completed_at
+        self._check_finite_gradients(grads, method)
+        return grads
+
+    def _taped(self, last, grad_output, complete):
+        # The complete set (for reports and walks) keeps the pass's steps; backward() needs none.
+        result = gradients(last.output, grad_output, tape=last.tape, steps=complete)
+        index_of = {node: i for i, node in enumerate(last.tape.nodes)}
+        grads = NamedGradients(reverse_pass=result)
+        for name, node in last.nodes.items():
+            grads[name], grads.completed_at[name] = result[node], index_of.get(node)
+        for name, node in [*self.named_parameters(), *last.inputs.items()]:
+            grads[name], grads.completed_at[name] = result[node], result.completed_at(node)
+        if complete:
+            extras = self._tape_extras(grads)
+            grads.update(extras)
+            # A sublayer's steps are on this tape too: their positions here, for walks.
+            grads.completed_at.update({name: index_of.get(node) for name, node in extras.nodes.items()})
+        return grads
+
+    def backward(self, grad_output, method="tape"):
+        """Backpropagate ``grad_output`` through the last forward; returns the gradient of the first input.
+
+        Parameter gradients are *added* into ``.grad`` (so are the inputs',
+        when they are Tensors of yours). ``method="tape"`` replays the tape,
+        ``method="analytic"`` runs the hand-derived formulas. Nothing changes
+        when it fails (a bad argument, an overflow).
+        """
+        grads = self._gradients(grad_output, method, None, complete=False)
+        last = self._last
+        if grads.reverse_pass is not None:
+            grads.reverse_pass.accumulate()
+        else:
+            for name, tensor in self.named_parameters():
+                _accumulate(tensor, grads[name])
+            for role, node in last.inputs.items():
+                _accumulate(node, grads[role])
+        last.grads = grads
+        return np.array(grads[self.input_roles[0]])
+
+    def _check_finite_gradients(self, grads, method):
+        """Refuse gradients that overflowed, naming the first one in backward order."""
+        for name in grads:
+            grad = grads[name]
+            if not np.isfinite(grad).all():
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(grad))[0])
+                raise FloatingPointError(
+                    f"{type(self).__name__}.backward(method={method!r}): the gradient of {name} overflowed "
+                    f"{np.dtype(self.dtype).name} at index {index} (it is {grad[index]}); grad_output or the "
+                    "weights are too large for this dtype. No gradient was changed."
+                )
+
+    # -- the same forward on plain numpy
+
+    def forward_plain(self, inputs, params, replace=None):
+        """The last forward's computation on float64 numpy (:class:`~microtape.plain.Plain`), recording nothing.
+
+        ``inputs`` maps input roles to arrays, ``params`` parameter names to
+        arrays; the masks and dropout masks are the last forward's.
+        ``replace`` maps step names (those of :meth:`gradient_names`) to
+        arrays that take the step's place — so a finite difference can nudge
+        an intermediate. Returns the output array.
+        """
+        raise NotImplementedError
+
+
+def _accumulate(node, grad):
+    node.grad = np.array(grad) if node.grad is None else node.grad + grad
+
+
+def _snapshot(layer):
+    """What a failed forward must put back: every (sub-)layer's last forward and dropout generator."""
+    saved = []
+    for _, module in layer.named_modules():
+        state = module.__dict__
+        if "_last" in state or "_rng" in state:
+            rng = state.get("_rng")
+            saved.append((module, state.get("_last"), rng, None if rng is None else rng.bit_generator.state))
+    return saved
+
+
+def _restore(saved):
+    for module, last, rng, state in saved:
+        if "_last" in module.__dict__:
+            object.__setattr__(module, "_last", last)
+        if rng is not None:
+            rng.bit_generator.state = state

@@ -1,0 +1,292 @@
+"""The PyTorch bridges of the Transformer pieces: weights across, both ways (torch imported only here).
+
+This module lets a cross-check build microtape layers from PyTorch modules
+and back::
+
+    layer = mt.nn.TransformerEncoderLayer.from_torch(torch_layer)   # -> encoder_from_torch
+    torch_layer = layer.to_torch()                                  # -> encoder_to_torch
+
+Every weight uses ``y = x Wᵀ + b`` on both sides, so they copy straight
+across. Two things do not map and are refused with a message: pre-norm
+layers (``norm_first=True``; microtape's layers are post-norm) and PyTorch's
+*exact* GELU (``activation="gelu"`` there is the erf form; microtape's gelu
+is the tanh approximation — build the torch layer with
+``activation=torch.nn.GELU(approximate="tanh")``).
+"""
+
+import numpy as np
+
+from .attention import MultiHeadAttention
+from .attention_torch import torch_array
+
+__all__ = [
+    "layernorm_from_torch",
+    "layernorm_to_torch",
+    "embedding_from_torch",
+    "embedding_to_torch",
+    "feedforward_from_torch",
+    "feedforward_to_torch",
+    "encoder_from_torch",
+    "encoder_to_torch",
+    "decoder_from_torch",
+    "decoder_to_torch",
+]
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    return torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+
+
+def _expect(module, kind, where):
+    if not isinstance(module, kind):
+        raise TypeError(f"{where}.from_torch(module): expected a torch.nn.{kind.__name__}, got {type(module).__name__}")
+
+
+def _copy_into(tensor, array):
+    tensor.data[...] = array
+
+
+def _copy_to_torch(torch_parameter, array):
+    import torch
+
+    with torch.no_grad():
+        torch_parameter.copy_(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _copy_linear(target, module, what):
+    if module.bias is None:
+        raise ValueError(f"from_torch: {what} has no bias; microtape's layers always have one (bias=True)")
+    _copy_into(target.weight, torch_array(module.weight, f"{what}.weight"))
+    _copy_into(target.bias, torch_array(module.bias, f"{what}.bias"))
+
+
+def _linear_to_torch(target, layer):
+    _copy_to_torch(target.weight, layer.weight.data)
+    _copy_to_torch(target.bias, layer.bias.data)
+
+
+# ---------------------------------------------------------------- LayerNorm and Embedding
+
+
+def layernorm_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (LayerNorm) with the shape, eps, weight and bias of a ``torch.nn.LayerNorm``."""
+    import torch
+
+    _expect(module, torch.nn.LayerNorm, "LayerNorm")
+    if module.weight is None or module.bias is None:
+        raise ValueError("LayerNorm.from_torch: the module must have a weight and a bias (elementwise_affine=True)")
+    layer = cls(tuple(module.normalized_shape), eps=module.eps, dtype=dtype)
+    _copy_linear(layer, module, "LayerNorm")
+    return layer
+
+
+def layernorm_to_torch(layer):
+    """An equivalent ``torch.nn.LayerNorm``."""
+    import torch
+
+    module = torch.nn.LayerNorm(layer.normalized_shape, eps=layer.eps, dtype=_torch_dtype(layer.dtype))
+    _linear_to_torch(module, layer)
+    return module
+
+
+def embedding_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (Embedding) with the table of a ``torch.nn.Embedding``."""
+    import torch
+
+    _expect(module, torch.nn.Embedding, "Embedding")
+    if module.padding_idx is not None or module.max_norm is not None:
+        raise ValueError("Embedding.from_torch: padding_idx and max_norm are not supported")
+    layer = cls(module.num_embeddings, module.embedding_dim, dtype=dtype)
+    _copy_into(layer.weight, torch_array(module.weight, "weight"))
+    return layer
+
+
+def embedding_to_torch(layer):
+    """An equivalent ``torch.nn.Embedding``."""
+    import torch
+
+    module = torch.nn.Embedding(layer.num_embeddings, layer.embedding_dim, dtype=_torch_dtype(layer.dtype))
+    _copy_to_torch(module.weight, layer.weight.data)
+    return module
+
+
+# ---------------------------------------------------------------- activations
+
+
+def _activation_name(activation, where):
+    """``"relu"`` or ``"gelu"`` (tanh form) for a torch activation; refuse anything else, the exact GELU too."""
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+
+    if activation is F.relu or isinstance(activation, torch.nn.ReLU):
+        return "relu"
+    if isinstance(activation, torch.nn.GELU):
+        if activation.approximate == "tanh":
+            return "gelu"
+    elif getattr(activation, "microtape_gelu_tanh", False):
+        return "gelu"
+    elif isinstance(activation, functools.partial) and activation.func is F.gelu:
+        if activation.keywords.get("approximate") == "tanh":
+            return "gelu"
+    elif activation is not F.gelu:
+        raise ValueError(f"{where}: activation {activation!r} is not supported; expected relu or gelu (tanh form)")
+    raise ValueError(
+        f"{where}: this module uses PyTorch's exact (erf) GELU, but microtape's gelu is the tanh approximation; "
+        'build it with activation=torch.nn.GELU(approximate="tanh")'
+    )
+
+
+def _activation_for_torch(name):
+    """The torch activation of a microtape layer: F.relu, or GELU's tanh form as a plain function.
+
+    A plain function, not ``torch.nn.GELU``: PyTorch's inference fast path
+    recognises GELU modules and would run its *exact* GELU kernel instead.
+    """
+    import torch.nn.functional as F
+
+    if name == "relu":
+        return F.relu
+
+    def gelu_tanh(x):
+        """GELU, tanh approximation (microtape's gelu)."""
+        return F.gelu(x, approximate="tanh")
+
+    gelu_tanh.microtape_gelu_tanh = True
+    return gelu_tanh
+
+
+# ---------------------------------------------------------------- FeedForward
+
+
+def feedforward_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` (FeedForward) from ``Sequential(Linear, ReLU | GELU(tanh), [Dropout], Linear)``."""
+    import torch
+
+    _expect(module, torch.nn.Sequential, "FeedForward")
+    parts = list(module)
+    dropouts = [part for part in parts if isinstance(part, torch.nn.Dropout)]
+    core = [part for part in parts if not isinstance(part, torch.nn.Dropout)]
+    if len(core) != 3 or not isinstance(core[0], torch.nn.Linear) or not isinstance(core[2], torch.nn.Linear):
+        raise ValueError(
+            "FeedForward.from_torch: expected Sequential(Linear, ReLU or GELU(approximate='tanh'), [Dropout], Linear)"
+        )
+    first, activation, second = core
+    layer = cls(
+        first.in_features,
+        first.out_features,
+        _activation_name(activation, "FeedForward.from_torch"),
+        dropouts[0].p if dropouts else 0.0,
+        dtype=dtype,
+    )
+    _copy_linear(layer.linear1, first, "linear1")
+    _copy_linear(layer.linear2, second, "linear2")
+    layer.train(bool(module.training))
+    return layer
+
+
+def feedforward_to_torch(layer):
+    """An equivalent ``Sequential(Linear, ReLU | GELU(approximate="tanh"), Dropout, Linear)``."""
+    import torch
+
+    dtype = _torch_dtype(layer.dtype)
+    activation = torch.nn.ReLU() if layer.activation == "relu" else torch.nn.GELU(approximate="tanh")
+    module = torch.nn.Sequential(
+        torch.nn.Linear(layer.embed, layer.ff_dim, dtype=dtype),
+        activation,
+        torch.nn.Dropout(layer.dropout),
+        torch.nn.Linear(layer.ff_dim, layer.embed, dtype=dtype),
+    )
+    _linear_to_torch(module[0], layer.linear1)
+    _linear_to_torch(module[3], layer.linear2)
+    module.train(layer.training)
+    return module
+
+
+# ---------------------------------------------------------------- encoder and decoder layers
+
+
+def _post_norm_from_torch(cls, module, dtype, attentions, norms):
+    where = f"{cls.__name__}.from_torch"
+    if module.norm_first:
+        raise ValueError(f"{where}: the module is pre-norm (norm_first=True); microtape's layers are post-norm")
+    eps = {getattr(module, norm).eps for norm in norms}
+    if len(eps) != 1:
+        raise ValueError(f"{where}: the norms use different eps {sorted(eps)}; microtape's layer has one")
+    layer = cls(
+        module.self_attn.embed_dim,
+        module.self_attn.num_heads,
+        module.linear1.out_features,
+        float(module.dropout.p),
+        _activation_name(module.activation, where),
+        layer_norm_eps=eps.pop(),
+        dtype=dtype,
+    )
+    for name in attentions:
+        # MultiHeadAttention.from_torch unpacks torch's in_proj; its weights are copied into ours.
+        built = MultiHeadAttention.from_torch(getattr(module, name), dtype=dtype)
+        for (_, ours), (_, theirs) in zip(getattr(layer, name).named_parameters(), built.named_parameters()):
+            _copy_into(ours, theirs.data)
+    _copy_linear(layer.linear1, module.linear1, "linear1")
+    _copy_linear(layer.linear2, module.linear2, "linear2")
+    for norm in norms:
+        _copy_linear(getattr(layer, norm), getattr(module, norm), norm)
+    layer.train(bool(module.training))
+    return layer
+
+
+def _post_norm_to_torch(layer, torch_class, attentions, norms):
+
+    module = torch_class(
+        layer.embed,
+        layer.num_heads,
+        layer.ff_dim,
+        layer.dropout,
+        activation=_activation_for_torch(layer.activation),
+        layer_norm_eps=layer.eps,
+        batch_first=True,
+        norm_first=False,
+        dtype=_torch_dtype(layer.dtype),
+    )
+    for name in attentions:
+        getattr(module, name).load_state_dict(getattr(layer, name).to_torch().state_dict())
+    _linear_to_torch(module.linear1, layer.linear1)
+    _linear_to_torch(module.linear2, layer.linear2)
+    for norm in norms:
+        _linear_to_torch(getattr(module, norm), getattr(layer, norm))
+    module.train(layer.training)
+    return module
+
+
+def encoder_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerEncoderLayer``."""
+    import torch
+
+    _expect(module, torch.nn.TransformerEncoderLayer, cls.__name__)
+    return _post_norm_from_torch(cls, module, dtype, ("self_attn",), ("norm1", "norm2"))
+
+
+def encoder_to_torch(layer):
+    """An equivalent ``torch.nn.TransformerEncoderLayer(batch_first=True, norm_first=False)``."""
+    import torch
+
+    return _post_norm_to_torch(layer, torch.nn.TransformerEncoderLayer, ("self_attn",), ("norm1", "norm2"))
+
+
+def decoder_from_torch(cls, module, dtype=np.float64):
+    """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerDecoderLayer``."""
+    import torch
+
+    _expect(module, torch.nn.TransformerDecoderLayer, cls.__name__)
+    return _post_norm_from_torch(cls, module, dtype, ("self_attn", "multihead_attn"), ("norm1", "norm2", "norm3"))
+
+
+def decoder_to_torch(layer):
+    """An equivalent ``torch.nn.TransformerDecoderLayer(batch_first=True, norm_first=False)``."""
+    import torch
+
+    attentions, norms = ("self_attn", "multihead_attn"), ("norm1", "norm2", "norm3")
+    return _post_norm_to_torch(layer, torch.nn.TransformerDecoderLayer, attentions, norms)

@@ -1,0 +1,104 @@
+"""What ``microtape train`` leaves behind: the loss curve, attention before and after, the layer report.
+
+This module lets you write a training run's pictures and checks into a folder::
+
+    >>> from microtape.train import TrainConfig, train, write_outputs
+    >>> result = train(TrainConfig(steps=60))                     # doctest: +SKIP
+    >>> paths, report = write_outputs(result, "train-output")     # doctest: +SKIP
+
+* ``loss_curve.png`` — the training loss (log scale) and the token accuracy,
+  on the training batches and on the held-out sequences;
+* ``attention_before.png``, ``attention_after.png`` — the first layer's
+  attention weights on one held-out sequence, one panel per head
+  (``mt.viz.attention_heatmaps``); for ``reverse`` the trained heads light up
+  the anti-diagonal;
+* ``layer_report.txt`` / ``.html`` — :func:`microtape.check.layer_report` of
+  the trained first layer (copied to float64, checked to 1e-10) on the
+  held-out sequence's embedding;
+* ``history.json`` — the curve as numbers (the same command writes the same file).
+
+(The loss curve is plain matplotlib, imported here when it is drawn; the
+heatmaps come from ``microtape.viz``.)
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..check import layer_report
+from ..nn import TransformerEncoderLayer
+
+__all__ = ["loss_curve", "attention_figure", "trained_layer_report", "write_outputs"]
+
+
+def loss_curve(result):
+    """A matplotlib Figure: loss (log scale) and token accuracy against the step."""
+    from matplotlib.figure import Figure
+
+    steps = [h["step"] for h in result.history]
+    evaluated = [h for h in result.history if "held_out" in h]
+    fig = Figure(figsize=(9, 3.4), layout="constrained")
+    loss_axes, accuracy_axes = fig.subplots(1, 2)
+    loss_axes.plot(steps, [h["loss"] for h in result.history], color="#1f77b4", linewidth=1)
+    loss_axes.set_yscale("log")
+    loss_axes.set(xlabel="step", ylabel="cross-entropy (training batch)", title="loss")
+    accuracy_axes.plot(steps, [h["accuracy"] for h in result.history], color="#bbbbbb", linewidth=1, label="batch")
+    accuracy_axes.plot(
+        [h["step"] for h in evaluated], [h["held_out"] for h in evaluated], "o-", color="#d62728", label="held-out"
+    )
+    accuracy_axes.axhline(0.99, color="#2ca02c", linestyle="--", linewidth=1, label="99%")
+    accuracy_axes.set(xlabel="step", ylabel="token accuracy", title="accuracy", ylim=(0, 1.02))
+    accuracy_axes.legend(loc="lower right")
+    config = result.config
+    fig.suptitle(
+        f"{config.task} {config.length} digits: embed={config.embed}, heads={config.heads}, layers={config.layers}, "
+        f"{config.steps} steps of {config.batch}, held-out accuracy {100 * result.held_out_accuracy:.1f}%"
+    )
+    return fig
+
+
+def attention_figure(weights, probe, title):
+    """The first layer's attention on the probe sequence, one panel per head (``mt.viz.attention_heatmaps``)."""
+    from ..viz import attention_heatmaps
+
+    tokens = [str(int(digit)) for digit in probe[0]]
+    return attention_heatmaps(weights, tokens=tokens, title=title)
+
+
+def trained_layer_report(result, layer_index=0):
+    """``layer_report`` of a trained layer, copied to float64, on the probe sequence's input to that layer."""
+    layer = result.model.layers[layer_index]
+    exact = TransformerEncoderLayer(
+        layer.embed, layer.num_heads, layer.ff_dim, layer.dropout, layer.activation,
+        layer_norm_eps=layer.eps, dtype=np.float64,
+    ).eval()  # fmt: skip
+    for (_, ours), (_, trained) in zip(exact.named_parameters(), layer.named_parameters()):
+        ours.data[...] = trained.data
+    h = result.model.embed(result.probe)
+    for earlier in result.model.layers[:layer_index]:
+        h = earlier(h)
+    return layer_report(exact, np.asarray(h.data, dtype=np.float64))
+
+
+def write_outputs(result, out):
+    """Write the pictures, the report and the curve into ``out``; returns ``({what: path}, report)``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    fig = loss_curve(result)
+    paths["loss curve"] = out / "loss_curve.png"
+    fig.savefig(paths["loss curve"], dpi=110)
+    task, probe = result.config.task, result.probe
+    for when, weights in (("before", result.attention_before), ("after", result.attention_after)):
+        title = f"{task}: attention of layer 0 on a held-out sequence, {when} training"
+        paths[f"attention {when}"] = out / f"attention_{when}.png"
+        attention_figure(weights, probe, title).savefig(paths[f"attention {when}"], dpi=110)
+    report = trained_layer_report(result)
+    paths["layer report"] = out / "layer_report.txt"
+    paths["layer report"].write_text(str(report) + "\n")
+    paths["layer report (HTML)"] = out / "layer_report.html"
+    paths["layer report (HTML)"].write_text(report._repr_html_())
+    paths["history"] = out / "history.json"
+    paths["history"].write_text(json.dumps(result.curve(), indent=1) + "\n")
+    return paths, report
