@@ -240,6 +240,9 @@ def _tiled_attention(draw):
     q = draw(real_arrays((heads, q_len, depth)))
     k, v = (draw(real_arrays((heads, k_len, depth))) for _ in range(2))
     return OpCase((q, k, v), params)
+
+
+@st.composite
 def _eighths_pair(draw):
     """Two broadcastable arrays of multiples of 1/8: exact ties or gaps far wider than a step."""
     shape_a, shape_b = draw(broadcastable_pair())

@@ -47,8 +47,8 @@ from .layer_fd import LayerPoint
 from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .report import DEFAULT_FD_SAMPLES, EPS, _add_finite_differences, _inherits, attention_report
-from .rows import GradientReport, default_tolerance, make_row
+from .report import DEFAULT_FD_SAMPLES, EPS, attention_report
+from .rows import GradientReport, add_finite_differences, default_tolerance, inherits_from, make_row
 
 __all__ = ["LayerReport", "layer_report", "places"]
 
@@ -324,7 +324,7 @@ def layer_report(
         point = LayerPoint(layer, upstream, [row.name for row in rows])
         rng = np.random.default_rng(seed)
         for row in rows:
-            _add_finite_differences(row, point.sample(point.kind(row.name), row.name, fd_samples, rng), fd_tolerance)
+            add_finite_differences(row, point.sample(point.kind(row.name), row.name, fd_samples, rng), fd_tolerance)
         fd_text = (
             f"central, eps={EPS:g}, by the layer's forward on float64 numpy (forward_plain: no tape), at "
             f"{fd_samples} random entries of every row (seed={seed}; a step is replaced, then only what follows "
@@ -348,5 +348,5 @@ def layer_report(
     routes = {"gradients": taped.reverse_pass, "analytic": dict(by_hand)}
     return LayerReport(
         rows, title=title, config=config, grad_output=upstream, mistakes=labels, atol=tolerance, rtol=tolerance,
-        details=details, fd_text=fd_text, inherits=_inherits(computed_from(specs)), **routes,
+        details=details, fd_text=fd_text, inherits=inherits_from(computed_from(specs)), **routes,
     )  # fmt: skip

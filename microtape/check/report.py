@@ -41,7 +41,7 @@ from ..nn.attention import MultiHeadAttention
 from ..nn.checks import gradient_array
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .rows import GradientReport, default_tolerance, inherits_from, make_row
+from .rows import GradientReport, add_finite_differences, default_tolerance, inherits_from, make_row
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
@@ -335,7 +335,7 @@ def attention_report(
         rng = np.random.default_rng(seed)
         for row in rows:
             kind = "param" if row.name in parameters else "input" if row.name in (*ROLES, "x") else "node"
-            _add_finite_differences(row, point.sample(kind, row.name, fd_samples, rng), fd_tolerance)
+            add_finite_differences(row, point.sample(kind, row.name, fd_samples, rng), fd_tolerance)
         fd_text = (
             f"central, eps={EPS:g}, by a float64 numpy forward (independent of the tape), at {fd_samples} "
             f"random entries of every row (seed={seed}; intermediates too: replaced, then only what follows "
@@ -378,16 +378,6 @@ def attention_report(
         fd_text=fd_text,
         inherits=INHERITS,
     )
-
-
-def _add_finite_differences(row, estimates, tolerance):
-    """Record the sampled estimates on ``row`` and judge them against the taped value."""
-    taped = np.asarray(row.taped, dtype=np.float64)
-    hand = np.asarray(row.analytic, dtype=np.float64)
-    row.fd_entries = [(index, fd, float(taped[index]), float(hand[index])) for index, fd in estimates]
-    row.fd_error = max(abs(fd - t) for _, fd, t, _ in row.fd_entries)
-    scale = float(np.max(np.abs(taped))) if taped.size else 0.0
-    row.fd_agrees = bool(row.fd_error <= tolerance * (1.0 + scale))
 
 
 def _describe(config, total_mask):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Row", "GradientReport", "make_row", "default_tolerance", "inherits_from"]
+__all__ = ["Row", "GradientReport", "make_row", "default_tolerance", "inherits_from", "add_finite_differences"]
 
 #: The default tolerance per dtype: float64 checks are exact to rounding;
 #: float32 keeps about 7 digits, and a backward chain loses a few of them.
@@ -131,6 +131,16 @@ def make_row(label, name, formula, latex, analytic, taped, *, atol, rtol, step=N
         analytic=analytic,
         taped=taped,
     )
+
+
+def add_finite_differences(row, estimates, tolerance):
+    """Record the sampled estimates on ``row`` and judge them against the taped value."""
+    taped = np.asarray(row.taped, dtype=np.float64)
+    hand = np.asarray(row.analytic, dtype=np.float64)
+    row.fd_entries = [(index, fd, float(taped[index]), float(hand[index])) for index, fd in estimates]
+    row.fd_error = max(abs(fd - t) for _, fd, t, _ in row.fd_entries)
+    scale = float(np.max(np.abs(taped))) if taped.size else 0.0
+    row.fd_agrees = bool(row.fd_error <= tolerance * (1.0 + scale))
 
 
 def inherits_from(computed_from):

@@ -60,7 +60,7 @@ from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import analytic, masks, tiled
 from .attention_chain import STEP_NAMES, attention_chain, attention_core
-from .checks import float_dtype, gradient_array, input_array, positive_int, probability, seed_value
+from .checks import child_seeds, float_dtype, gradient_array, input_array, overflow_error, positive_int, probability
 from .dropout_mask import DropoutMask
 from .linear import Linear
 from .module import Module
@@ -162,7 +162,6 @@ class MultiHeadAttention(Module):
         if not isinstance(causal, (bool, np.bool_)):
             raise ValueError(f"MultiHeadAttention(causal={causal!r}): expected True or False")
         dtype = float_dtype(dtype, "MultiHeadAttention(dtype)")
-        seed = seed_value(seed, "MultiHeadAttention(seed)")
         block_size = _block_size(block_size, "MultiHeadAttention(block_size)")
         parameter_bytes = 4 * (embed * embed + embed) * dtype.itemsize
         if parameter_bytes > DEFAULT_SCORE_MEMORY_LIMIT:
@@ -178,8 +177,7 @@ class MultiHeadAttention(Module):
         self.dtype = dtype
         self._block_size = block_size
         self._max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
-        root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        seeds = root.spawn(len(PROJECTIONS) + 1)
+        seeds = child_seeds(seed, len(PROJECTIONS) + 1, "MultiHeadAttention(seed)")
         for projection, child in zip(PROJECTIONS, seeds):
             setattr(self, projection, Linear(embed, embed, seed=child, dtype=dtype))
         # Dropout masks are a hash of (this key, the forward's number, the position).
@@ -425,7 +423,7 @@ class MultiHeadAttention(Module):
                 constants["causal_mask"], constants["mask"], constants["keep"], record=record, core=core,
             )  # fmt: skip
             if not np.isfinite(output.data).all():
-                raise _overflow(tape, "MultiHeadAttention.forward", self.dtype)
+                raise overflow_error(tape, "MultiHeadAttention.forward", self.dtype)
         nodes = {node.name: node for node in tape.nodes if node.name in STEP_NAMES}
         total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
@@ -691,24 +689,6 @@ class MultiHeadAttention(Module):
         from .attention_torch import attention_to_torch
 
         return attention_to_torch(self)
-
-
-def _overflow(tape, where, dtype):
-    """The error for a forward that produced inf/NaN: it names the first step where that appeared."""
-    for index, node in enumerate(tape.nodes):
-        data = np.asarray(node.data)
-        bad = ~np.isfinite(data)
-        if node.op.name == "add_constant":
-            bad &= ~np.isneginf(data)  # a -inf mask entry gives -inf on purpose
-        if bad.any():
-            at = tuple(int(i) for i in np.argwhere(bad)[0])
-            name = tape.variable_names()[node]
-            row = f" (row {at[-2]})" if data.ndim >= 2 else ""
-            return FloatingPointError(
-                f"{where}: {name} overflowed {np.dtype(dtype).name} at index {at}{row}, step {index} of the tape "
-                f"(it is {data[at]}): the inputs or weights are too large for this dtype. Nothing was recorded."
-            )
-    return FloatingPointError(f"{where}: the output is not finite. Nothing was recorded.")
 
 
 def _backward_order(names):

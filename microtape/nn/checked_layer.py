@@ -31,8 +31,8 @@ from ..tape import Tape, gradients
 from ..tensor import Tensor
 
 # attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
-from .attention import NamedGradients, _overflow, read_only
-from .checks import gradient_array, input_array
+from .attention import NamedGradients, read_only
+from .checks import gradient_array, input_array, overflow_error
 from .module import Module
 
 __all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
@@ -134,7 +134,7 @@ class CheckedLayer(Module):
             with Tape.atomic() as tape, np.errstate(all="ignore"):
                 last = run()
                 if not np.isfinite(last.output.data).all():
-                    raise _overflow(tape, f"{type(self).__name__}.forward", self.dtype)
+                    raise overflow_error(tape, f"{type(self).__name__}.forward", self.dtype)
         except BaseException:
             _restore(snapshot)
             raise
@@ -258,20 +258,26 @@ def _accumulate(node, grad):
     node.grad = np.array(grad) if node.grad is None else node.grad + grad
 
 
+# What a forward changes in a (sub-)layer besides its output: its last forward,
+# and where its dropout stream stands (a generator, or attention's counter).
+_FORWARD_STATE = ("_last", "_dropout_calls")
+
+
 def _snapshot(layer):
-    """What a failed forward must put back: every (sub-)layer's last forward and dropout generator."""
+    """What a failed forward must put back: every (sub-)layer's last forward and dropout stream."""
     saved = []
     for _, module in layer.named_modules():
         state = module.__dict__
-        if "_last" in state or "_rng" in state:
-            rng = state.get("_rng")
-            saved.append((module, state.get("_last"), rng, None if rng is None else rng.bit_generator.state))
+        fields = {name: state[name] for name in _FORWARD_STATE if name in state}
+        rng = state.get("_rng")
+        if fields or rng is not None:
+            saved.append((module, fields, rng, None if rng is None else rng.bit_generator.state))
     return saved
 
 
 def _restore(saved):
-    for module, last, rng, state in saved:
-        if "_last" in module.__dict__:
-            object.__setattr__(module, "_last", last)
+    for module, fields, rng, state in saved:
+        for name, value in fields.items():
+            object.__setattr__(module, name, value)
         if rng is not None:
             rng.bit_generator.state = state

@@ -132,14 +132,29 @@ def seed_value(seed, what):
 
 
 def child_seeds(seed, count, what):
-    """``count`` independent seed sequences from ``seed`` (None, an int, a SeedSequence or a Generator).
+    """``count`` independent seed sequences from ``seed`` (None, a non-negative int or a SeedSequence).
 
     What a layer made of sub-layers gives each of them, so that one seed fixes
     them all and no two share a stream.
     """
     seed = seed_value(seed, what)
-    if isinstance(seed, np.random.Generator):
-        seed = np.random.SeedSequence(int(seed.integers(2**63)))
-    elif not isinstance(seed, np.random.SeedSequence):
-        seed = np.random.SeedSequence(seed)
-    return seed.spawn(count)
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return root.spawn(count)
+
+
+def overflow_error(tape, where, dtype):
+    """The error for a forward that produced inf/NaN: it names the first step where that appeared."""
+    for index, node in enumerate(tape.nodes):
+        data = np.asarray(node.data)
+        bad = ~np.isfinite(data)
+        if node.op.name == "add_constant":
+            bad &= ~np.isneginf(data)  # a -inf mask entry gives -inf on purpose
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            name = tape.variable_names()[node]
+            row = f" (row {at[-2]})" if data.ndim >= 2 else ""
+            return FloatingPointError(
+                f"{where}: {name} overflowed {np.dtype(dtype).name} at index {at}{row}, step {index} of the tape "
+                f"(it is {data[at]}): the inputs or weights are too large for this dtype. Nothing was recorded."
+            )
+    return FloatingPointError(f"{where}: the output is not finite. Nothing was recorded.")

@@ -17,8 +17,8 @@ This module lets you write a training run's pictures and checks into a folder::
   held-out sequence's embedding;
 * ``history.json`` — the curve as numbers (the same command writes the same file).
 
-(The loss curve is plain matplotlib, imported here when it is drawn; the
-heatmaps come from ``microtape.viz``.)
+(Every picture comes from ``microtape.viz``: ``training_curve`` and
+``attention_heatmaps``.)
 """
 
 import json
@@ -29,33 +29,7 @@ import numpy as np
 from ..check import layer_report
 from ..nn import TransformerEncoderLayer
 
-__all__ = ["loss_curve", "attention_figure", "trained_layer_report", "write_outputs"]
-
-
-def loss_curve(result):
-    """A matplotlib Figure: loss (log scale) and token accuracy against the step."""
-    from matplotlib.figure import Figure
-
-    steps = [h["step"] for h in result.history]
-    evaluated = [h for h in result.history if "held_out" in h]
-    fig = Figure(figsize=(9, 3.4), layout="constrained")
-    loss_axes, accuracy_axes = fig.subplots(1, 2)
-    loss_axes.plot(steps, [h["loss"] for h in result.history], color="#1f77b4", linewidth=1)
-    loss_axes.set_yscale("log")
-    loss_axes.set(xlabel="step", ylabel="cross-entropy (training batch)", title="loss")
-    accuracy_axes.plot(steps, [h["accuracy"] for h in result.history], color="#bbbbbb", linewidth=1, label="batch")
-    accuracy_axes.plot(
-        [h["step"] for h in evaluated], [h["held_out"] for h in evaluated], "o-", color="#d62728", label="held-out"
-    )
-    accuracy_axes.axhline(0.99, color="#2ca02c", linestyle="--", linewidth=1, label="99%")
-    accuracy_axes.set(xlabel="step", ylabel="token accuracy", title="accuracy", ylim=(0, 1.02))
-    accuracy_axes.legend(loc="lower right")
-    config = result.config
-    fig.suptitle(
-        f"{config.task} {config.length} digits: embed={config.embed}, heads={config.heads}, layers={config.layers}, "
-        f"{config.steps} steps of {config.batch}, held-out accuracy {100 * result.held_out_accuracy:.1f}%"
-    )
-    return fig
+__all__ = ["attention_figure", "trained_layer_report", "write_outputs"]
 
 
 def attention_figure(weights, probe, title):
@@ -86,7 +60,15 @@ def write_outputs(result, out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    fig = loss_curve(result)
+    from ..viz import training_curve
+
+    config = result.config
+    fig = training_curve(
+        result.history,
+        title=f"{config.task} {config.length} digits: embed={config.embed}, heads={config.heads}, "
+        f"layers={config.layers}, {config.steps} steps of {config.batch}, "
+        f"held-out accuracy {100 * result.held_out_accuracy:.1f}%",
+    )
     paths["loss curve"] = out / "loss_curve.png"
     fig.savefig(paths["loss curve"], dpi=110)
     task, probe = result.config.task, result.probe

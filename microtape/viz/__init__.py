@@ -10,6 +10,8 @@ This package lets you see what the tape recorded::
     frames = mt.viz.backward_frames(tape, out_dir="frames")   # one picture per step + index.html
     fig = mt.viz.attention_heatmaps(attn)           # a matplotlib Figure, one panel per head
     fig = mt.viz.attention_heatmaps(attn, which="grad_scores")
+    fig = mt.viz.tile_schedule(attn)                # tiled attention: which tiles ran, in what order
+    fig = mt.viz.training_curve(history)            # loss and accuracy of a training run
 
 A graph is drawn in four steps, each a module that graph and frames share:
 :mod:`.program` reads the computation (equations, leaves, names, the
@@ -23,11 +25,13 @@ graphviz and matplotlib are imported here and nowhere else in microtape, and
 both only when a picture is drawn.
 """
 
+from .curves import training_curve
+from .figure import new_figure
 from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
 from .heatmap import attention_heatmaps
 from .render import GraphvizNotFound, render, svg
-from .tiles import online_softmax, tile_schedule  # noqa: F401  (tiled attention: see tiles.py)
+from .tiles import online_softmax, tile_schedule
 
 __all__ = [
     "graph",
@@ -38,4 +42,8 @@ __all__ = [
     "BackwardFrames",
     "GraphvizNotFound",
     "GraphCollapsedWarning",
+    "tile_schedule",
+    "online_softmax",
+    "training_curve",
+    "new_figure",
 ]

@@ -48,6 +48,7 @@ import textwrap
 import numpy as np
 
 from ..nn.masks import SUPPRESSED_BELOW
+from .figure import new_figure
 from .text import fmt
 
 __all__ = ["attention_heatmaps", "WHICH", "MASKED_AT", "ANNOTATE_UP_TO", "NORMS"]
@@ -147,7 +148,7 @@ def attention_heatmaps(
     margin = 0.45 if set(whiches) & set(GRADIENTS) else 0.0  # the row-sum column
     block_height = rows * (panel + label_room) + 0.8
     width = max(cols * (panel + label_room + margin) + 1.3, 5.0)
-    fig = _figure_class()(figsize=(width, len(whiches) * block_height + 0.6), layout="constrained")
+    fig = new_figure(figsize=(width, len(whiches) * block_height + 0.6), layout="constrained")
     too_big = max(Tq, Tk) > ANNOTATE_UP_TO
     scales = _shared_scales(whiches, arrays, batch, head_list, masked, vmax, norm)
     # One sub-figure per kind of map: its own title, panels and colorbar.
@@ -217,28 +218,6 @@ def _title(whiches):
     if kinds <= set(GRADIENTS):
         return TITLES[whiches[0]] if len(whiches) == 1 else "attention gradients"
     return "attention weights and their gradients"
-
-
-_FIGURE_CLASS = []
-
-
-def _figure_class():
-    """A matplotlib Figure that Jupyter shows even when pyplot was never imported."""
-    if not _FIGURE_CLASS:
-        import io
-
-        from matplotlib.figure import Figure
-
-        class HeatmapFigure(Figure):
-            """A plain ``Figure`` (no pyplot state) that knows how to show itself in Jupyter."""
-
-            def _repr_png_(self):
-                buffer = io.BytesIO()
-                self.savefig(buffer, format="png", dpi=100)
-                return buffer.getvalue()
-
-        _FIGURE_CLASS.append(HeatmapFigure)
-    return _FIGURE_CLASS[0]
 
 
 # ---------------------------------------------------------------- inputs

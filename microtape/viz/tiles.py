@@ -28,7 +28,7 @@ import numpy as np
 
 from ..nn import tiled
 from ..nn.masks import SUPPRESSED_BELOW
-from .heatmap import _figure_class
+from .figure import new_figure
 
 __all__ = ["tile_schedule", "online_softmax"]
 
@@ -71,7 +71,7 @@ def tile_schedule(source, order="forward"):
     schedule = _schedule_of(source, "tile_schedule")
     walk = schedule.forward_order() if order == "forward" else schedule.backward_order()
     number = {(tile.q_block, tile.k_block): n for n, tile in enumerate(walk, start=1)}
-    fig = _figure_class()(figsize=(5.2, 5.2 * min(2.0, max(0.5, schedule.q_len / schedule.k_len))))
+    fig = new_figure(figsize=(5.2, 5.2 * min(2.0, max(0.5, schedule.q_len / schedule.k_len))))
     ax = fig.add_subplot()
     for tile in schedule.all_tiles():
         rows, cols = tile.rows, tile.cols
@@ -133,7 +133,7 @@ def online_softmax(attn, row=0, head=0, batch=0):
     visible = scores > SUPPRESSED_BELOW
     final = m[-1]
 
-    fig = _figure_class()(figsize=(10, 3.8))
+    fig = new_figure(figsize=(10, 3.8))
     left, right = fig.subplots(1, 2)
     keys = np.arange(scores.size)
     left.plot(keys[visible], scores[visible], "o", color="#9ecae1", label="score S_j of each key")
