@@ -311,3 +311,48 @@ def test_linear_forward_overflow_is_refused():
     layer = mt.nn.Linear(4, 2, seed=0, dtype=np.float32)
     layer.weight.data[...] = 1.0  # four terms of 3e38 each: more than float32 holds (3.4e38)
     refused(layer, lambda: layer(np.full((3, 4), 3e38, dtype=np.float32)), "overflowed")
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def test_heatmaps_refuse_complex_and_non_numbers():
+    for bad in (np.ones((2, 3, 3), dtype=complex), np.full((3, 3), "a"), np.zeros((3, 3), dtype=bool)):
+        with pytest.raises(TypeError, match="real numbers"):
+            mt.viz.attention_heatmaps(bad)
+
+
+def test_node_names_with_control_characters_still_draw():
+    """A newline, a NUL-like control character or a quote in a name: DOT that dot accepts, shown visibly."""
+    a = mt.Scalar(1.0, name='a\x01b\nc"d')
+    with mt.Tape() as tape:
+        with mt.module_scope("mod\x02ule"):
+            y = (a * a).tanh(name="out\x07")
+    for picture in (mt.viz.graph(tape), mt.viz.graph(tape, backward=True)):
+        source = picture.source
+        assert "\x01" not in source and "\x07" not in source and "\x02" not in source
+        assert "␁" in source and "␇" in source and "␂" in source
+        if _has_dot():
+            assert "<svg" in mt.viz.svg(picture)
+
+
+def _has_dot():
+    import shutil
+
+    return shutil.which("dot") is not None
+
+
+def test_a_graph_whose_every_op_has_a_module_still_collapses():
+    """1,000 ops, each in a module of its own: the summary is a handful of boxes, not 2,001."""
+    x = mt.Scalar(0.5, name="x")
+    with mt.Tape() as tape:
+        y = x
+        for i in range(1000):
+            with mt.module_scope(f"m{i}"):
+                y = y * 1.0001
+    with pytest.warns(mt.viz.GraphCollapsedWarning):
+        picture = mt.viz.graph(tape)
+    assert picture.source.count("->") < 60
+    with pytest.warns(mt.viz.GraphCollapsedWarning):
+        frames = mt.viz.backward_frames(tape)
+    assert len(frames) < 40  # one frame per summary box the pass finishes, not one per op

@@ -141,7 +141,7 @@ def warn_if_collapsed(view, max_nodes, stacklevel):
         return
     warnings.warn(
         f"microtape.viz.graph: this graph has {view.drawn_before} boxes (more than max_nodes={max_nodes}), "
-        f"so it is drawn as {len(view.boxes)} summary boxes, one per module. "
+        f"so it is drawn as {len(view.boxes)} summary boxes (one per module, or stretches of the tape). "
         "Pass detail='full' to draw every node (dot gets slow above a few hundred), "
         "expand='module.path' to open one module, or max_nodes=... to move the threshold.",
         GraphCollapsedWarning,

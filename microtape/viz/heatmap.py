@@ -228,7 +228,13 @@ def _is_layer(source):
 
 
 def _as_bhqk(array, what):
-    array = np.asarray(getattr(array, "data", array), dtype=np.float64)
+    raw = np.asarray(getattr(array, "data", array))
+    if raw.dtype.kind not in "fiu":
+        raise TypeError(
+            f"attention_heatmaps: {what} must hold real numbers, got dtype {raw.dtype}"
+            + (" (the imaginary part would be dropped)" if raw.dtype.kind == "c" else "")
+        )
+    array = raw.astype(np.float64)
     if array.ndim == 2:
         array = array[None, None]
     elif array.ndim == 3:

@@ -28,6 +28,8 @@ same-rank edges, which keep sibling computations in their recorded order.
 import html
 from dataclasses import dataclass, field
 
+from .text import visible
+
 __all__ = ["Shape", "Arrow", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
 
 # Colours (fill, border), chosen to stay apart for common colour-blindness.
@@ -215,7 +217,7 @@ def _clusters(cls, shapes, layout):
     for path, number in order.items():
         body = cls(name=f"cluster_{number}")
         body.attr(
-            label=path.rpartition(".")[2],
+            label=visible(path.rpartition(".")[2]),
             style="rounded,dashed",
             color="#8a94a6",
             fontcolor="#4a5568",
@@ -258,7 +260,7 @@ def _shape_attrs(shape, backward):
 def _arrow_attrs(arrow, backward):
     attrs = {}
     if arrow.label:
-        attrs["label"] = arrow.label
+        attrs["label"] = visible(arrow.label)
     if arrow.constant:
         attrs.update(style="dashed", color=CONSTANT_EDGE)
         if backward:
@@ -278,7 +280,7 @@ def _label(shape):
     """An HTML-like graphviz label: the name in bold, then smaller lines."""
     rows = []
     for text, role in shape.lines:
-        text = html.escape(str(text), quote=False)
+        text = html.escape(visible(text), quote=False)
         if role == "name":
             rows.append(f"<b>{text}</b>")
         elif role == "grad":
@@ -294,9 +296,9 @@ def _caption(picture):
     rows = []
     text = []
     if picture.title:
-        text.append(f'<font point-size="13"><b>{html.escape(picture.title, quote=False)}</b></font>')
+        text.append(f'<font point-size="13"><b>{html.escape(visible(picture.title), quote=False)}</b></font>')
     if picture.note:
-        text.append(f'<font point-size="9">{html.escape(picture.note, quote=False)}</font>')
+        text.append(f'<font point-size="9">{html.escape(visible(picture.note), quote=False)}</font>')
     if text:
         rows.append('<tr><td align="left" balign="left">' + "<br/>".join(text) + "</td></tr>")
     cells = []

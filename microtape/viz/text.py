@@ -28,6 +28,7 @@ __all__ = [
     "norm_text",
     "grad_name",
     "masked_cells",
+    "visible",
     "peak",
     "flatten",
 ]
@@ -142,3 +143,15 @@ def grad_name(name, scalar, loss):
     if scalar:
         return f"∂{loss}/∂{name}"
     return f"d{name}" if name.isidentifier() else f"d({name})"
+
+
+def visible(text):
+    """``text`` with control characters shown as their Unicode pictures (``\x01`` → ``␁``, newline → ``␊``).
+
+    A node named with a newline or a NUL would otherwise end a DOT label
+    early and ``dot`` would refuse the whole graph.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else chr(0x2400 + ord(c)) if ord(c) < 0x20 else "␡" for c in text)

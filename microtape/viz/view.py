@@ -47,6 +47,7 @@ DUPLICATE_LEAVES_ABOVE = 60  # equations; above this, heavily shared leaves are 
 HUB_USES = 16  # a leaf used more often than this is a hub (drawn per use in big graphs)
 CHAIN_ENDS = 2  # a computation without modules keeps this many equations at each end
 STRETCHES = 6  # ... and cuts the middle into about this many summaries
+MAX_SUMMARIES = 24  # more modules than this: summarise their parents, or cut the tape into stretches
 
 
 class Box:
@@ -98,7 +99,8 @@ class View:
             self.drawn_before = len(self.boxes)
             self._plan(merge=True, summarise=True)
             self.note = (
-                f"{self.drawn_before} boxes summarised as {len(self.boxes)} (one per module); "
+                f"{self.drawn_before} boxes summarised as {len(self.boxes)} (one per module, or stretches of "
+                "the tape when the modules are too many); "
                 "graph(..., detail='full') draws every node, expand='module' opens one"
             )
 
@@ -124,19 +126,31 @@ class View:
         return box
 
     def _summary_keys(self):
-        """Per equation: the summary it belongs to, or None if drawn on its own (expanded)."""
+        """Per equation: the summary it belongs to, or None if drawn on its own (expanded).
+
+        One summary per module — unless that is still too many boxes (every op
+        in a module of its own): then one per parent module, and failing that
+        the tape cut into stretches, as for a computation without modules.
+        """
         clusters = self.clusters
         keys = [None if _opened(path, self.expand) else path for path in clusters]
         summarised = [i for i, key in enumerate(keys) if key is not None]
+        while len({keys[i] for i in summarised}) > MAX_SUMMARIES and any("." in keys[i] for i in summarised):
+            for i in summarised:
+                keys[i] = keys[i].rpartition(".")[0]
+        if len({keys[i] for i in summarised}) > MAX_SUMMARIES:
+            for i in summarised:
+                keys[i] = ""
         if len({keys[i] for i in summarised}) == 1 and summarised:
             # No module structure: keep both ends of the chain, cut the middle into stretches.
+            common = keys[summarised[0]]
             ends = CHAIN_ENDS if len(summarised) > 2 * CHAIN_ENDS + STRETCHES else 0
             middle = summarised[ends : len(summarised) - ends]
             size = max(1, math.ceil(len(middle) / STRETCHES))
             for i in summarised:
                 keys[i] = None
             for k, i in enumerate(middle):
-                keys[i] = f"{clusters[i]}#{k // size}"
+                keys[i] = f"{common}#{k // size}"
         return keys
 
     def _equation_boxes(self):
