@@ -327,7 +327,7 @@ def test_node_names_with_control_characters_still_draw():
     a = mt.Scalar(1.0, name='a\x01b\nc"d')
     with mt.Tape() as tape:
         with mt.module_scope("mod\x02ule"):
-            y = (a * a).tanh(name="out\x07")
+            (a * a).tanh(name="out\x07")
     for picture in (mt.viz.graph(tape), mt.viz.graph(tape, backward=True)):
         source = picture.source
         assert "\x01" not in source and "\x07" not in source and "\x02" not in source

@@ -47,7 +47,6 @@ DUPLICATE_LEAVES_ABOVE = 60  # equations; above this, heavily shared leaves are 
 HUB_USES = 16  # a leaf used more often than this is a hub (drawn per use in big graphs)
 CHAIN_ENDS = 2  # a computation without modules keeps this many equations at each end
 STRETCHES = 6  # ... and cuts the middle into about this many summaries
-MAX_SUMMARIES = 24  # more modules than this: summarise their parents, or cut the tape into stretches
 
 
 class Box:
@@ -92,6 +91,7 @@ class View:
         self.detail = detail
         self.clusters = _clusters(program, group)
         self.expand = _expand_paths(expand, self.clusters)
+        self.max_nodes = max_nodes  # a summary with more modules than this summarises their parents
         self.note = None
         self.drawn_before = None  # boxes before summarising (for the warning)
         self._plan(merge=detail != "full", summarise=detail == "summary" or bool(self.expand))
@@ -135,10 +135,11 @@ class View:
         clusters = self.clusters
         keys = [None if _opened(path, self.expand) else path for path in clusters]
         summarised = [i for i, key in enumerate(keys) if key is not None]
-        while len({keys[i] for i in summarised}) > MAX_SUMMARIES and any("." in keys[i] for i in summarised):
+        limit = self.max_nodes // 2
+        while len({keys[i] for i in summarised}) > limit and any("." in keys[i] for i in summarised):
             for i in summarised:
                 keys[i] = keys[i].rpartition(".")[0]
-        if len({keys[i] for i in summarised}) > MAX_SUMMARIES:
+        if len({keys[i] for i in summarised}) > limit:
             for i in summarised:
                 keys[i] = ""
         if len({keys[i] for i in summarised}) == 1 and summarised:
