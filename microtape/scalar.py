@@ -52,13 +52,7 @@ class Scalar(Node):
     @classmethod
     def _constant(cls, value, like=None):
         """A number used inside an expression (``2 * a``): it needs no gradient."""
-        if isinstance(value, Scalar):
-            return value
-        constant = cls.__new__(cls)
-        if value.__class__ is not float:
-            value = _number(value, "Scalar arithmetic")
-        constant._init_leaf(value, False, None)
-        return constant
+        return _lift(value)
 
     def __repr__(self):
         label = f"{self.name}=" if self.name else ""
@@ -163,13 +157,14 @@ class Scalar(Node):
 
 
 def _lift(value):
-    """Use a Scalar as it is; wrap a plain number as a constant."""
+    """Use a Scalar as it is; wrap a plain number as a constant (it needs no gradient)."""
     if value.__class__ is Scalar or isinstance(value, Scalar):
         return value
-    return _constant(value)
-
-
-_constant = Scalar._constant
+    constant = object.__new__(Scalar)
+    if value.__class__ is not float:
+        value = _number(value, "Scalar arithmetic")
+    constant._init_leaf(value, False, None)
+    return constant
 
 
 def _value(value):
