@@ -24,6 +24,7 @@ import numpy as np
 from ..cli_args import UsageError, non_negative_int, positive_int, probability
 from ..nn import masks
 from ..nn.attention import MultiHeadAttention
+from ..nn.attention_call import check_memory
 from .mistakes import MISTAKES
 from .report import DEFAULT_FD_SAMPLES, attention_report
 from .tiled_report import TILED_MISTAKES, tiled_report
@@ -117,7 +118,7 @@ def build_example(args):
         raise UsageError("--fd adds finite differences to the standard check; the tiled check has none (drop one)")
     # Sizes first: nothing is allocated for a check that the memory guard would refuse.
     probe = MultiHeadAttention(args.embed, args.heads, dropout=args.dropout, causal=False, dtype=args.dtype)
-    probe._check_memory(args.batch, args.seq, k_len)
+    check_memory(probe, args.batch, args.seq, k_len)
     attn = MultiHeadAttention(
         args.embed, args.heads, dropout=args.dropout, causal=args.causal, seed=args.seed, dtype=args.dtype,
         block_size=args.block_size,

@@ -58,9 +58,9 @@ import numpy as np
 
 from ..tape import Tape, gradients
 from ..tensor import Tensor
-from . import analytic, masks, tiled
+from . import analytic, attention_call, masks, tiled
 from .attention_chain import STEP_NAMES, attention_chain, attention_core
-from .checks import child_seeds, float_dtype, gradient_array, input_array, overflow_error, positive_int, probability
+from .checks import child_seeds, float_dtype, gradient_array, overflow_error, positive_int, probability
 from .dropout_mask import DropoutMask
 from .linear import Linear
 from .module import Module
@@ -82,21 +82,6 @@ def read_only(array):
     view = np.asarray(array).view()
     view.flags.writeable = False
     return view
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One forward's arguments, checked: what the forward and the scalar trace need."""
-
-    self_attention: bool
-    given: tuple  # (query, key, value) as passed (Tensors keep their connection)
-    arrays: tuple  # the same as numpy arrays of the layer's dtype
-    batch: int
-    q_len: int
-    k_len: int
-    causal_mask: np.ndarray | None = None  # [Tq, Tk]
-    user_mask: np.ndarray | None = None  # [Tq, Tk]
-    total_mask: np.ndarray | None = None  # their sum
 
 
 class NamedGradients(dict):
@@ -228,153 +213,19 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention.max_score_bytes = {value!r}: expected a positive, finite number")
         self._max_score_bytes = value
 
-    # -- checking a call (everything here runs before any state changes)
+    # -- checking a call (microtape/nn/attention_call.py: everything there runs before any state changes)
 
-    def _array_of(self, value, argument):
-        data = input_array(value, argument, "MultiHeadAttention.forward", self.dtype, finite=False)
-        if data.ndim != 3:
-            raise ValueError(f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
-        if data.shape[-1] != self.embed:
-            raise ValueError(
-                f"MultiHeadAttention.forward: {argument} has shape {data.shape}; its last axis must be "
-                f"embed={self.embed}"
-            )
-        if 0 in data.shape:
-            raise ValueError(f"MultiHeadAttention.forward: {argument} has shape {data.shape}; no axis may be empty")
-        return input_array(data, argument, "MultiHeadAttention.forward", self.dtype)  # now the finite check
-
-    def _check_shapes(self, query, key, value):
-        """Types, shapes and values of query/key/value; returns an unfinished :class:`_Call`."""
-        if (key is None) != (value is None):
-            raise ValueError("MultiHeadAttention.forward: give both key and value, or neither (self-attention)")
-        self_attention = key is None or (query is key and key is value)
-        if key is None:
-            key = value = query
-        q_data = self._array_of(query, "query")
-        k_data = q_data if key is query else self._array_of(key, "key")
-        v_data = k_data if value is key else self._array_of(value, "value")
-        if k_data.shape[:2] != v_data.shape[:2]:
-            raise ValueError(
-                f"MultiHeadAttention.forward: key {k_data.shape} and value {v_data.shape} must share B and Tk"
-            )
-        if q_data.shape[0] != k_data.shape[0]:
-            raise ValueError(
-                f"MultiHeadAttention.forward: query has batch {q_data.shape[0]} but key/value have "
-                f"{k_data.shape[0]}; B must match"
-            )
-        batch, q_len, k_len = q_data.shape[0], q_data.shape[1], k_data.shape[1]
-        if self.causal and q_len != k_len:
-            raise ValueError(f"MultiHeadAttention.forward: causal attention needs Tq == Tk, got Tq={q_len}, Tk={k_len}")
-        return _Call(self_attention, (query, key, value), (q_data, k_data, v_data), batch, q_len, k_len)
+    def check_call(self, query, key=None, value=None, mask=None):
+        """Check a forward's arguments exactly as :meth:`forward` does, changing nothing; an ``AttentionCall``."""
+        return attention_call.check_call(self, query, key, value, mask)
 
     def score_bytes(self, batch, q_len, k_len):
         """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
-        values = batch * self.num_heads * q_len * k_len
-        # scores, scaled_scores, weights (+ causal/masked scores, + dropout's
-        # keep and dropped weights), a gradient for each, and the masks.
-        copies = 3 + self.causal + 1 + (2 if self.training and self.dropout > 0 else 0)
-        return 2 * copies * values * np.dtype(self.dtype).itemsize
+        return attention_call.score_bytes(self, batch, q_len, k_len)
 
     def tiled_bytes(self, batch, q_len, k_len):
-        """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile.
-
-        Q, K, V heads and their gradients, O and dO, the row statistics L and
-        D, and one tile's scores, weights, their gradients and dropout mask.
-        """
-        heads, depth, block = batch * self.num_heads, self.head_dim, self.block_size or 1
-        per_head = heads * depth * (2 * (q_len + 2 * k_len) + 2 * q_len) + 2 * heads * q_len
-        tile = 5 * heads * min(block, q_len) * min(block, k_len)
-        return (per_head + tile) * np.dtype(self.dtype).itemsize
-
-    def _check_memory(self, batch, q_len, k_len):
-        if self.block_size is not None:
-            self._check_tiled_memory(batch, q_len, k_len)
-            return
-        needed = self.score_bytes(batch, q_len, k_len)
-        if needed > self.max_score_bytes:
-            values = batch * self.num_heads * q_len * k_len
-            raise MemoryError(
-                f"MultiHeadAttention.forward: refused — the scores hold B·H·Tq·Tk = {batch}·{self.num_heads}·"
-                f"{q_len}·{k_len} = {values:,} values, and the tape keeps several such arrays and their "
-                f"gradients: about {needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of "
-                f"{self.max_score_bytes:,} bytes. Use shorter sequences or a smaller batch, or raise "
-                "attn.max_score_bytes, or use the tiled kernel (block_size=64), whose memory is linear in T."
-            )
-
-    def _check_tiled_memory(self, batch, q_len, k_len):
-        needed = self.tiled_bytes(batch, q_len, k_len)
-        if needed > self.max_score_bytes:
-            raise MemoryError(
-                f"MultiHeadAttention.forward: refused — the tiled core keeps O(B·H·T·D) values (Q, K, V heads, "
-                f"O and their gradients for B·H = {batch}·{self.num_heads}, Tq = {q_len}, Tk = {k_len}, "
-                f"D = {self.head_dim}) plus one {self.block_size}×{self.block_size} tile per head: about "
-                f"{needed:,} bytes ({needed / 2**30:.2f} GiB), over the limit of {self.max_score_bytes:,} bytes. "
-                "Use shorter sequences or a smaller batch, or raise attn.max_score_bytes."
-            )
-
-    def _require_score_memory(self, what, copies):
-        """Refuse to materialise ``copies`` score-sized arrays of the last (tiled) forward over the limit."""
-        last = self._last
-        values = last.batch * self.num_heads * last.nodes["Q_heads"].shape[1] * last.nodes["K_heads"].shape[1]
-        needed = copies * values * np.dtype(self.dtype).itemsize
-        if needed > self.max_score_bytes:
-            raise MemoryError(
-                f"MultiHeadAttention.{what}: refused — the tiled forward kept no score-sized array, and "
-                f"recomputing this one needs {copies} of B·H·Tq·Tk = {values:,} values ({needed:,} bytes), over "
-                f"the limit of {self.max_score_bytes:,} bytes (attn.max_score_bytes)."
-            )
-
-    def _check_mask(self, mask, q_len, k_len):
-        if mask is None:
-            return None
-        where = "MultiHeadAttention.forward"
-        if np.asarray(getattr(mask, "data", mask)).dtype == np.bool_:
-            raise TypeError(
-                f"{where}: mask is boolean, but masks here are additive floats "
-                "(0 = may attend, a large negative number such as -1e9 = suppressed). Convert it with "
-                "microtape.nn.masks.from_bool(allowed) (True = may attend)."
-            )
-        shape = np.shape(getattr(mask, "data", mask))
-        if shape != (q_len, k_len):
-            raise ValueError(f"{where}: mask has shape {shape}; expected [Tq, Tk] = {[q_len, k_len]}")
-        mask = input_array(mask, "mask", where, self.dtype, finite=False)
-        if np.isnan(mask).any() or (mask == np.inf).any():
-            raise ValueError(f"{where}: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
-        return mask
-
-    def _check_rows(self, suppressed):
-        """Refuse a mask (``suppressed``: booleans ``[Tq, Tk]``, causal part included) that hides a whole row."""
-        blocked = np.all(suppressed, axis=-1)
-        if np.any(blocked):
-            row = int(np.flatnonzero(blocked)[0])
-            raise ValueError(
-                f"MultiHeadAttention.forward: query row {row} has no valid key — every entry of mask row "
-                f"{row} (causal mask included) is <= {masks.SUPPRESSED_BELOW:g}. Its softmax would be meaningless; "
-                "leave at least one key allowed in every row."
-            )
-
-    def _with_masks(self, call, mask):
-        """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
-        user_mask = self._check_mask(mask, call.q_len, call.k_len)
-        if self.block_size is not None:
-            # The tiled kernel never builds a [Tq, Tk] causal mask (its tiles make their own); the
-            # diagonal is always allowed, so only a user mask can hide a row.
-            if user_mask is not None:
-                hidden = masks.suppressed(user_mask)
-                self._check_rows(hidden | np.triu(np.ones(hidden.shape, bool), 1) if self.causal else hidden)
-            return _Call(**{**call.__dict__, "user_mask": user_mask})
-        causal = masks.causal_mask(call.q_len, self.dtype) if self.causal else None
-        parts = [part for part in (causal, user_mask) if part is not None]
-        total = None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
-        if total is not None:
-            self._check_rows(masks.suppressed(total))
-        return _Call(**{**call.__dict__, "causal_mask": causal, "user_mask": user_mask, "total_mask": total})
-
-    def check_call(self, query, key=None, value=None, mask=None):
-        """Check a forward's arguments exactly as :meth:`forward` does, changing nothing."""
-        call = self._check_shapes(query, key, value)
-        self._check_memory(call.batch, call.q_len, call.k_len)
-        return self._with_masks(call, mask)
+        """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile."""
+        return attention_call.tiled_bytes(self, batch, q_len, k_len)
 
     def _input_node(self, given, data, role):
         """The Tensor the tape starts from for this input (shares memory; no copy)."""
@@ -459,7 +310,7 @@ class MultiHeadAttention(Module):
         last = self._require_forward(what)
         if not last.tiled:
             return last.nodes["weights"].data
-        self._require_score_memory(what, 2)
+        attention_call.require_score_memory(self, what, 2)
         return tiled.recomputed_weights(last.nodes["context"])
 
     def _keep(self):
@@ -468,7 +319,7 @@ class MultiHeadAttention(Module):
         if last is None or not last.tiled:
             return None if last is None else last.keep
         if last.dropout is not None:
-            self._require_score_memory("dropout_keep", 2)
+            attention_call.require_score_memory(self, "dropout_keep", 2)
         return tiled.recomputed_keep(last.nodes["context"])
 
     @property
@@ -528,7 +379,7 @@ class MultiHeadAttention(Module):
         if not last.tiled:
             return self._last_grad(name, what)
         grad_context = self._last_grad("context", what)
-        self._require_score_memory(what, 5)
+        attention_call.require_score_memory(self, what, 5)
         heads = [last.nodes[step].data for step in ("Q_heads", "K_heads", "V_heads")]
         core = analytic.attention_core_backward(grad_context, *heads, self._weights(what), self._keep())
         return core[name]
@@ -603,7 +454,7 @@ class MultiHeadAttention(Module):
                 grads = self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
             else:
                 if last.tiled:
-                    self._require_score_memory("backward(method='analytic')", 6)
+                    attention_call.require_score_memory(self, "backward(method='analytic')", 6)
                 computed = analytic.attention_backward(grad_output, self.analytic_cache(), last.self_attention, links)
                 grads = NamedGradients({name: computed[name] for name in self.gradient_names()})
         self._check_finite_gradients(grads, method)

@@ -22,6 +22,7 @@ import numpy as np
 from ..scalar_array import ScalarArray
 from ..tape import Tape
 from . import masks
+from .attention_call import check_inputs
 from .attention_chain import HEADS, attention_chain
 
 __all__ = ["ScalarTrace", "trace_scalars", "scalar_op_estimate"]
@@ -62,7 +63,7 @@ def trace_scalars(attn, query, key=None, value=None, mask=None, max_ops=200_000)
     """
     if isinstance(max_ops, bool) or not isinstance(max_ops, numbers.Integral) or max_ops < 1:
         raise ValueError(f"MultiHeadAttention.trace_scalars(max_ops={max_ops!r}): expected a positive integer")
-    call = attn._check_shapes(query, key, value)
+    call = check_inputs(attn, query, key, value)
     estimate = scalar_op_estimate(call.batch, call.q_len, call.k_len, attn.embed)
     if estimate > max_ops:
         raise ValueError(
