@@ -29,12 +29,13 @@ reshape the entries keep the name of the array that computed them).
 
 import numpy as np
 
+from .array_methods import ArrayMethods
 from .scalar import Scalar
 
 __all__ = ["ScalarArray"]
 
 
-class ScalarArray:
+class ScalarArray(ArrayMethods):
     """A numpy object array of :class:`~microtape.Scalar` with Tensor's methods."""
 
     __slots__ = ("items", "_name")
@@ -44,14 +45,8 @@ class ScalarArray:
         self._name = None
         self.name = name
 
-    @property
-    def name(self):
-        return self._name
-
-    @name.setter
-    def name(self, name):
-        """Name the array, and each entry that has no name yet by its position: ``name[i,j]``."""
-        self._name = name
+    def _on_named(self, name):
+        """Naming the array names each entry that has no name yet by its position: ``name[i,j]``."""
         if name:
             for index in np.ndindex(self.items.shape):
                 scalar = self.items[index]
@@ -68,15 +63,14 @@ class ScalarArray:
             items[index] = Scalar(float(array[index]), name=label)
         return cls(items)
 
-    # -- facts
+    # -- facts (ArrayMethods adds shape, ndim, arithmetic, @ and the shape moves)
 
     @property
-    def shape(self):
-        return self.items.shape
+    def _array(self):
+        return self.items
 
-    @property
-    def ndim(self):
-        return self.items.ndim
+    def _wrap(self, items, name=None):
+        return ScalarArray(items, name)
 
     @property
     def data(self):
@@ -87,38 +81,6 @@ class ScalarArray:
     def grad(self):
         """The gradients as a float64 numpy array (0 where none arrived)."""
         return _values(self.items, "grad")
-
-    def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
-
-    def __repr__(self):
-        return f"ScalarArray({np.array2string(self.data, precision=4)})"
-
-    # -- arithmetic: numpy's object arrays call the Scalars' operators
-
-    def __add__(self, other):
-        return ScalarArray(self.items + _items(other))
-
-    def __radd__(self, other):
-        return ScalarArray(_items(other) + self.items)
-
-    def __sub__(self, other):
-        return ScalarArray(self.items - _items(other))
-
-    def __mul__(self, other):
-        return ScalarArray(self.items * _items(other))
-
-    def __rmul__(self, other):
-        return ScalarArray(_items(other) * self.items)
-
-    def __truediv__(self, other):
-        return ScalarArray(self.items / _items(other))
-
-    def __matmul__(self, other):
-        return ScalarArray(np.matmul(self.items, _items(other)))
-
-    def matmul(self, other, name=None):
-        return ScalarArray(np.matmul(self.items, _items(other)), name)
 
     def exp(self, name=None):
         return ScalarArray(_exp(self.items), name)
@@ -152,23 +114,6 @@ class ScalarArray:
         exps = shifted.exp()
         return ScalarArray((exps / exps.sum(axis=axis, keepdims=True)).items, name)
 
-    # -- shape: pure rearrangements, nothing recorded
-
-    def reshape(self, *shape, name=None):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return ScalarArray(self.items.reshape(shape))
-
-    def transpose(self, *axes, name=None):
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return ScalarArray(self.items.transpose(axes or None))
-
-    def swapaxes(self, axis1, axis2, name=None):
-        return ScalarArray(self.items.swapaxes(axis1, axis2))
-
-    @property
-    def T(self):
-        return ScalarArray(self.items.T)
-
     def backward(self, grad=None):
         """Backpropagate ``sum(grad * self)`` (``grad`` defaults to ones)."""
         grad = np.ones(self.shape) if grad is None else np.asarray(grad, dtype=np.float64)
@@ -176,10 +121,6 @@ class ScalarArray:
             raise ValueError(f"ScalarArray.backward(grad): grad has shape {grad.shape}, expected {self.shape}")
         total = np.sum(self.items * grad.astype(object))
         total.backward()
-
-
-def _items(value):
-    return value.items if isinstance(value, ScalarArray) else value
 
 
 _exp = np.frompyfunc(lambda s: s.exp(), 1, 1)

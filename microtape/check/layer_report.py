@@ -48,12 +48,12 @@ from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
 from .mistakes import ALIASES, MISTAKES, mistake_links
 from .report import DEFAULT_FD_SAMPLES, EPS, attention_report
-from .rows import GradientReport, add_finite_differences, default_tolerance, inherits_from, make_row
+from .rows import ConfiguredReport, add_finite_differences, default_tolerance, inherits_from, make_row
 
 __all__ = ["LayerReport", "layer_report", "places"]
 
 
-class LayerReport(GradientReport):
+class LayerReport(ConfiguredReport):
     """The row-by-row check of one layer's backward (see :func:`layer_report`).
 
     Besides the :class:`~microtape.check.rows.GradientReport` API (``ok``,
@@ -62,19 +62,9 @@ class LayerReport(GradientReport):
     (``"where.name"`` of each injected mistake).
     """
 
-    def __init__(self, rows, *, title, config, grad_output, mistakes, **kwargs):
+    def __init__(self, rows, *, title, **kwargs):
         super().__init__(rows, **kwargs)
         self.title = title
-        self.config = config
-        self.grad_output = grad_output
-        self.mistakes = tuple(mistakes)
-
-    def to_dict(self):
-        """Everything the table shows, plus the configuration and the mistakes, as plain data."""
-        data = super().to_dict()
-        data["config"] = dict(self.config)
-        data["mistakes"] = list(self.mistakes)
-        return data
 
 
 # ---------------------------------------------------------------- places and mistakes

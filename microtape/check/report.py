@@ -41,7 +41,7 @@ from ..nn.attention import MultiHeadAttention
 from ..nn.checks import gradient_array
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .rows import GradientReport, add_finite_differences, default_tolerance, inherits_from, make_row
+from .rows import ConfiguredReport, add_finite_differences, default_tolerance, inherits_from, make_row
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
@@ -133,7 +133,7 @@ ROW_NOTES = {
 }
 
 
-class AttentionReport(GradientReport):
+class AttentionReport(ConfiguredReport):
     """The step-by-step check of one attention backward (see :func:`attention_report`).
 
     Besides the :class:`~microtape.check.rows.GradientReport` API (``ok``,
@@ -143,18 +143,6 @@ class AttentionReport(GradientReport):
     """
 
     title = "Attention backward check: hand-derived formulas against the tape"
-
-    def __init__(self, rows, *, config, grad_output, mistakes, **kwargs):
-        super().__init__(rows, **kwargs)
-        self.config = config
-        self.grad_output = grad_output
-        self.mistakes = tuple(mistakes)
-
-    def to_dict(self):
-        data = super().to_dict()
-        data["config"] = dict(self.config)
-        data["mistakes"] = list(self.mistakes)
-        return data
 
 
 # ---------------------------------------------------------------- arguments

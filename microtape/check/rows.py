@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Row", "GradientReport", "make_row", "default_tolerance", "inherits_from", "add_finite_differences"]
+__all__ = [
+    "Row",
+    "GradientReport",
+    "ConfiguredReport",
+    "make_row",
+    "default_tolerance",
+    "inherits_from",
+    "add_finite_differences",
+]
 
 #: The default tolerance per dtype: float64 checks are exact to rounding;
 #: float32 keeps about 7 digits, and a backward chain loses a few of them.
@@ -369,3 +377,21 @@ class GradientReport:
 
 def _css_align(align):
     return "right" if align == ">" else "left"
+
+
+class ConfiguredReport(GradientReport):
+    """A report of one run of a layer: also keeps ``config`` (sizes and options), ``grad_output``
+    (the upstream gradient used) and ``mistakes`` (names of injected teaching mistakes, if any)."""
+
+    def __init__(self, rows, *, config, grad_output, mistakes, **kwargs):
+        super().__init__(rows, **kwargs)
+        self.config = config
+        self.grad_output = grad_output
+        self.mistakes = tuple(mistakes)
+
+    def to_dict(self):
+        """Everything the table shows, plus the configuration and the mistakes, as plain data."""
+        data = super().to_dict()
+        data["config"] = dict(self.config)
+        data["mistakes"] = list(self.mistakes)
+        return data

@@ -45,7 +45,7 @@ from ..nn import tiled
 from ..nn.attention import MultiHeadAttention
 from ..nn.checks import gradient_array
 from .report import CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW
-from .rows import GradientReport, default_tolerance, inherits_from, make_row
+from .rows import ConfiguredReport, default_tolerance, inherits_from, make_row
 
 __all__ = ["TiledReport", "TiledMistake", "TILED_MISTAKES", "tiled_report", "MAX_TILES"]
 
@@ -144,7 +144,7 @@ QUANTITIES = {
 TOTALS = [("dV", "V_heads"), ("dK", "K_heads"), ("dQ", "Q_heads")]
 
 
-class TiledReport(GradientReport):
+class TiledReport(ConfiguredReport):
     """The tile-by-tile check of one tiled forward and backward (see :func:`tiled_report`).
 
     Besides the :class:`~microtape.check.rows.GradientReport` API it keeps
@@ -155,12 +155,9 @@ class TiledReport(GradientReport):
 
     title = "Tiled attention check: FlashAttention-2, tile by tile, against the standard chain"
 
-    def __init__(self, rows, *, schedule, config, mistakes, grad_output, tiled, standard, **kwargs):
+    def __init__(self, rows, *, schedule, tiled, standard, **kwargs):
         super().__init__(rows, **kwargs)
         self.schedule = schedule
-        self.config = config
-        self.mistakes = tuple(mistakes)
-        self.grad_output = grad_output
         self.tiled = tiled
         self.standard = standard
 
@@ -174,8 +171,6 @@ class TiledReport(GradientReport):
 
     def to_dict(self):
         data = super().to_dict()
-        data["config"] = dict(self.config)
-        data["mistakes"] = list(self.mistakes)
         data["schedule"] = str(self.schedule)
         return data
 

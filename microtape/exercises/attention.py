@@ -9,8 +9,8 @@ import numpy as np
 
 from ..check import mistakes as wrong
 from ..nn import analytic
-from . import core, trials
-from .registry import Exercise, Mistake, Output, register
+from . import core
+from .registry import Exercise, Mistake, register
 
 __all__ = ["attention_backward"]
 
@@ -64,18 +64,7 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, q_len, k_len, depth = case["shape"]
-    lead = () if batch is None else (batch,)
-    q = rng.standard_normal(lead + (q_len, depth))
-    k = rng.standard_normal(lead + (k_len, depth))
-    if case.get("large"):
-        k = trials.shift_keys(rng, q, k, trials.LARGE)
-    return {
-        "q": q,
-        "k": k,
-        "v": rng.standard_normal(lead + (k_len, depth)),
-        "grad_c": rng.standard_normal(lead + (q_len, depth)),
-    }
+    return core.draw_attention(rng, case)
 
 
 def tape_gradients(inputs):
@@ -128,14 +117,6 @@ def _with_mistake(mistake, q, k, v, grad_c):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _variant(mistake):
-    def variant(q, k, v, grad_c):
-        return _with_mistake(mistake, q, k, v, grad_c)
-
-    variant.__name__ = variant.__qualname__ = f"_{mistake}"
-    return variant
-
-
 register(
     Exercise(
         name="attention_backward",
@@ -143,11 +124,7 @@ register(
         stub=attention_backward,
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
-        outputs=(
-            Output("grad_q", "q", aliases=("dQ",)),
-            Output("grad_k", "k", aliases=("dK",)),
-            Output("grad_v", "v", aliases=("dV",)),
-        ),
+        outputs=core.GRADIENT_OUTPUTS,
         visible=VISIBLE,
         hidden=HIDDEN,
         mistakes=(
@@ -156,48 +133,48 @@ register(
                 "missing_scale",
                 "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
                 "so the chain rule scales their gradients too: dQ = dS K / √d, dK = dSᵀ Q / √d.",
-                _variant("no_backward_scale"),
+                core.variant(_with_mistake, "no_backward_scale"),
             ),
             Mistake(
                 "no_forward_scale",
                 "missing_scale",
                 "your P is softmax(Q Kᵀ), without the 1/√d: recompute the forward as in the prompt, "
                 "P = softmax(Q Kᵀ / √d). The backward's 1/√d you already have.",
-                _variant("no_forward_scale"),
+                core.variant(_with_mistake, "no_forward_scale"),
             ),
             Mistake(
                 "no_scale_anywhere",
                 "missing_scale",
                 "your answer is the gradient of attention *without* the 1/√d: recompute "
                 "P = softmax(Q Kᵀ / √d) in the forward, and divide dQ and dK by √d in the backward.",
-                _variant("no_scale_anywhere"),
+                core.variant(_with_mistake, "no_scale_anywhere"),
             ),
             Mistake(
                 "no_rowsum",
                 "missing_rowsum",
                 "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)), with the sum over each row (axis=-1, keepdims=True).",
-                _variant("no_rowsum"),
+                core.variant(_with_mistake, "no_rowsum"),
             ),
             Mistake(
                 "rowsum_wrong_axis",
                 "wrong_axis",
                 "your softmax backward sums down the columns (axis=-2). Each row of P is one "
                 "softmax over the keys, so rowsum(dP ⊙ P) runs over axis=-1.",
-                _variant("rowsum_wrong_axis"),
+                core.variant(_with_mistake, "rowsum_wrong_axis"),
             ),
             Mistake(
                 "grad_v_not_transposed",
                 "transposed",
                 "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC (shape [Tk, D], like V).",
-                _variant("grad_v_not_transposed"),
+                core.variant(_with_mistake, "grad_v_not_transposed"),
             ),
             Mistake(
                 "grad_k_not_transposed",
                 "transposed",
                 "your dK is dS Q / √d. K enters the scores transposed (S = Q Kᵀ / √d), so "
                 "dK = dSᵀ Q / √d (shape [Tk, D], like K).",
-                _variant("grad_k_not_transposed"),
+                core.variant(_with_mistake, "grad_k_not_transposed"),
             ),
             Mistake(
                 "softmax_skipped",
@@ -205,14 +182,14 @@ register(
                 "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
                 "without passing through the softmax. Apply the softmax backward first: "
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)).",
-                _variant("softmax_skipped"),
+                core.variant(_with_mistake, "softmax_skipped"),
             ),
             Mistake(
                 "exp_not_stabilised",
                 "unstable_exp",
                 "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
                 "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
-                _variant("exp_not_stabilised"),
+                core.variant(_with_mistake, "exp_not_stabilised"),
             ),
         ),
     )

@@ -11,7 +11,7 @@ import numpy as np
 from ..check import mistakes as wrong
 from ..nn import analytic
 from . import core, trials
-from .registry import Exercise, Mistake, Output, register
+from .registry import Exercise, Mistake, register
 
 __all__ = ["attention_dropout_backward"]
 
@@ -66,20 +66,11 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, q_len, k_len, depth = case["shape"]
-    lead = () if batch is None else (batch,)
-    q = rng.standard_normal(lead + (q_len, depth))
-    k = rng.standard_normal(lead + (k_len, depth))
-    if case.get("large"):
-        k = trials.shift_keys(rng, q, k, trials.LARGE)
-    return {
-        "q": q,
-        "k": k,
-        "v": rng.standard_normal(lead + (k_len, depth)),
-        "mask": trials.dropout_mask(rng, lead + (q_len, k_len), case["p"]),
-        "p": case["p"],
-        "grad_c": rng.standard_normal(lead + (q_len, depth)),
-    }
+    inputs = core.draw_attention(rng, case)
+    lead, (q_len, k_len) = inputs["q"].shape[:-2], (inputs["q"].shape[-2], inputs["k"].shape[-2])
+    inputs["mask"] = trials.dropout_mask(rng, lead + (q_len, k_len), case["p"])
+    inputs["p"] = case["p"]
+    return inputs
 
 
 def tape_gradients(inputs):
@@ -130,14 +121,6 @@ def _t(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _variant(mistake):
-    def variant(q, k, v, mask, p, grad_c):
-        return _with_mistake(mistake, q, k, v, mask, p, grad_c)
-
-    variant.__name__ = variant.__qualname__ = f"_{mistake}"
-    return variant
-
-
 register(
     Exercise(
         name="attention_dropout_backward",
@@ -145,11 +128,7 @@ register(
         stub=attention_dropout_backward,
         make_inputs=make_inputs,
         tape_gradients=tape_gradients,
-        outputs=(
-            Output("grad_q", "q", aliases=("dQ",)),
-            Output("grad_k", "k", aliases=("dK",)),
-            Output("grad_v", "v", aliases=("dV",)),
-        ),
+        outputs=core.GRADIENT_OUTPUTS,
         visible=VISIBLE,
         hidden=HIDDEN,
         mistakes=(
@@ -157,42 +136,42 @@ register(
                 "grad_v_without_dropout",
                 "dropout_misplaced",
                 "your dV is Pᵀ dC, with the weights before dropout. V met the dropped weights, C = P̃ V, so dV = P̃ᵀ dC.",
-                _variant("grad_v_without_dropout"),
+                core.variant(_with_mistake, "grad_v_without_dropout"),
             ),
             Mistake(
                 "grad_p_without_dropout",
                 "dropout_misplaced",
                 "your dP is dC Vᵀ: that is dP̃, the gradient of the *dropped* weights. Dropout multiplied "
                 "P by keep, so dP = (dC Vᵀ) ⊙ keep before the softmax backward.",
-                _variant("grad_p_without_dropout"),
+                core.variant(_with_mistake, "grad_p_without_dropout"),
             ),
             Mistake(
                 "dropout_scale_missing",
                 "dropout_scale_missing",
                 "your keep is the mask without 1/(1 − p). Inverted dropout scales the kept weights: "
                 "keep = mask / (1 − p), in P̃ (and so in dV) and in dP = (dC Vᵀ) ⊙ keep.",
-                _variant("dropout_scale_missing"),
+                core.variant(_with_mistake, "dropout_scale_missing"),
             ),
             Mistake(
                 "rowsum_with_dropped_weights",
                 "dropout_misplaced",
                 "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
                 "after it), so dS = P ⊙ (dP − rowsum(dP ⊙ P)) with the undropped P.",
-                _variant("rowsum_with_dropped_weights"),
+                core.variant(_with_mistake, "rowsum_with_dropped_weights"),
             ),
             Mistake(
                 "dropout_after_softmax_backward",
                 "dropout_misplaced",
                 "your keep multiplies dS, after the softmax backward. Undo the steps in reverse order: "
                 "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
-                _variant("dropout_after_softmax_backward"),
+                core.variant(_with_mistake, "dropout_after_softmax_backward"),
             ),
             Mistake(
                 "exp_not_stabilised",
                 "unstable_exp",
                 "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
                 "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
-                _variant("exp_not_stabilised"),
+                core.variant(_with_mistake, "exp_not_stabilised"),
             ),
         ),
     )

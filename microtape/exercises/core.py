@@ -21,8 +21,47 @@ from ..nn.attention_chain import attention_core
 from ..plain import Plain
 from ..tape import Tape, gradients
 from ..tensor import Tensor
+from . import trials
+from .registry import Output
 
-__all__ = ["taped", "weights_of", "unstable_weights", "by_hand", "scale_of"]
+#: What the attention exercises return: dQ, dK, dV, shaped like q, k, v.
+GRADIENT_OUTPUTS = (
+    Output("grad_q", "q", aliases=("dQ",)),
+    Output("grad_k", "k", aliases=("dK",)),
+    Output("grad_v", "v", aliases=("dV",)),
+)
+
+__all__ = [
+    "draw_attention",
+    "taped",
+    "weights_of",
+    "unstable_weights",
+    "by_hand",
+    "scale_of",
+    "variant",
+    "GRADIENT_OUTPUTS",
+]
+
+
+def draw_attention(rng, case):
+    """One trial's ``q, k, v, grad_c`` for ``case["shape"] = (N or None, Tq, Tk, D)``.
+
+    ``case["large"]`` shifts the keys so that each row of scores moves by up to
+    ±1000 (see :func:`microtape.exercises.trials.shift_keys`): the softmax is
+    unchanged, an unstabilised ``exp`` overflows.
+    """
+    batch, q_len, k_len, depth = case["shape"]
+    lead = () if batch is None else (batch,)
+    q = rng.standard_normal(lead + (q_len, depth))
+    k = rng.standard_normal(lead + (k_len, depth))
+    if case.get("large"):
+        k = trials.shift_keys(rng, q, k, trials.LARGE)
+    return {
+        "q": q,
+        "k": k,
+        "v": rng.standard_normal(lead + (k_len, depth)),
+        "grad_c": rng.standard_normal(lead + (q_len, depth)),
+    }
 
 
 def scale_of(q):
@@ -64,3 +103,17 @@ def by_hand(q, k, v, grad_c, weights, keep=None, links=None):
         grads = analytic.attention_core_backward(grad_c, q, k, v, weights, keep, links)
         used = weights if keep is None else weights * keep
     return {"context": used @ v, "grad_q": grads["Q_heads"], "grad_k": grads["K_heads"], "grad_v": grads["V_heads"]}
+
+
+def variant(with_mistake, mistake):
+    """The known mistake ``mistake`` as a function of the exercise's own arguments (as the registry lists it).
+
+    ``with_mistake(mistake, *args)`` is the exercise's chain with that one
+    thing wrong; it refuses any other name, so no variant is the right answer.
+    """
+
+    def run(*args):
+        return with_mistake(mistake, *args)
+
+    run.__name__ = run.__qualname__ = f"_{mistake}"
+    return run

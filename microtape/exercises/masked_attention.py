@@ -63,19 +63,10 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, q_len, k_len, depth = case["shape"]
-    lead = () if batch is None else (batch,)
-    q = rng.standard_normal(lead + (q_len, depth))
-    k = rng.standard_normal(lead + (k_len, depth))
-    if case.get("large"):
-        k = trials.shift_keys(rng, q, k, trials.LARGE)
-    return {
-        "q": q,
-        "k": k,
-        "v": rng.standard_normal(lead + (k_len, depth)),
-        "mask": trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"]),
-        "grad_c": rng.standard_normal(lead + (q_len, depth)),
-    }
+    inputs = core.draw_attention(rng, case)
+    q_len, k_len = inputs["q"].shape[-2], inputs["k"].shape[-2]
+    inputs["mask"] = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
+    return inputs
 
 
 def tape_gradients(inputs):
@@ -131,14 +122,6 @@ def _with_mistake(mistake, q, k, v, mask, grad_c):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _variant(mistake):
-    def variant(q, k, v, mask, grad_c):
-        return _with_mistake(mistake, q, k, v, mask, grad_c)
-
-    variant.__name__ = variant.__qualname__ = f"_{mistake}"
-    return variant
-
-
 register(
     Exercise(
         name="masked_attention",
@@ -148,9 +131,7 @@ register(
         tape_gradients=tape_gradients,
         outputs=(
             Output("context", "grad_c", aliases=("C",)),
-            Output("grad_q", "q", aliases=("dQ",)),
-            Output("grad_k", "k", aliases=("dK",)),
-            Output("grad_v", "v", aliases=("dV",)),
+            *core.GRADIENT_OUTPUTS,
         ),
         visible=VISIBLE,
         hidden=HIDDEN,
@@ -160,7 +141,7 @@ register(
                 "mask_not_applied",
                 "your P is softmax(Q Kᵀ / √d) without the mask, so queries look at keys they may not "
                 "(the future, or padding). Add the mask to the scaled scores before the softmax.",
-                _variant("mask_ignored"),
+                core.variant(_with_mistake, "mask_ignored"),
             ),
             Mistake(
                 "mask_after_softmax",
@@ -168,35 +149,35 @@ register(
                 "your P is the unmasked softmax with the masked weights zeroed afterwards, so its rows no "
                 "longer sum to 1. Add the mask *before* the softmax: softmax(S + M) renormalises over "
                 "the allowed keys.",
-                _variant("mask_after_softmax"),
+                core.variant(_with_mistake, "mask_after_softmax"),
             ),
             Mistake(
                 "masked_scores_set_to_zero",
                 "mask_as_zero",
                 "your masked scores are set to 0 — but exp(0) = 1, so the masked keys still get weight. "
                 "The mask is *added*: S + M, where exp(score − 1e9) is 0.",
-                _variant("masked_scores_set_to_zero"),
+                core.variant(_with_mistake, "masked_scores_set_to_zero"),
             ),
             Mistake(
                 "mask_transposed",
                 "transposed",
                 "your mask is transposed: mask[i, j] is about query i (row) and key j (column), so add "
                 "it as it is — a transposed causal mask lets each query see the future, not the past.",
-                _variant("mask_transposed"),
+                core.variant(_with_mistake, "mask_transposed"),
             ),
             Mistake(
                 "no_rowsum",
                 "missing_rowsum",
                 "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)); the mask, a constant, changes nothing in it.",
-                _variant("no_rowsum"),
+                core.variant(_with_mistake, "no_rowsum"),
             ),
             Mistake(
                 "exp_not_stabilised",
                 "unstable_exp",
                 "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
                 "Subtract each row's maximum of S + M before exp: the softmax does not change.",
-                _variant("exp_not_stabilised"),
+                core.variant(_with_mistake, "exp_not_stabilised"),
             ),
         ),
     )

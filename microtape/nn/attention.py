@@ -63,7 +63,7 @@ from .attention_chain import STEP_NAMES, attention_chain, attention_core
 from .checks import child_seeds, float_dtype, gradient_array, overflow_error, positive_int, probability
 from .dropout_mask import DropoutMask
 from .linear import Linear
-from .module import Module
+from .module import RecordedLayer
 
 __all__ = ["MultiHeadAttention", "NamedGradients", "DEFAULT_SCORE_MEMORY_LIMIT", "ROLES", "read_only"]
 
@@ -117,7 +117,7 @@ class _Forward:
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
 
 
-class MultiHeadAttention(Module):
+class MultiHeadAttention(RecordedLayer):
     """Multi-head attention with the seed library's contract.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
@@ -168,7 +168,6 @@ class MultiHeadAttention(Module):
         # Dropout masks are a hash of (this key, the forward's number, the position).
         self._dropout_key = int(seeds[-1].generate_state(1, np.uint64)[0])
         self._dropout_calls = 0  # forwards that drew a dropout mask (advanced only on success)
-        self._last = None
 
     def __repr__(self):
         tiles = "" if self.block_size is None else f", block_size={self.block_size}"
@@ -285,22 +284,7 @@ class MultiHeadAttention(Module):
             self._dropout_calls += 1  # only now: a failed forward leaves the next mask as it was
         return output
 
-    # -- what the last forward left (read-only)
-
-    def _require_forward(self, what):
-        if self._last is None:
-            raise RuntimeError(f"MultiHeadAttention.{what}: call forward() first")
-        return self._last
-
-    @property
-    def tape(self):
-        """The :class:`~microtape.Tape` of the last forward (None before the first)."""
-        return None if self._last is None else self._last.tape
-
-    @property
-    def last_output(self):
-        """The output node of the last forward (None before the first)."""
-        return None if self._last is None else self._last.output
+    # -- what the last forward left (read-only; ``tape`` and ``last_output`` come from RecordedLayer)
 
     def _per_head(self, array):
         return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
@@ -471,15 +455,9 @@ class MultiHeadAttention(Module):
         """
         grads = self.named_gradients(grad_output, method)
         last = self._last
-        # Only now, with every gradient computed and finite, change state.
-        if grads.reverse_pass is not None:
-            grads.reverse_pass.accumulate()
-        else:
-            for name, tensor in self.named_parameters():
-                _accumulate(tensor, grads[name])
-            for node, _ in _distinct_inputs(last):
-                _accumulate(node, grads["x"] if last.self_attention else _role_sum(last, node, grads))
-        last.grads = grads
+        inputs = [(node, grads["x"] if last.self_attention else _role_sum(last, node, grads))
+                  for node, _ in _distinct_inputs(last)]  # fmt: skip
+        self._commit_backward(grads, inputs)
         return np.array(grads["x"] if last.self_attention else grads["query"])
 
     def _named_tape_gradients(self, result):
@@ -564,10 +542,6 @@ def _role_sum(last, node, grads):
     for role in roles[1:]:
         total = total + grads[role]
     return total
-
-
-def _accumulate(node, grad):
-    node.grad = np.array(grad) if node.grad is None else node.grad + grad
 
 
 def _block_size(value, what):

@@ -33,7 +33,7 @@ from ..tensor import Tensor
 # attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
 from .attention import NamedGradients, read_only
 from .checks import gradient_array, input_array, overflow_error
-from .module import Module
+from .module import RecordedLayer
 
 __all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
 
@@ -77,32 +77,13 @@ class LastForward:
     grads: dict = field(default_factory=dict)  # the named gradients of the last backward
 
 
-class CheckedLayer(Module):
+class CheckedLayer(RecordedLayer):
     """The shared machinery of a layer with a taped and a hand-derived backward (see the module doc)."""
 
     #: The forward's inputs, in order; the first is the one ``backward`` returns the gradient of.
     input_roles = ("x",)
 
-    def __init__(self):
-        super().__init__()
-        self._last = None
-
     # -- the last forward
-
-    def _require_forward(self, what):
-        if self._last is None:
-            raise RuntimeError(f"{type(self).__name__}.{what}: call forward() first")
-        return self._last
-
-    @property
-    def tape(self):
-        """The :class:`~microtape.Tape` of the last forward (None before the first)."""
-        return None if self._last is None else self._last.tape
-
-    @property
-    def last_output(self):
-        """The output node of the last forward (None before the first)."""
-        return None if self._last is None else self._last.output
 
     @property
     def last_gradients(self):
@@ -217,15 +198,7 @@ class CheckedLayer(Module):
         when it fails (a bad argument, an overflow).
         """
         grads = self._gradients(grad_output, method, None, complete=False)
-        last = self._last
-        if grads.reverse_pass is not None:
-            grads.reverse_pass.accumulate()
-        else:
-            for name, tensor in self.named_parameters():
-                _accumulate(tensor, grads[name])
-            for role, node in last.inputs.items():
-                _accumulate(node, grads[role])
-        last.grads = grads
+        self._commit_backward(grads, [(node, grads[role]) for role, node in self._last.inputs.items()])
         return np.array(grads[self.input_roles[0]])
 
     def _check_finite_gradients(self, grads, method):
@@ -252,10 +225,6 @@ class CheckedLayer(Module):
         an intermediate. Returns the output array.
         """
         raise NotImplementedError
-
-
-def _accumulate(node, grad):
-    node.grad = np.array(grad) if node.grad is None else node.grad + grad
 
 
 # What a forward changes in a (sub-)layer besides its output: its last forward,

@@ -18,7 +18,7 @@ from ..tape import Tape
 from ..tensor import Tensor
 from . import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
-from .module import Module
+from .module import Module, _add_to_grad
 
 __all__ = ["Linear", "linear", "linear_steps"]
 
@@ -122,11 +122,7 @@ class Linear(Module):
                     f"Linear.backward: {what} overflowed {self.dtype.name} (grad_output or x too large); "
                     "nothing was changed"
                 )
-        _accumulate(self.weight, grad_weight)
+        _add_to_grad(self.weight, grad_weight)
         if self.bias is not None:
-            _accumulate(self.bias, grad_bias)
+            _add_to_grad(self.bias, grad_bias)
         return grad_x
-
-
-def _accumulate(tensor, grad):
-    tensor.grad = grad if tensor.grad is None else tensor.grad + grad

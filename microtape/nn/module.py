@@ -26,10 +26,12 @@ module's :meth:`scope` tags the operations it runs with its attribute name,
 so graphs draw one box per module.
 """
 
+import numpy as np
+
 from ..tape import module_scope
 from ..tensor import Tensor
 
-__all__ = ["Module"]
+__all__ = ["Module", "RecordedLayer"]
 
 
 class Module:
@@ -138,3 +140,53 @@ class Module:
 def _join(prefix, name):
     # Either part may be empty: the outermost module's path, a module's own entry in named_modules().
     return f"{prefix}.{name}" if prefix and name else prefix or name
+
+
+class RecordedLayer(Module):
+    """A module whose forward keeps what it recorded: its tape and output, until the next forward.
+
+    Subclasses store one record of the last forward in ``self._last`` (with
+    ``tape`` and ``output`` fields); this class gives them the same ways to
+    read it back, and the same error before the first forward.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._last = None
+
+    def _require_forward(self, what):
+        if self._last is None:
+            raise RuntimeError(f"{type(self).__name__}.{what}: call forward() first")
+        return self._last
+
+    @property
+    def tape(self):
+        """The :class:`~microtape.Tape` of the last forward (None before the first)."""
+        return None if self._last is None else self._last.tape
+
+    @property
+    def last_output(self):
+        """The output node of the last forward (None before the first)."""
+        return None if self._last is None else self._last.output
+
+    def _commit_backward(self, grads, input_grads):
+        """A backward's one change of state, once every gradient is computed and finite.
+
+        By the tape route, the reverse pass is added into ``.grad`` (every node
+        on the path, as ``backward()`` does); by the analytic route, the
+        parameters' gradients and ``input_grads`` (``[(input node, gradient)]``).
+        The named gradients become the last backward's.
+        """
+        if grads.reverse_pass is not None:
+            grads.reverse_pass.accumulate()
+        else:
+            for name, tensor in self.named_parameters():
+                _add_to_grad(tensor, grads[name])
+            for node, grad in input_grads:
+                _add_to_grad(node, grad)
+        self._last.grads = grads
+
+
+def _add_to_grad(node, grad):
+    """``node.grad += grad`` (a first gradient gets memory of its own)."""
+    node.grad = np.array(grad) if node.grad is None else node.grad + grad
