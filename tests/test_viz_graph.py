@@ -695,7 +695,8 @@ def test_scalar_trace_names_nodes_by_position_and_folds_repeated_constants():
     _, trace = scalar_trace(causal=True)
     source = graph(trace, detail="full").source
     names = [label(a).split(" ")[0] for a in nodes(source).values()]
-    for name in ("scores[0,1,2]", "scaled_scores[1,2,0]", "weights[1,2,2]", "context[0,2,1]", "Q[0,1,3]"):
+    # The core's numbers by head, query and key (or head, query and feature); the rest by position.
+    for name in ("scores[h0,q1,k2]", "scaled_scores[h1,q2,k0]", "weights[h1,q2,k2]", "context[h0,q2,d1]", "Q[0,1,3]"):
         assert name in names, name
     assert not any(n.startswith("%") and "score" in n for n in names)
     # The causal mask's -1e9 entries: one box per head (not one per masked cell), saying how often it is used.

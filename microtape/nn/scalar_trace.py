@@ -15,6 +15,7 @@ number belongs to one head.
 """
 
 import numbers
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,7 +101,30 @@ def trace_scalars(attn, query, key=None, value=None, mask=None, max_ops=200_000)
             query_s, key_s, value_s, params, attn.num_heads, causal_mask, call.user_mask, keep, record=record
         )
     _tag_heads(tape, [record[name] for name in HEADS], attn.num_heads, call.batch)
+    _name_by_head(tape, attn.num_heads, call.batch)
     return ScalarTrace(tape, output, inputs, params)
+
+
+#: The attention core's steps, laid out [B·H, Tq, Tk] (scores …) or [B·H, Tq, D] (context).
+_PER_HEAD = re.compile(r"^(scores|scaled_scores|causal_scores|masked_scores|weights|dropped_weights|context)"
+                       r"\[(\d+),(\d+),(\d+)\]$")  # fmt: skip
+
+
+def _name_by_head(tape, num_heads, batch):
+    """``scores[5,1,2]`` (row 5 of B·H) becomes ``scores[h1,q1,k2]`` — or ``[b1,h1,q1,k2]`` for a batch.
+
+    The core's arrays stack batch and heads on their first axis; a student
+    reads a score by head, query and key.
+    """
+    for node in tape.nodes:
+        match = _PER_HEAD.match(node.name or "")
+        if match is None:
+            continue
+        step, row, i, j = match.group(1), int(match.group(2)), match.group(3), match.group(4)
+        b, h = divmod(row, num_heads)
+        last = "d" if step == "context" else "k"
+        where = f"h{h},q{i},{last}{j}" if batch == 1 else f"b{b},h{h},q{i},{last}{j}"
+        node.name = f"{step}[{where}]"
 
 
 def _tag_heads(tape, heads, num_heads, batch):
