@@ -763,3 +763,25 @@ def test_tensor_input_of_another_dtype_stays_connected():
     assert x.grad is not None, "the float32 input received no gradient: the cast cut it off the graph"
     expected = attn.backward(upstream, method="analytic")
     np.testing.assert_allclose(x.grad, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "cross"),
+    [({}, False), ({"causal": True, "dropout": 0.3}, False), ({}, True), ({"block_size": 2, "causal": True}, False)],
+)
+def test_both_routes_give_the_same_named_gradients(kwargs, cross):
+    """last_gradients has exactly the same keys by the tape and by hand (no route-only rows like xW^T)."""
+    attn = mt.nn.MultiHeadAttention(8, 2, seed=0, **kwargs)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 8))
+    args = (x, rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 4, 8))) if cross else (x,)
+    attn(*args)
+    upstream = rng.standard_normal((2, 4, 8))
+    attn.backward(upstream, method="tape")
+    taped = attn.last_gradients
+    attn.backward(upstream, method="analytic")
+    by_hand = attn.last_gradients
+    assert set(taped) == set(by_hand) == set(attn.gradient_names())
+    assert not any("xW^T" in name or name.endswith("^T") for name in taped)
+    for name in taped:
+        np.testing.assert_allclose(taped[name], by_hand[name], rtol=1e-10, atol=1e-12, err_msg=name)
