@@ -103,3 +103,34 @@ def test_console_script_is_the_same_program():
         pytest.skip("microtape is not pip-installed in this interpreter (make test installs it)")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "exercises" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["demo", "--out", "FILE"], "--out"),
+        (["demo", "--out", "/proc/microtape-cannot-write-here"], "demo"),
+        (["graph", "--step", "99999"], "step"),
+        (["graph", "--step", "-1"], "--step"),
+        (["graph", "--seq", "0"], "--seq"),
+        (["graph", "--seq", "100000"], "--seq"),
+        (["heatmap", "--seq", "0"], "--seq"),
+        (["graph", "picture.txt"], "file"),
+        (["heatmap", "picture.dot"], "file"),
+        (["check", "--seed", "-1"], "--seed"),
+        (["check", "--embed", "100000", "--heads", "1"], "embed"),
+        (["train", "--steps", "0"], "--steps"),
+    ],
+)
+def test_a_bad_option_is_one_line_and_exit_2(argv, named, tmp_path):
+    """Every bad option or path: one line on stderr naming it, exit 2 (1 means a check failed), no traceback."""
+    existing = tmp_path / "existing.txt"
+    existing.write_text("a file, not a folder")
+    argv = [str(existing) if a == "FILE" else a for a in argv]
+    done = microtape(*argv, cwd=tmp_path)
+    assert done.returncode == 2, (argv, done.stderr)
+    assert "Traceback" not in done.stderr and named in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    with_debug = microtape("--debug", *argv, cwd=tmp_path)
+    if argv[0] in ("demo", "graph") and "--step" in argv and argv[-1] == "99999":
+        assert "Traceback" in with_debug.stderr  # --debug shows where a run-time refusal came from
