@@ -356,3 +356,31 @@ def test_a_graph_whose_every_op_has_a_module_still_collapses():
     with pytest.warns(mt.viz.GraphCollapsedWarning):
         frames = mt.viz.backward_frames(tape)
     assert len(frames) < 40  # one frame per summary box the pass finishes, not one per op
+
+
+# ---------------------------------------------------------------- reading changes nothing
+
+
+def test_arrays_handed_out_for_reading_are_read_only():
+    """Writing into attention_weights (or any array the layer hands out) cannot change a later backward."""
+    attn, x = attention(dropout=0.3)
+    upstream = np.random.default_rng(5).standard_normal((2, 4, EMBED))
+    before = attn.backward(upstream)
+    readable = [attn.attention_weights, attn.dropped_attention_weights, attn.dropout_keep, attn.grad_scores(),
+                attn.grad_weights(), *attn.last_gradients.values(), *attn.analytic_cache()["params"].values()]  # fmt: skip
+    for array in readable:
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0.0
+    attn.zero_grad()
+    np.testing.assert_array_equal(attn.backward(upstream), before)
+    np.testing.assert_allclose(attn.backward(upstream, method="analytic"), before, rtol=1e-12, atol=1e-14)
+
+
+def test_a_forward_failing_midway_is_all_or_nothing():
+    """Under np.errstate(over="raise") an overflow midway records nothing anywhere and draws no dropout mask."""
+    attn, x = attention(dropout=0.3)
+    message = None
+    with np.errstate(over="raise"):
+        message = refused(attn, lambda: attn(x * 1e200), "overflowed")
+    assert "Nothing was recorded" in message
+    assert_rng_untouched(attn, x)
