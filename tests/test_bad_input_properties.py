@@ -366,8 +366,15 @@ def test_arrays_handed_out_for_reading_are_read_only():
     attn, x = attention(dropout=0.3)
     upstream = np.random.default_rng(5).standard_normal((2, 4, EMBED))
     before = attn.backward(upstream)
-    readable = [attn.attention_weights, attn.dropped_attention_weights, attn.dropout_keep, attn.grad_scores(),
-                attn.grad_weights(), *attn.last_gradients.values(), *attn.analytic_cache()["params"].values()]  # fmt: skip
+    readable = [
+        attn.attention_weights,
+        attn.dropped_attention_weights,
+        attn.dropout_keep,
+        attn.grad_scores(),
+        attn.grad_weights(),
+        *attn.last_gradients.values(),
+        *attn.analytic_cache()["params"].values(),
+    ]
     for array in readable:
         with pytest.raises(ValueError, match="read-only"):
             array[...] = 0.0
