@@ -59,6 +59,16 @@ class Report:
     def text(self):
         return "\n".join(self.parts) + "\n"
 
+    def targets(self, heading, lines):
+        """A part's verdicts: the heading, one line per target (met or not), a blank line. Nothing if none."""
+        if not lines:
+            return
+        self.say(heading)
+        self.say()
+        for line in lines:
+            self.say(line)
+        self.say()
+
 
 def _torch_python(args):
     if args.torch_python:
@@ -229,12 +239,7 @@ def _attention_summary(report, results, sizes, impls, dtypes):
                     f"({'met' if ratio <= 1.10 else 'NOT met'}: ≤1.10{against_tuned}), memory ×{memory:.2f} "
                     f"({'met' if memory <= 1.25 else 'NOT met'}: ≤1.25)"
                 )
-    if checks:
-        report.say("Targets (issue 7), against the hand-written numpy of the same run:")
-        report.say()
-        for line in checks:
-            report.say(line)
-        report.say()
+    report.targets("Targets (issue 7), against the hand-written numpy of the same run:", checks)
 
 
 # ---------------------------------------------------------------- tiled
@@ -378,12 +383,7 @@ def _tiled_targets(report, results, blocks, block):
         else:
             line += "did NOT run"
         lines.append(line)
-    if lines:
-        report.say("Targets (issue 15), against the numpy reference of the same run:")
-        report.say()
-        for line in lines:
-            report.say(line)
-        report.say()
+    report.targets("Targets (issue 15), against the numpy reference of the same run:", lines)
 
 
 # ---------------------------------------------------------------- scalar
@@ -532,12 +532,7 @@ def _scalar_targets(report, chains, mlps, sizes):
                 f"- {label}: ×{ours / on:.2f} micrograd ({'met' if ours / on >= 2 else 'NOT met'}: ≥2), "
                 f"×{ours / off:.2f} micrograd with GC off ({'met' if ours / off >= 1 else 'NOT met'}: ≥1)"
             )
-    if lines:
-        report.say("Targets (issue 7), microtape with default settings (GC on):")
-        report.say()
-        for line in lines:
-            report.say(line)
-        report.say()
+    report.targets("Targets (issue 7), microtape with default settings (GC on):", lines)
 
 
 # ---------------------------------------------------------------- graph
@@ -697,12 +692,7 @@ def transformer(report, quick, torch_python, dtypes=DTYPES):
             f"- training step, microtape ÷ PyTorch eager: ×{ratio:.2f} ({'met' if ratio <= 1.5 else 'NOT met'}: "
             f"aim ≤1.5); both start from the same weights and batch (first-step losses differ by {same:.1e})"
         )
-    if lines:
-        report.say("Targets (issue 14), against references measured in this run:")
-        report.say()
-        for line in lines:
-            report.say(line)
-        report.say()
+    report.targets("Targets (issue 14), against references measured in this run:", lines)
     return results, steps
 
 
