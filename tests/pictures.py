@@ -5,6 +5,7 @@ clusters, styles (DOT source, no ``dot`` needed) — and, where ``dot`` is
 installed, where things *are* (positions in the SVG or ``dot -Tjson``).
 """
 
+import contextlib
 import html
 import json
 import os
@@ -27,12 +28,36 @@ EDGE = re.compile(r"^\t+(\w+) -> (\w+)(?: \[(.*)\])?$", re.M)
 
 
 def nodes(source):
-    """``{id: attribute text}`` for every node statement (the invisible layout anchors left out)."""
+    """``{id: attribute text}`` for every box (the invisible layout anchors and the fork points left out)."""
     return {
         m.group(1): m.group(2)
         for m in NODE.finditer(source)
-        if m.group(1) not in ("node", "edge", "graph") and "style=invis" not in m.group(2)
+        if m.group(1) not in ("node", "edge", "graph")
+        and "style=invis" not in m.group(2)
+        and "shape=point" not in m.group(2)
     }
+
+
+def forks(source):
+    """``{fork id: (the box its line comes from, [the boxes its arrows go to])}``: shared parameters' junctions."""
+    points = [m.group(1) for m in NODE.finditer(source) if "shape=point" in m.group(2)]
+    found = {point: [None, []] for point in points}
+    for tail, head, _ in edges(source):
+        if head in found:
+            found[head][0] = tail
+        if tail in found:
+            found[tail][1].append(head)
+    return {point: (tail, heads) for point, (tail, heads) in found.items()}
+
+
+def uses(source, box):
+    """The boxes ``box`` has an edge to, through its forks (a shared parameter's junction points) as well."""
+    through = forks(source)
+    heads = []
+    for tail, head, _ in edges(source):
+        if tail == box:
+            heads += through[head][1] if head in through else [head]
+    return heads
 
 
 def edges(source):
@@ -103,7 +128,7 @@ def reaches_all(source, target):
             if tail not in seen:
                 seen.add(tail)
                 stack.append(tail)
-    return seen == ids
+    return seen - set(forks(source)) == ids
 
 
 def clusters(source):
@@ -132,12 +157,16 @@ def edge_labels(source):
 
 
 def layout(digraph):
-    """``dot -Tjson`` of a graph: ``{"nodes": {id: (x, y)}, "clusters": {label: (x0, y0, x1, y1)}, ...}``."""
+    """``dot -Tjson`` of a graph: ``{"nodes": {id: (x, y)}, "clusters": {label: (x0, y0, x1, y1)}, ...}``.
+
+    ``"boxes"`` lists every cluster as ``(label, (x0, y0, x1, y1))``, also when labels repeat.
+    """
     data = json.loads(subprocess.run(["dot", "-Tjson"], input=digraph.source.encode(), capture_output=True).stdout)
-    placed = {"nodes": {}, "clusters": {}, "rankdir": data.get("rankdir", "TB"), "bb": data["bb"]}
+    placed = {"nodes": {}, "clusters": {}, "rankdir": data.get("rankdir", "TB"), "bb": data["bb"], "boxes": []}
     for item in data.get("objects", []):
         if str(item.get("name", "")).startswith("cluster") and "bb" in item:
             placed["clusters"][item["label"]] = tuple(float(v) for v in item["bb"].split(","))
+            placed["boxes"].append((item["label"], placed["clusters"][item["label"]]))
         elif "pos" in item:
             placed["nodes"][item["name"]] = tuple(float(v) for v in item["pos"].split(","))
     placed["graph_label"] = data.get("lp")
@@ -152,6 +181,17 @@ def across(placed, names):
         return (x0 + x1) / 2 if placed["rankdir"] == "TB" else -(y0 + y1) / 2
 
     return sorted(names, key=where)
+
+
+def left_to_right_inside(placed, outer, prefix):
+    """The labels of the clusters starting with ``prefix`` inside cluster ``outer``, left to right."""
+    x0, y0, x1, y1 = placed["clusters"][outer]
+    inside = [
+        (box[0], name)
+        for name, box in placed["boxes"]
+        if name.startswith(prefix) and x0 <= box[0] and box[2] <= x1 and y0 <= box[1] and box[3] <= y1
+    ]
+    return [name for _, name in sorted(inside)]
 
 
 SVG_NODE = re.compile(
@@ -200,6 +240,31 @@ def attention(dropout=0.0, seed=0, embed=16, heads=4, seq=6):
 def scalar_trace(causal=True):
     attn = mt.nn.MultiHeadAttention(4, 2, causal=causal, seed=0)
     return attn, attn.trace_scalars(np.random.default_rng(0).standard_normal((1, 3, 4)))
+
+
+def neuron_batch(samples=3, seed=0, total="chain", within=None):
+    """One neuron ``tanh(w·x + b)`` on several samples (scopes ``sample{s}``), squared errors added up.
+
+    ``total``: ``"chain"`` (``e0 + e1 + …``) or ``"sum"`` (Python's ``sum``,
+    which starts from a constant 0). ``within``: a module holding every
+    sample (``"batch"``). Returns ``(tape, loss, [w, b])``.
+    """
+    rng = np.random.default_rng(seed)
+    w, b = mt.Scalar(0.5, name="w"), mt.Scalar(-0.2, name="b")
+    with mt.Tape() as tape:
+        with mt.module_scope(within) if within else contextlib.nullcontext():
+            errors = []
+            for s in range(samples):
+                x, target = (float(v) for v in rng.normal(size=2))
+                with mt.module_scope(f"sample{s}"):
+                    errors.append(((w * x + b).tanh() - target) ** 2)
+        if total == "sum":
+            loss = sum(errors)
+        else:
+            loss = errors[0]
+            for error in errors[1:]:
+                loss = loss + error
+    return tape, loss, [w, b]
 
 
 def mlp(samples=1, hidden=4, inputs=2, seed=0):

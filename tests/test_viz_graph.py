@@ -23,15 +23,19 @@ from pictures import (
     edge_labels,
     edges,
     find_box,
+    forks,
     label,
     label_lines,
     layout,
+    left_to_right_inside,
     mlp,
     needs_dot,
+    neuron_batch,
     nodes,
     reaches_all,
     scalar_expression,
     scalar_trace,
+    uses,
 )
 
 pytest.importorskip("graphviz")
@@ -642,17 +646,72 @@ def test_shared_weight_mlp_keeps_each_loss_in_its_sample_and_each_weight_once():
     total = mt.gradients(loss)
     for weight in (parameters[0], parameters[-1]):
         box = find_box(source, weight.name)
-        assert sum(1 for t, _, _ in edges(source) if t == box) == 3
+        assert sum(1 for t, _, _ in edges(source) if t == box) == 3  # one line per sample
+        used_in = [next(s for s in range(3) if head in groups[f"sample{s}"]) for head in uses(source, box)]
+        assert used_in == [0, 1, 2]
         assert f"grad {total[weight]:.4g}" in label(nodes(source)[box])
 
 
 @needs_dot
-def test_shared_weight_mlp_summary_orders_the_samples():
-    tape, _, parameters = mlp(samples=8)
-    with pytest.warns(GraphCollapsedWarning):
-        digraph = graph(tape, parameters=parameters)
-    samples = [f"sample{s}" for s in range(8)]
-    assert across(layout(digraph), list(reversed(samples))) == samples
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("samples", [3, 5, 8])
+def test_shared_weight_mlp_full_view_orders_samples_and_neurons(samples, backward):
+    # Wired straight to every use, the shared weights let dot order the samples at random (2, 0, 1);
+    # each weight's line splits at one junction per sample, and the junctions are kept in order.
+    tape, _, parameters = mlp(samples=samples)
+    placed = layout(graph(tape, parameters=parameters, backward=backward, detail="full"))
+    names = [f"sample{s}" for s in range(samples)]
+    assert across(placed, list(reversed(names))) == names
+    for s in range(samples):
+        assert left_to_right_inside(placed, f"sample{s}", "neuron") == [f"neuron{j}" for j in range(4)], s
+
+
+def test_shared_weight_junctions_only_for_parameters_shared_by_sibling_modules():
+    tape, _, parameters = mlp(samples=3)
+    source = graph(tape, parameters=parameters, detail="full").source
+    through = forks(source)
+    groups = clusters(source)
+    # Every parameter (17 of them) feeds all 3 samples through one fork each; no constant or op has a fork.
+    assert len(through) == 17 * 3
+    tails = {tail for tail, _ in through.values()}
+    assert {label(nodes(source)[t]).split(" ")[0] for t in tails} == {p.name for p in parameters}
+
+    def sample_of(box):
+        return next(s for s in range(3) if box in groups[f"sample{s}"])
+
+    # The forks sit in one invisible row, sample 0's first (recorded order).
+    rows = re.findall(r"\{\n\t+rank=same\n\t+edge \[style=invis\]\n((?:\t+\w+ -> \w+\n)+)", source)
+    (row,) = [re.findall(r"(\w+) -> (\w+)", row) for row in rows if re.search(r"\bj\d+ ->", row)]
+    chain = [row[0][0]] + [head for _, head in row]
+    assert sorted(chain) == sorted(through)
+    samples = [sample_of(through[j][1][0]) for j in chain]
+    assert samples == sorted(samples)
+    # ... above every box of a sample that nothing feeds (its constants): an invisible edge from its own fork.
+    held = {head: tail for tail, head in re.findall(r"^\t(j\d+) -> (\w+) \[style=invis weight=0\]$", source, re.M)}
+    constants = [
+        i
+        for i, a in nodes(source).items()
+        if "constant" in label(a) and any(i in groups[f"sample{s}"] for s in range(3))
+    ]
+    assert constants and all(sample_of(through[held[c]][1][0]) == sample_of(c) for c in constants)
+    tape, _, parameters = mlp(samples=1)
+    assert not forks(graph(tape, parameters=parameters, detail="full").source)
+
+
+@needs_dot
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize(
+    ("samples", "total", "within"),
+    [(3, "chain", None), (8, "chain", None), (12, "sum", None), (3, "chain", "batch"), (6, "sum", "batch")],
+)
+def test_one_weight_on_many_samples_keeps_the_samples_in_order(samples, total, within, backward):
+    # Notebook 01's batch: one neuron, the squared errors added up (dot drew sample 1 before sample 0),
+    # also with Python's sum (which starts from a constant 0) and with the samples inside a module.
+    tape, loss, parameters = neuron_batch(samples, total=total, within=within)
+    digraph = graph(tape, parameters=parameters, backward=backward, detail="full")
+    names = [f"sample{s}" for s in range(samples)]
+    assert across(layout(digraph), names[::-1]) == names
+    assert len(forks(digraph.source)) == 2 * samples  # w and b: one line into each sample
 
 
 def test_a_leaf_used_very_often_is_drawn_once_in_full_and_then_as_copies():

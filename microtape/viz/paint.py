@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 from ..ops import OPS
-from .picture import Arrow, Picture, Shape
+from .picture import Arrow, Fork, Picture, Shape
 from .text import flatten, fmt, grad_lines, grad_name, norm_text, number, shape_text, value_lines
 from .view import SHAPE_OPS
 
@@ -94,7 +94,18 @@ class Painter:
             step_text = f"step {self.step} of {self.last_step}"
             note = f"{step_text}; {note}" if note else step_text
         keys = self.legend(shapes) if legend else []
-        return Picture(shapes, arrows, self.backward, rankdir, title, note, keys, view.orders)
+        forks = [self.fork(junction, arrows) for junction in view.junctions]
+        return Picture(shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below)
+
+    def fork(self, junction, arrows):
+        """A junction's point; backward, its line into the parameter is done when every arrow from it is."""
+        state = None
+        if self.backward:
+            states = {arrows[k].state for k in junction.links}
+            state = next((s for s in ("current", "pending", "done", "off") if s in states), None)
+            if state == "pending" and "done" in states:
+                state = "partial"
+        return Fork(junction.id, junction.cluster, junction.tail, list(junction.links), state)
 
     def legend(self, shapes):
         keys = []

@@ -23,14 +23,16 @@ orange and a thick border: the current step; grey: nothing yet; white: not
 on the path to the output — and the border still says the kind. A result
 has a double border. Rows of ``Picture.orders`` are emitted as invisible
 same-rank edges, which keep sibling computations in their recorded order.
+A :class:`Fork` is a point where one line from a shared parameter splits
+into several arrows (see :class:`microtape.viz.view.Junction`).
 """
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .text import visible
 
-__all__ = ["Shape", "Arrow", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
+__all__ = ["Shape", "Arrow", "Fork", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
 
 # Colours (fill, border), chosen to stay apart for common colour-blindness.
 KIND = {
@@ -94,6 +96,17 @@ class Arrow:
 
 
 @dataclass
+class Fork:
+    """A point in ``cluster``: one line from box ``tail`` to it, then the arrows ``arrows`` (indices) from it."""
+
+    id: str
+    cluster: str
+    tail: str
+    arrows: list
+    state: str | None = None  # backward: the state of the line into the parameter
+
+
+@dataclass
 class Picture:
     """Everything a picture shows, in a stable order (same computation, same picture)."""
 
@@ -105,6 +118,8 @@ class Picture:
     note: str | None = None
     legend: list = field(default_factory=list)  # ("kind" or "state", key) in order
     orders: list = field(default_factory=list)  # rows of box ids to keep left to right, on one rank
+    forks: list = field(default_factory=list)
+    below: list = field(default_factory=list)  # (upper, lower) ids: lower is drawn below upper
 
 
 _GRAPH_CLASS = []
@@ -184,6 +199,14 @@ def to_digraph(picture, layout=None):
         if layout is not None:
             attrs.update(layout.node(shape.id))
         (bodies[shape.cluster] if shape.cluster else dot).node(shape.id, _label(shape), **attrs)
+    fork_of = {}  # arrow index -> the fork it leaves from
+    for fork in picture.forks:
+        fork_of.update(dict.fromkeys(fork.arrows, fork))
+        attrs = {"shape": "point", "width": "0.05", "height": "0.05", "label": ""}
+        attrs["color"] = STATE_EDGE[fork.state] if picture.backward and fork.state else EDGE
+        if layout is not None:
+            attrs.update(layout.node(fork.id), width="0.05", height="0.05")
+        (bodies[fork.cluster] if fork.cluster else dot).node(fork.id, **attrs)
     if layout is None:
         for row in picture.orders:
             # Invisible edges on one rank keep sibling computations in the order they were recorded.
@@ -193,16 +216,30 @@ def to_digraph(picture, layout=None):
             for tail, head in zip(row, row[1:]):
                 keep.edge(tail, head)
             dot.subgraph(keep)
+        for upper, lower in picture.below:
+            # Weight 0: only the rank is kept, the lower box stays close to where it is used.
+            dot.edge(upper, lower, style="invis", weight="0")
     for path in sorted(bodies, key=lambda p: (-p.count("."), list(bodies).index(p))):
         parent = path.rpartition(".")[0]
         (bodies[parent] if parent else dot).subgraph(bodies[path])
     seen = {}
-    for arrow in picture.arrows:
-        attrs = _arrow_attrs(arrow, picture.backward)
+
+    def draw(arrow, **extra):
+        attrs = {**_arrow_attrs(arrow, picture.backward), **extra}
         if layout is not None:
             k = seen[(arrow.tail, arrow.head)] = seen.get((arrow.tail, arrow.head), -1) + 1
             attrs.update(layout.edge(arrow, k))
         dot.edge(arrow.tail, arrow.head, **attrs)
+
+    for k, arrow in enumerate(picture.arrows):
+        fork = fork_of.get(k)
+        if fork is None:
+            draw(arrow)
+            continue
+        if k == fork.arrows[0]:  # the parameter's line to the fork, drawn with its first arrow
+            draw(Arrow(fork.tail, fork.id, state=fork.state), **({} if picture.backward else {"arrowhead": "none"}))
+        # From the fork on, the arrow has no head at the fork's end (backward: the line into the parameter has it).
+        draw(replace(arrow, tail=fork.id), **({"dir": "none"} if picture.backward else {}))
     return dot
 
 

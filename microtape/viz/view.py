@@ -33,13 +33,17 @@ How a computation becomes boxes
   several modules meet later (a loss on one layer's output stays outside).
 * Sibling computations (Q, K and V; the neurons of a layer; the samples of a
   batch) are kept in the order they were recorded (see :meth:`View._orders`).
+* A parameter shared by sibling modules (one MLP's weights on the samples of
+  a batch) is drawn once, with its total gradient. One line leaves it for
+  each module and splits at a junction point into that module's uses (see
+  :class:`Junction`).
 """
 
 import math
 
 import numpy as np
 
-__all__ = ["View", "Box", "Link", "SHAPE_OPS", "MAX_NODES"]
+__all__ = ["View", "Box", "Link", "Junction", "SHAPE_OPS", "MAX_NODES"]
 
 MAX_NODES = 150  # above this many boxes, detail="auto" draws module summaries
 SHAPE_OPS = frozenset({"reshape", "transpose"})  # ops that only move numbers
@@ -83,6 +87,27 @@ class Link:
         self.tail, self.head, self.uses, self.constant = tail, head, uses, constant
 
 
+class Junction:
+    """The point where a shared parameter's line to one sibling module splits into that module's uses.
+
+    Why not one edge per use: wired straight to every use, a weight shared by
+    samples 0…N makes every sample look alike to ``dot``'s crossing
+    minimisation, which then orders them at random (the invisible same-rank
+    edges of :meth:`View._orders` cannot order clusters: ``dot`` may swap
+    them freely). Junctions are plain nodes next to the parameter (in its
+    cluster), kept in one row in recorded order (module by module) above
+    every module they feed (``View.below``), so the modules below follow
+    that order.
+
+    ``links`` are the indices (in ``View.links``) of the uses it feeds.
+    """
+
+    __slots__ = ("id", "cluster", "tail", "module", "links")
+
+    def __init__(self, id, cluster, tail, module, links):
+        self.id, self.cluster, self.tail, self.module, self.links = id, cluster, tail, module, links
+
+
 class View:
     """The boxes and links of a picture of ``program`` (see the module docstring)."""
 
@@ -118,7 +143,10 @@ class View:
         self._equation_boxes()
         self._leaf_box_plan(summarise)
         self.links = self._links()
-        self.orders = self._orders()
+        self.depth = self._depths()
+        self.junctions = self._junctions()
+        self.orders = self._orders() + self._junction_rows()
+        self.below = self._below_junctions()
 
     def _add(self, box):
         self.boxes.append(box)
@@ -277,10 +305,7 @@ class View:
         kept in the order they were recorded.
         """
         computed = [box for box in self.boxes if box.kind in ("op", "shape", "summary")]
-        depth = {}
-        for link in self.links:  # in tape order of their heads
-            base = depth.get(link.tail, 0) if self.by_id[link.tail].kind in ("op", "shape", "summary") else 0
-            depth[link.head] = max(depth.get(link.head, 0), base + 1)
+        depth = self.depth
         unit_of, first = {}, {}  # (cluster, box id) -> the box's unit in that cluster; unit -> its first box
         for box in computed:
             unit, path = ("box", box.id), box.cluster
@@ -315,6 +340,85 @@ class View:
             if len(row) > 1:
                 orders.append([first[unit] for unit in row])
         return orders
+
+    def _depths(self):
+        """``{box id: longest path from a leaf}`` for the computed boxes (leaves are at depth 0)."""
+        depth = {}
+        for link in self.links:  # in tape order of their heads
+            base = depth.get(link.tail, 0) if self.by_id[link.tail].kind in ("op", "shape", "summary") else 0
+            depth[link.head] = max(depth.get(link.head, 0), base + 1)
+        return depth
+
+    def _junctions(self):
+        """A :class:`Junction` for each (shared parameter, sibling module it feeds), parameters in order.
+
+        The siblings are the modules directly inside the innermost module
+        holding every use (the samples, also inside a ``batch`` module).
+        """
+        uses = {}  # parameter box id -> [link indices]
+        for k, link in enumerate(self.links):
+            box = self.by_id[link.tail]
+            if box.kind == "parameter" and not box.summarised and box.copy_of is None:
+                uses.setdefault(link.tail, []).append(k)
+        junctions = []
+        for tail, links in uses.items():
+            home = _common_module([self.by_id[self.links[k].head].cluster for k in links])
+            modules = {}
+            for k in links:
+                module = _child_module(home, self.by_id[self.links[k].head].cluster)
+                if module is not None:
+                    modules.setdefault(module, []).append(k)
+            if len(modules) > 1:
+                # The junctions stay with the parameter (outside the module holding the uses): inside it,
+                # dot would order them, and the modules under them, as it likes.
+                cluster = _common_module([self.by_id[tail].cluster, home])
+                for module, fed in modules.items():
+                    junctions.append(Junction(f"j{len(junctions)}", cluster, tail, module, fed))
+        return junctions
+
+    def _junction_rows(self):
+        """One row per cluster: its junctions side by side, module by module in recorded order."""
+        recorded = {}
+        for box in self.boxes:
+            path = box.cluster
+            while path:
+                recorded.setdefault(path, len(recorded))
+                path = path.rpartition(".")[0]
+        rows = {}
+        for junction in self.junctions:
+            rows.setdefault(junction.cluster, []).append(junction)
+        return [[j.id for j in sorted(row, key=lambda j: recorded[j.module])] for row in rows.values() if len(row) > 1]
+
+    def _below_junctions(self):
+        """``(junction, box)`` pairs: boxes that nothing feeds, kept below a junction row.
+
+        With the junction row above every module it feeds, the row alone
+        decides the modules' order: a module's constants drawn level with the
+        junctions would let ``dot`` slide the module under another's
+        junctions. Each module's unfed boxes go below its first junction, its
+        first unfed box below each of its other junctions (more lines tying
+        the module to its place), and the constants beside the row (the 0
+        that Python's ``sum`` starts from) below the row.
+        """
+        fed = {link.head for link in self.links}
+        tails = {junction.tail for junction in self.junctions}
+        of_module, first_in = {}, {}
+        for junction in self.junctions:
+            of_module.setdefault(junction.module, []).append(junction.id)
+            first_in.setdefault(junction.cluster, junction.id)
+        unfed, pairs = {}, []
+        for box in self.boxes:
+            if box.id in fed or box.id in tails:
+                continue
+            module = next((m for m in of_module if box.cluster == m or box.cluster.startswith(m + ".")), None)
+            if module is not None:
+                unfed.setdefault(module, []).append(box.id)
+            elif box.kind == "constant" and box.cluster in first_in:
+                pairs.append((first_in[box.cluster], box.id))
+        for module, ids in unfed.items():
+            first, *others = of_module[module]
+            pairs += [(first, i) for i in ids] + [(other, ids[0]) for other in others]
+        return pairs
 
     # -- questions the painters ask
 
@@ -362,6 +466,26 @@ def _clusters(program, group):
         for i, path in joins.items():
             paths[i] = path
     return paths
+
+
+def _common_module(paths):
+    """The innermost module path holding every one of ``paths`` ("" = the top level)."""
+    parts = [path.split(".") if path else [] for path in paths]
+    common = []
+    for names in zip(*parts):
+        if len(set(names)) > 1:
+            break
+        common.append(names[0])
+    return ".".join(common)
+
+
+def _child_module(parent, path):
+    """The module directly inside ``parent`` that holds ``path`` (None when ``path`` is not inside it)."""
+    if parent:
+        if not path.startswith(parent + "."):
+            return None
+        return parent + "." + path[len(parent) + 1 :].split(".")[0]
+    return path.split(".")[0] or None
 
 
 def _summary_cluster(key):
