@@ -718,8 +718,11 @@ abs_ = _op(
 
 
 def _winner_share(wins, ties, g):
-    """1 where an operand won, 1/2 where it tied, 0 where it lost — in ``g``'s dtype."""
-    return (wins + 0.5 * ties).astype(np.result_type(g), copy=False)
+    """1 where an operand won, 1/2 where it tied, 0 where it lost — in ``g``'s dtype (a float for Scalars)."""
+    share = wins + 0.5 * ties
+    if isinstance(share, np.ndarray):
+        return share.astype(np.result_type(g), copy=False)
+    return float(share)
 
 
 def _maximum_vjp(g, ans, a, b):

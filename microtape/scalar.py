@@ -155,6 +155,29 @@ class Scalar(Node):
     def sqrt(self, name=None):
         return self.pow(0.5, name)
 
+    def sigmoid(self, name=None):
+        """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
+        return record(ops.sigmoid, (self,), None, name)
+
+    def gelu(self, name=None):
+        """GELU, tanh approximation (as :meth:`microtape.Tensor.gelu`)."""
+        return record(ops.gelu, (self,), None, name)
+
+    def abs(self, name=None):
+        """``|x|`` (its gradient at 0 is 0)."""
+        return record(ops.abs_, (self,), None, name)
+
+    def __abs__(self):
+        return self.abs()
+
+    def maximum(self, other, name=None):
+        """The larger of ``self`` and ``other`` (a tie shares the gradient equally)."""
+        return record(ops.maximum, (self, _lift(other)), None, name)
+
+    def minimum(self, other, name=None):
+        """The smaller of ``self`` and ``other`` (a tie shares the gradient equally)."""
+        return record(ops.minimum, (self, _lift(other)), None, name)
+
 
 def _lift(value):
     """Use a Scalar as it is; wrap a plain number as a constant (it needs no gradient)."""

@@ -248,3 +248,49 @@ def test_scalar_expression_against_finite_differences():
     assert y.data == pytest.approx(plain(av, bv), rel=1e-14)
     assert a.grad == pytest.approx((plain(av + eps, bv) - plain(av - eps, bv)) / (2 * eps), rel=1e-7)
     assert b.grad == pytest.approx((plain(av, bv + eps) - plain(av, bv - eps)) / (2 * eps), rel=1e-7)
+
+
+@pytest.mark.parametrize("method", ["sigmoid", "gelu", "abs", "sqrt"])
+@pytest.mark.parametrize("x", [0.3, 1.7, -0.8, 0.0])
+def test_the_transformer_ops_on_scalars_match_tensors_and_finite_differences(method, x):
+    """sigmoid, gelu, abs (and sqrt) as Scalar methods: the Tensor's value and gradient, and the definition's."""
+    if method == "sqrt" and x <= 0:
+        x = abs(x) + 0.5
+    a = mt.Scalar(x)
+    y = getattr(a, method)()
+    assert isinstance(y, mt.Scalar) and isinstance(y.data, float)
+    y.backward()
+    t = mt.Tensor(np.array(x), requires_grad=True)
+    ty = getattr(t, method)()
+    ty.backward()
+    assert y.data == pytest.approx(ty.data.item(), rel=1e-15, abs=1e-300)
+    assert a.grad == pytest.approx(t.grad.item(), rel=1e-14, abs=1e-300)
+    if method == "abs" and x == 0.0:
+        assert a.grad == 0.0  # the kink passes no gradient (PyTorch's convention)
+        return
+
+    def value(v):
+        return getattr(mt.Scalar(v), method)().data
+
+    eps = 1e-6
+    assert a.grad == pytest.approx((value(x + eps) - value(x - eps)) / (2 * eps), rel=1e-7, abs=1e-9)
+
+
+def test_maximum_and_minimum_of_scalars_share_a_tie_and_take_numbers():
+    """max/min of two Scalars send the gradient to the winner, half each at a tie; a number is a constant."""
+    cases = [
+        (1.0, 2.0, (0.0, 1.0), (1.0, 0.0)),
+        (3.0, 3.0, (0.5, 0.5), (0.5, 0.5)),
+        (4.0, -1.0, (1.0, 0.0), (0.0, 1.0)),
+    ]
+    for av, bv, max_grads, min_grads in cases:
+        for method, grads in (("maximum", max_grads), ("minimum", min_grads)):
+            a, b = mt.Scalar(av), mt.Scalar(bv)
+            y = getattr(a, method)(b)
+            assert y.data == (max if method == "maximum" else min)(av, bv)
+            y.backward()
+            assert (a.grad, b.grad) == grads, (av, bv, method)
+    a = mt.Scalar(-2.0)
+    y = a.maximum(0.0) + abs(a)  # relu(a) + |a|
+    y.backward()
+    assert y.data == 2.0 and a.grad == -1.0
