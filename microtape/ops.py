@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tape import Node, record
+from .tape import Node, index_part_text, record
 
 __all__ = ["Op", "OPS", "define", "unbroadcast"]
 
@@ -679,7 +679,7 @@ def _sigmoid_forward(x):
     # 1 / (1 + e^-x) overflows for very negative x; with e = exp(-|x|) (never
     # more than 1) both branches are safe: 1/(1+e) for x >= 0, e/(1+e) below.
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))[()]  # [()]: a float stays a number
 
 
 sigmoid = _op(
@@ -865,6 +865,37 @@ def _index_text(indices):
     if indices.size <= 4:
         return ", ".join(str(i) for i in indices.ravel())
     return f"{indices.size} indices"
+
+
+def _index_vjp(g, ans, x, key):
+    # x[key] reads some entries of x (a slice, a row, a picked list): each
+    # read entry gets its gradient back, the others get 0. An entry read
+    # twice (a repeated integer index) collects both: np.add.at adds them.
+    grad = np.zeros(np.shape(x), dtype=np.result_type(g))
+    np.add.at(grad, key, g)
+    return (grad,)
+
+
+index = _op(
+    "index",
+    lambda x, key: x[key],
+    _index_vjp,
+    ["{g} put back where it was read from {x}, 0 elsewhere (repeated entries add up)"],
+    [r"\bar x_{[\mathrm{key}]} \mathrel{+}= \bar y"],
+    example_params={"key": (slice(None), np.array([0, 0]))},
+    label=lambda params: f"[{_key_text(params.get('key', ()))}]",
+)
+
+
+def _key_text(key):
+    """``x[...]``'s key as it was written: ``1:3, :, 0``, ``..., [0, 2]``, ``mask[2, 3]``."""
+    parts = []
+    for part in key:
+        if isinstance(part, np.ndarray):
+            parts.append(f"mask{list(part.shape)}" if part.dtype == np.bool_ else f"[{_index_text(part)}]")
+        else:
+            parts.append(index_part_text(part))
+    return ", ".join(parts)
 
 
 def _concatenate_vjp(g, ans, a, b, axis=0):

@@ -654,9 +654,21 @@ def _shape_text(node):
     return f" : {data.dtype.name}{list(data.shape)}"
 
 
+def index_part_text(part):
+    """One part of an index key as it is written: ``1:3``, ``::2``, ``...``, ``0`` (arrays by shape)."""
+    if isinstance(part, slice):
+        text = ":".join("" if v is None else str(v) for v in (part.start, part.stop, part.step))
+        return text[:-1] if part.step is None else text
+    if part is Ellipsis:
+        return "..."
+    return _param_text(part)
+
+
 def _param_text(value):
     if isinstance(value, np.ndarray):
         return f"array{list(value.shape)}"
+    if isinstance(value, tuple) and any(isinstance(v, (slice, np.ndarray)) or v is None or v is ... for v in value):
+        return "[" + ", ".join(index_part_text(v) for v in value) + "]"  # an index key: [:, 1:3, array[3]]
     if isinstance(value, float):
         return f"{value:.4g}"
     return repr(value)

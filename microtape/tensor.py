@@ -414,14 +414,19 @@ class Tensor(Node):
         return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
 
     def __getitem__(self, index):
-        """``t[i]`` or ``t[index_array]``: integer indexing along the first axis (see :meth:`take`)."""
-        if isinstance(index, (tuple, slice)) or index is None or index is Ellipsis:
-            raise TypeError(
-                f"Tensor[{index!r}]: only integer indexing along the first axis is supported "
-                "(t[3], t[[0, 2, 2]], t[index_array]); use t.take(indices, axis=...) for another axis, "
-                "or reshape/transpose"
-            )
-        return self.take(index, axis=0)
+        """Read entries as numpy does, recorded: ``t[3]``, ``t[[0, 2]]``, ``t[:, 0]``, ``t[1:, ..., -1]``, ``t[mask]``.
+
+        An integer or an integer array alone picks along the first axis
+        (that is :meth:`take`, the embedding lookup); anything else (slices,
+        several axes, ``...``, ``None``, a boolean mask) is the ``index``
+        op. Either way the gradient goes back to the entries read, 0
+        elsewhere, and an entry read twice gets both gradients. Index arrays
+        are copied (changing yours later changes nothing on the tape).
+        """
+        if _picks_along_the_first_axis(index):
+            return self.take(index, axis=0)
+        key = _index_key(index, self.shape)
+        return record(ops.index, (self,), {"key": key})
 
     # -- linear algebra and shape
 
@@ -474,6 +479,54 @@ class Tensor(Node):
     def T(self):
         """The transpose (all axes reversed, as in numpy)."""
         return self.transpose()
+
+
+def _picks_along_the_first_axis(index):
+    """True for an integer, or integers in a list or array (not booleans): ``t[3]``, ``t[[0, 2, 2]]``."""
+    if isinstance(index, (bool, np.bool_)):
+        return False
+    if isinstance(index, (int, np.integer)):
+        return True
+    if isinstance(index, (list, np.ndarray)):
+        kind = np.asarray(index).dtype.kind
+        return kind in "iu" or (kind == "f" and np.size(index) == 0)
+    return False
+
+
+def _index_key(index, shape):
+    """``t[index]``'s key as a tuple of ints, slices, ``...``, ``None`` and fresh index arrays; clear errors."""
+    parts = index if isinstance(index, tuple) else (index,)
+    key = []
+    for part in parts:
+        if isinstance(part, Node):
+            raise TypeError(
+                f"Tensor[{index!r:.80}]: a {type(part).__name__} cannot be an index (use its .data, or numbers)"
+            )
+        if isinstance(part, (bool, np.bool_)):
+            raise TypeError(f"Tensor[{index!r:.80}]: True/False is not an index; use a boolean array as a mask")
+        if isinstance(part, (int, np.integer)):
+            key.append(int(part))
+        elif isinstance(part, slice):
+            ends = (part.start, part.stop, part.step)
+            if not all(v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) for v in ends):
+                raise TypeError(f"Tensor[{index!r:.80}]: slice bounds must be integers or None, got {part!r}")
+            key.append(slice(*(None if v is None else int(v) for v in ends)))
+        elif part is Ellipsis or part is None:
+            key.append(part)
+        else:
+            array = np.asarray(part)
+            if array.dtype.kind not in "iub" and array.size:
+                raise TypeError(
+                    f"Tensor[{index!r:.80}]: expected integers, slices, ..., None, or integer or boolean "
+                    f"arrays; got {part!r:.60} (dtype {array.dtype})"
+                )
+            key.append(np.array(array, dtype=np.bool_ if array.dtype == np.bool_ else np.intp))
+    key = tuple(key)
+    try:  # numpy's own check, on a view that costs no memory
+        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[key]
+    except IndexError as error:
+        raise IndexError(f"Tensor[{index!r:.80}] of a tensor of shape {shape}: {error}") from None
+    return key
 
 
 def _integer_indices(indices, length, what):

@@ -16,7 +16,9 @@ The inputs are chosen so that central finite differences are a fair judge:
   multiples of 1/8 too, so two operands are either tied exactly (the
   gradient is shared, and so is the central difference) or far apart;
 * ``take`` gets integer indices with repeats and negative ones (the
-  scatter-add must add a repeated index's gradients).
+  scatter-add must add a repeated index's gradients); ``index`` gets numpy
+  keys: integers, slices with any step, ``...``, ``None``, an integer array
+  with repeats, or a boolean mask.
 
 Binary ops get shapes that broadcast (``mutually_broadcastable_shapes``),
 including 0-d arrays and operands of different rank. The tiled attention core
@@ -268,6 +270,36 @@ def _take(draw):
 
 
 @st.composite
+def _index(draw):
+    """An array and a numpy key for it: ints, slices (any step), ``...``, ``None``, one integer array, or a mask."""
+    shape = draw(shapes(min_dims=1))
+    x = draw(real_arrays(shape))
+    if draw(st.booleans()) and draw(st.booleans()):
+        leading = draw(st.integers(1, len(shape)))
+        return OpCase((x,), {"key": (draw(hnp.arrays(np.bool_, shape[:leading])),)})
+    key, used_array = [], False
+    for length in shape:
+        kind = draw(st.sampled_from(["int", "slice", "array", "all"]))
+        if kind == "int":
+            key.append(draw(st.integers(-length, length - 1)))
+        elif kind == "slice":
+            ends = st.one_of(st.none(), st.integers(-length - 1, length + 1))
+            key.append(slice(draw(ends), draw(ends), draw(st.sampled_from([None, 1, 2, -1, -2]))))
+        elif kind == "array" and not used_array:  # two arrays would have to broadcast together
+            used_array = True
+            size = draw(st.integers(1, 4))
+            key.append(draw(hnp.arrays(np.intp, (size,), elements=st.integers(-length, length - 1))))
+        else:
+            key.append(slice(None))
+    if draw(st.booleans()):
+        key.insert(draw(st.integers(0, len(key))), None)
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, len(key)))
+        key = key[:cut] + [Ellipsis]
+    return OpCase((x,), {"key": tuple(key)})
+
+
+@st.composite
 def _concatenate(draw):
     """Two arrays that differ only along the joining axis."""
     shape = draw(shapes(min_dims=1))
@@ -286,6 +318,7 @@ def _build_cases():
     cases["logsumexp"] = _reduction(OPS["logsumexp"])
     cases["log_softmax"] = _softmax(OPS["log_softmax"])
     cases["take"] = _take()
+    cases["index"] = _index()
     cases["concatenate"] = _concatenate()
     cases["pow"] = _unary(
         OPS["pow"],

@@ -205,6 +205,7 @@ def test_vjp_keeps_float32(name):
 # Ops that Scalar uses: they must also work on plain Python floats.
 SCALAR_OPS = {
     "add": 2, "sub": 2, "mul": 2, "div": 2, "neg": 1, "pow": 1, "exp": 1, "log": 1, "tanh": 1, "relu": 1,
+    "sigmoid": 1, "gelu": 1, "abs": 1, "maximum": 2, "minimum": 2,
 }  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from microtape.ops import OPS
 
 def test_registry_has_the_ops_the_issue_asks_for():
     required = {"sigmoid", "sqrt", "abs", "maximum", "minimum", "logsumexp", "log_softmax", "gelu", "take"}
-    required |= {"concatenate"}
+    required |= {"concatenate", "index"}
     assert required <= set(OPS), sorted(required - set(OPS))
 
 
@@ -144,8 +144,13 @@ def test_float32_stays_float32():
         (lambda t: t.take([0, 9]), IndexError, "index 9"),
         (lambda t: t.take([-5]), IndexError, "index -5"),
         (lambda t: t.take([0], axis=2), ValueError, "axis=2"),
-        (lambda t: t[0:2], TypeError, "integer indexing"),
-        (lambda t: t[0, 1], TypeError, "integer indexing"),
+        (lambda t: t[0, 1, 0], IndexError, r"shape \(3, 2\).*too many indices"),
+        (lambda t: t[:, 2], IndexError, r"Tensor\[\(slice\(None, None, None\), 2\)\].*index 2 is out of bounds"),
+        (lambda t: t[np.ones((2, 2), dtype=bool)], IndexError, "boolean index did not match"),
+        (lambda t: t[0.5], TypeError, "expected integers, slices"),
+        (lambda t: t[0:1.5], TypeError, "slice bounds must be integers"),
+        (lambda t: t[True], TypeError, "True/False is not an index"),
+        (lambda t: t[t], TypeError, "cannot be an index"),
         (lambda t: t.log_softmax(axis=None), ValueError, "one integer axis"),
         (lambda t: t.logsumexp(axis=5), ValueError, "axis out of range"),
         (lambda t: t.maximum(np.ones(4)), ValueError, "do not broadcast"),
@@ -163,6 +168,51 @@ def test_bad_calls_are_refused_and_record_nothing(call, error, words):
             call(t)
     # A refused call records nothing (only the `t - 5` that runs before a refused sqrt).
     assert all(eq.op.name == "sub" for eq in tape)
+
+
+def test_numpy_indexing_reads_like_numpy_and_sends_gradients_back_to_the_entries_read():
+    """t[:, 0], t[1:, ..., ::-1], t[None, 2], t[[0, 0, 2], 1] and t[mask]: numpy's values, scatter-added gradients."""
+    x = np.arange(24.0).reshape(3, 2, 4) / 7.0
+    keys = [
+        (slice(None), 0),
+        (slice(1, None), Ellipsis, slice(None, None, -1)),
+        (None, 2),
+        ([0, 0, 2], 1),  # row 0 read twice: its gradient doubles
+        (x > 2.0,),
+        (Ellipsis, -1),
+    ]
+    for key in keys:
+        t = mt.Tensor(x, requires_grad=True)
+        with mt.Tape() as tape:
+            y = t[key]
+        np.testing.assert_array_equal(y.data, x[key])
+        assert [eq.op.name for eq in tape] == ["index"]
+        g = np.random.default_rng(0).standard_normal(y.shape)
+        y.backward(g)
+        expected = np.zeros_like(x)
+        np.add.at(expected, tuple(np.asarray(k) if isinstance(k, list) else k for k in key), g)
+        np.testing.assert_array_equal(t.grad, expected)
+    t = mt.Tensor(x, requires_grad=True)
+    t[[0, 0, 2], 1].backward(np.ones((3, 4)))
+    np.testing.assert_array_equal(t.grad[:, 1], [[2.0] * 4, [0.0] * 4, [1.0] * 4])
+    # An integer or integer list alone is still the embedding lookup (take) along the first axis.
+    with mt.Tape() as tape:
+        t[2], t[[0, 2]]
+    assert [eq.op.name for eq in tape] == ["take", "take"]
+    result = mt.check.gradcheck(lambda a: (a[1:, ..., ::2] * a[0, None, :, 1::2]).tanh(), x)
+    assert result.ok, result
+
+
+def test_index_keys_are_copied_and_drawn_as_written():
+    rows = np.array([0, 2])
+    t = mt.Tensor(np.arange(12.0).reshape(3, 4), requires_grad=True, name="t")
+    with mt.Tape() as tape:
+        y = t[rows, 1:3]
+    rows[0] = 1
+    y.backward(np.ones((2, 2)))
+    np.testing.assert_array_equal(t.grad[:, 1:3], [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
+    assert "index(t; key=[array[2], 1:3])" in tape.listing()
+    assert OPS["index"].describe(y.params) == "index [[0, 2], 1:3]"
 
 
 def test_take_copies_its_indices():

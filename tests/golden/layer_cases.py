@@ -41,6 +41,10 @@ def _case(name, kind, seed, **config):
     return {"name": name, "kind": kind, "seed": seed, **config}
 
 
+# Index keys in JSON (see index_key).
+INDEX_SLICES = [["slice", 1, None, None], ["..."], ["slice", None, None, 2]]
+INDEX_REPEATS = [["array", [0, 0, 3, 1]], ["int", 1], ["none"]]
+
 #: Primitive ops against their torch counterparts (value and gradient).
 OP_CASES = [
     _case("op_gelu", "op", 100, op="gelu", shape=[3, 7]),
@@ -57,6 +61,9 @@ OP_CASES = [
     _case("op_concatenate", "op", 111, op="concatenate", shape=[2, 3], other=[2, 5], axis=1),
     _case("op_stack", "op", 112, op="stack", shape=[3, 4], axis=1),
     _case("op_var", "op", 113, op="var", shape=[3, 8], axis=-1, keepdims=True),
+    # t[1:, ..., ::2] and t[[0, 0, 3, 1], 1, None] (a row read twice): the index op.
+    _case("op_index_slices", "op", 114, op="index", shape=[3, 4, 5], key=INDEX_SLICES),
+    _case("op_index_repeats", "op", 115, op="index", shape=[4, 3, 2], key=INDEX_REPEATS),
 ]
 
 LAYERNORM_CASES = [
@@ -168,6 +175,19 @@ def _mask(rng, kind, rows, cols):
     return mask
 
 
+def index_key(parts):
+    """A case's index key, written in JSON (``[["slice", 1, None, None], ["..."], ["int", 1], …]``), as a tuple."""
+    key = []
+    for kind, *values in parts:
+        if kind == "slice":
+            key.append(slice(*values))
+        elif kind == "array":
+            key.append(np.array(values[0], dtype=np.intp))
+        else:
+            key.append({"int": values[0] if values else None, "...": Ellipsis, "none": None}[kind])
+    return tuple(key)
+
+
 def _op_arrays(config, rng):
     shape = tuple(config["shape"])
     scale = config.get("scale", 1.0)
@@ -263,6 +283,8 @@ def _output_shape(config, arrays):
         return np.sum(a, axis=config["axis"], keepdims=config["keepdims"]).shape
     if op == "take":
         return np.take(a, config["indices"], axis=config["axis"]).shape
+    if op == "index":
+        return a[index_key(config["key"])].shape
     if op == "concatenate":
         return np.concatenate([a, arrays["b"]], axis=config["axis"]).shape
     if op == "stack":

@@ -29,7 +29,7 @@ TESTS_DIR = str(Path(__file__).resolve().parent.parent)
 if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
 
-from golden.layer_cases import CASES, LAYERS_FILE, make_case, pack_cases  # noqa: E402
+from golden.layer_cases import CASES, LAYERS_FILE, index_key, make_case, pack_cases  # noqa: E402
 from golden.make_golden import build_torch_attention, split_torch_parameter_grads, to_numpy  # noqa: E402
 
 TORCH_OPS = {
@@ -42,6 +42,9 @@ TORCH_OPS = {
     "maximum": lambda a, b, c: torch.maximum(a, b),
     "minimum": lambda a, b, c: torch.minimum(a, b),
     "take": lambda a, c: torch.index_select(a, c["axis"], torch.tensor(c["indices"])),
+    "index": lambda a, c: a[
+        tuple(torch.from_numpy(k) if isinstance(k, np.ndarray) else k for k in index_key(c["key"]))
+    ],
     "concatenate": lambda a, b, c: torch.cat([a, b], dim=c["axis"]),
     "stack": lambda a, b, d, c: torch.stack([a, b, d], dim=c["axis"]),
     "var": lambda a, c: torch.var(a, dim=c["axis"], keepdim=c["keepdims"], unbiased=False),

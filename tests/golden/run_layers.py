@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layer_cases import index_key
 from .run_microtape import assert_close
 
 MICROTAPE_OPS = {
@@ -26,6 +27,7 @@ MICROTAPE_OPS = {
     "maximum": lambda a, b, c: a.maximum(b),
     "minimum": lambda a, b, c: a.minimum(b),
     "take": lambda a, c: a.take(np.array(c["indices"]), axis=c["axis"]),
+    "index": lambda a, c: a[index_key(c["key"])],
     "var": lambda a, c: a.var(c["axis"], keepdims=c["keepdims"]),
 }
 
