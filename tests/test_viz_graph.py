@@ -714,6 +714,25 @@ def test_one_weight_on_many_samples_keeps_the_samples_in_order(samples, total, w
     assert len(forks(digraph.source)) == 2 * samples  # w and b: one line into each sample
 
 
+@needs_dot
+def test_a_weight_shared_by_many_samples_keeps_one_box_and_the_samples_in_order():
+    # 20 uses of w would make it a hub drawn per use (small copies inside each sample, and then nothing
+    # ties the samples to an order: dot drew them 19, 18, …, 0). A parameter shared by sibling modules
+    # keeps its one box and one line per sample instead.
+    tape, loss, parameters = neuron_batch(20)
+    digraph = graph(tape, parameters=parameters, backward=True, detail="full")
+    source = digraph.source
+    names = [f"sample{s}" for s in range(20)]
+    assert across(layout(digraph), names[::-1]) == names
+    boxes = nodes(source)
+    assert not [i for i in boxes if label(boxes[i]).endswith("↺")]  # no per-use copies
+    total = mt.gradients(loss)
+    for weight in parameters:
+        box = find_box(source, weight.name)
+        assert sum(1 for t, _, _ in edges(source) if t == box) == 20
+        assert f"grad {total[weight]:.4g}" in label(boxes[box])
+
+
 def test_a_leaf_used_very_often_is_drawn_once_in_full_and_then_as_copies():
     tape, h, w = long_chain(blocks=2, per_block=40)  # 160 equations, w used 80 times
     with warnings.catch_warnings():

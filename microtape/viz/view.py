@@ -25,7 +25,9 @@ How a computation becomes boxes
 * In big graphs (over 60 equations) a leaf used more than 16 times is drawn
   at each use: its first box is the whole leaf (with its total gradient),
   the others small copies (one hub with hundreds of edges is what makes
-  ``dot`` slow).
+  ``dot`` slow) — unless it is a parameter shared by at most 64 sibling
+  modules and used at most 16 times in each, which keeps one box and one
+  line per module (below).
 * Clusters: with ``group="module"`` every box sits in its module's cluster.
   An equation recorded outside every module, right after one module's work
   and reading only its results — a sample's loss, computed after the
@@ -49,6 +51,7 @@ MAX_NODES = 150  # above this many boxes, detail="auto" draws module summaries
 SHAPE_OPS = frozenset({"reshape", "transpose"})  # ops that only move numbers
 DUPLICATE_LEAVES_ABOVE = 60  # equations; above this, heavily shared leaves are drawn per use
 HUB_USES = 16  # a leaf used more often than this is a hub (drawn per use in big graphs)
+JUNCTION_MODULES = 64  # ... unless it is a parameter shared by at most this many sibling modules
 CHAIN_ENDS = 2  # a computation without modules keeps this many equations at each end
 STRETCHES = 6  # ... and cuts the middle into about this many summaries
 
@@ -233,7 +236,9 @@ class View:
                 box = self._add(Box(f"x{j}", kinds[j], self._leaf_cluster(leaves), leaves=leaves))
                 box.equations = [i for i, k in self.fold_of.items() if k == j]
             uses = sum(len(program.uses[k]) for k in leaves)
-            if big and key[0] != "summary" and uses > HUB_USES:
+            # A parameter shared by a few sibling modules reaches them through junctions instead (one line each).
+            shared = kinds[j] == "parameter" and self._fed_through_junctions(leaves)
+            if big and key[0] != "summary" and uses > HUB_USES and not shared:
                 # The first use keeps the main box; every other use gets a small copy.
                 ids = [box.id]
                 for k in leaves:
@@ -245,6 +250,22 @@ class View:
             else:
                 for k in leaves:
                     self.leaf_boxes[k] = [box.id]
+
+    def _fed_through_junctions(self, leaves):
+        """True for a parameter's leaves used in 2 to 64 sibling modules, at most 16 times in each.
+
+        Such a parameter keeps one box and one line per module (see
+        :class:`Junction`); one used more often inside a module (a weight
+        at every step of a long chain) is better drawn per use.
+        """
+        paths = [self.clusters[i] for k in leaves for i, _ in self.program.uses[k]]
+        home = _common_module(paths)
+        counts = {}
+        for path in paths:
+            module = _child_module(home, path)
+            counts[module] = counts.get(module, 0) + 1
+        modules = len(counts) - (None in counts)  # None: uses right in the home module, drawn as edges
+        return 2 <= modules <= JUNCTION_MODULES and max(counts.values()) <= HUB_USES
 
     def _assign_copies(self, leaves, ids):
         """Leaf k's u-th use goes to the next id in order (the main box first)."""
