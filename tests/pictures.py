@@ -242,17 +242,21 @@ def scalar_trace(causal=True):
     return attn, attn.trace_scalars(np.random.default_rng(0).standard_normal((1, 3, 4)))
 
 
-def neuron_batch(samples=3, seed=0, total="chain", within=None):
+def neuron_batch(samples=3, seed=0, total="chain", within=None, weights_within=False):
     """One neuron ``tanh(w·x + b)`` on several samples (scopes ``sample{s}``), squared errors added up.
 
     ``total``: ``"chain"`` (``e0 + e1 + …``) or ``"sum"`` (Python's ``sum``,
     which starts from a constant 0). ``within``: a module holding every
-    sample (``"batch"``). Returns ``(tape, loss, [w, b])``.
+    sample (``"batch"``); ``weights_within``: ``w`` and ``b`` are made in it
+    too (so they belong to it). Returns ``(tape, loss, [w, b])``.
     """
     rng = np.random.default_rng(seed)
-    w, b = mt.Scalar(0.5, name="w"), mt.Scalar(-0.2, name="b")
+    if not weights_within:
+        w, b = mt.Scalar(0.5, name="w"), mt.Scalar(-0.2, name="b")
     with mt.Tape() as tape:
         with mt.module_scope(within) if within else contextlib.nullcontext():
+            if weights_within:
+                w, b = mt.Scalar(0.5, name="w"), mt.Scalar(-0.2, name="b")
             errors = []
             for s in range(samples):
                 x, target = (float(v) for v in rng.normal(size=2))

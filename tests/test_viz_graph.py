@@ -701,13 +701,21 @@ def test_shared_weight_junctions_only_for_parameters_shared_by_sibling_modules()
 @needs_dot
 @pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize(
-    ("samples", "total", "within"),
-    [(3, "chain", None), (8, "chain", None), (12, "sum", None), (3, "chain", "batch"), (6, "sum", "batch")],
+    ("samples", "total", "within", "weights_within"),
+    [
+        (3, "chain", None, False),
+        (8, "chain", None, False),
+        (12, "sum", None, False),
+        (3, "chain", "batch", False),
+        (6, "sum", "batch", False),
+        (5, "chain", "model", True),
+    ],
 )
-def test_one_weight_on_many_samples_keeps_the_samples_in_order(samples, total, within, backward):
+def test_one_weight_on_many_samples_keeps_the_samples_in_order(samples, total, within, weights_within, backward):
     # Notebook 01's batch: one neuron, the squared errors added up (dot drew sample 1 before sample 0),
-    # also with Python's sum (which starts from a constant 0) and with the samples inside a module.
-    tape, loss, parameters = neuron_batch(samples, total=total, within=within)
+    # also with Python's sum (which starts from a constant 0), with the samples inside a module, and
+    # with the weights made in that module too (drawn above it: junctions inside a frame do not hold).
+    tape, loss, parameters = neuron_batch(samples, total=total, within=within, weights_within=weights_within)
     digraph = graph(tape, parameters=parameters, backward=backward, detail="full")
     names = [f"sample{s}" for s in range(samples)]
     assert across(layout(digraph), names[::-1]) == names

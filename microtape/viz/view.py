@@ -36,9 +36,9 @@ How a computation becomes boxes
 * Sibling computations (Q, K and V; the neurons of a layer; the samples of a
   batch) are kept in the order they were recorded (see :meth:`View._orders`).
 * A parameter shared by sibling modules (one MLP's weights on the samples of
-  a batch) is drawn once, with its total gradient. One line leaves it for
-  each module and splits at a junction point into that module's uses (see
-  :class:`Junction`).
+  a batch) is drawn once, above them at the top level, with its total
+  gradient. One line leaves it for each module and splits at a junction
+  point into that module's uses (see :class:`Junction`).
 """
 
 import math
@@ -232,12 +232,16 @@ class View:
                 }
                 cluster = homes.pop() if kinds[j] != "input" and len(homes) == 1 else ""
                 box = self._add(Box(f"xs{j}", kinds[j], cluster, leaves=leaves, group=key[2]))
+                shared = False
             else:
-                box = self._add(Box(f"x{j}", kinds[j], self._leaf_cluster(leaves), leaves=leaves))
+                shared = kinds[j] == "parameter" and self._fed_through_junctions(leaves)
+                # A parameter shared by sibling modules is drawn at the top level, above them: a row of
+                # junctions inside a module's frame does not keep dot from reordering the modules.
+                cluster = "" if shared else self._leaf_cluster(leaves)
+                box = self._add(Box(f"x{j}", kinds[j], cluster, leaves=leaves))
                 box.equations = [i for i, k in self.fold_of.items() if k == j]
             uses = sum(len(program.uses[k]) for k in leaves)
             # A parameter shared by a few sibling modules reaches them through junctions instead (one line each).
-            shared = kinds[j] == "parameter" and self._fed_through_junctions(leaves)
             if big and key[0] != "summary" and uses > HUB_USES and not shared:
                 # The first use keeps the main box; every other use gets a small copy.
                 ids = [box.id]
