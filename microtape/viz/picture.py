@@ -205,7 +205,7 @@ def to_digraph(picture, layout=None):
         attrs = {"shape": "point", "width": "0.05", "height": "0.05", "label": ""}
         attrs["color"] = STATE_EDGE[fork.state] if picture.backward and fork.state else EDGE
         if layout is not None:
-            attrs.update(layout.node(fork.id), width="0.05", height="0.05")
+            attrs.update(layout.node(fork.id))
         (bodies[fork.cluster] if fork.cluster else dot).node(fork.id, **attrs)
     if layout is None:
         for row in picture.orders:

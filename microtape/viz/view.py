@@ -143,10 +143,10 @@ class View:
         self.boxes, self.by_id = [], {}
         self.box_of_equation = [None] * count
         self.leaf_boxes = [None] * len(program.leaves)
+        self.shared = set()  # the boxes of parameters drawn with junctions
         self._equation_boxes()
         self._leaf_box_plan(summarise)
         self.links = self._links()
-        self.depth = self._depths()
         self.junctions = self._junctions()
         self.orders = self._orders() + self._junction_rows()
         self.below = self._below_junctions()
@@ -164,7 +164,7 @@ class View:
         the tape cut into stretches, as for a computation without modules.
         """
         clusters = self.clusters
-        keys = [None if _opened(path, self.expand) else path for path in clusters]
+        keys = [None if _within(path, self.expand) else path for path in clusters]
         summarised = [i for i, key in enumerate(keys) if key is not None]
         limit = self.max_nodes // 2
         while len({keys[i] for i in summarised}) > limit and any("." in keys[i] for i in summarised):
@@ -223,6 +223,10 @@ class View:
         big = len(program.equations) > DUPLICATE_LEAVES_ABOVE
         for key, leaves in groups.items():
             j = leaves[0]
+            # A parameter shared by sibling modules reaches them through junctions (one line each), drawn
+            # at the top level above them: a junction row inside a module's frame does not keep dot from
+            # reordering the modules.
+            shared = key[0] != "summary" and kinds[j] == "parameter" and self._fed_through_junctions(leaves)
             if key[0] == "summary":
                 # Inputs at the top level; a summary's own parameters and constants next to it.
                 homes = {
@@ -232,16 +236,12 @@ class View:
                 }
                 cluster = homes.pop() if kinds[j] != "input" and len(homes) == 1 else ""
                 box = self._add(Box(f"xs{j}", kinds[j], cluster, leaves=leaves, group=key[2]))
-                shared = False
             else:
-                shared = kinds[j] == "parameter" and self._fed_through_junctions(leaves)
-                # A parameter shared by sibling modules is drawn at the top level, above them: a row of
-                # junctions inside a module's frame does not keep dot from reordering the modules.
-                cluster = "" if shared else self._leaf_cluster(leaves)
-                box = self._add(Box(f"x{j}", kinds[j], cluster, leaves=leaves))
+                box = self._add(Box(f"x{j}", kinds[j], "" if shared else self._leaf_cluster(leaves), leaves=leaves))
                 box.equations = [i for i, k in self.fold_of.items() if k == j]
+            if shared:
+                self.shared.add(box.id)
             uses = sum(len(program.uses[k]) for k in leaves)
-            # A parameter shared by a few sibling modules reaches them through junctions instead (one line each).
             if big and key[0] != "summary" and uses > HUB_USES and not shared:
                 # The first use keeps the main box; every other use gets a small copy.
                 ids = [box.id]
@@ -262,14 +262,11 @@ class View:
         :class:`Junction`); one used more often inside a module (a weight
         at every step of a long chain) is better drawn per use.
         """
-        paths = [self.clusters[i] for k in leaves for i, _ in self.program.uses[k]]
-        home = _common_module(paths)
-        counts = {}
-        for path in paths:
-            module = _child_module(home, path)
-            counts[module] = counts.get(module, 0) + 1
-        modules = len(counts) - (None in counts)  # None: uses right in the home module, drawn as edges
-        return 2 <= modules <= JUNCTION_MODULES and max(counts.values()) <= HUB_USES
+        modules = _by_module([self.clusters[i] for k in leaves for i, _ in self.program.uses[k]])
+        direct = modules.pop(None, [])  # uses right in the module holding them all: plain edges
+        return (
+            2 <= len(modules) <= JUNCTION_MODULES and max(len(uses) for uses in [direct, *modules.values()]) <= HUB_USES
+        )
 
     def _assign_copies(self, leaves, ids):
         """Leaf k's u-th use goes to the next id in order (the main box first)."""
@@ -330,7 +327,7 @@ class View:
         kept in the order they were recorded.
         """
         computed = [box for box in self.boxes if box.kind in ("op", "shape", "summary")]
-        depth = self.depth
+        depth = self._depths()
         unit_of, first = {}, {}  # (cluster, box id) -> the box's unit in that cluster; unit -> its first box
         for box in computed:
             unit, path = ("box", box.id), box.cluster
@@ -375,44 +372,30 @@ class View:
         return depth
 
     def _junctions(self):
-        """A :class:`Junction` for each (shared parameter, sibling module it feeds), parameters in order.
-
-        The siblings are the modules directly inside the innermost module
-        holding every use (the samples, also inside a ``batch`` module).
-        """
+        """A :class:`Junction` for each (shared parameter, sibling module it feeds), parameters in order."""
         uses = {}  # parameter box id -> [link indices]
         for k, link in enumerate(self.links):
-            box = self.by_id[link.tail]
-            if box.kind == "parameter" and not box.summarised and box.copy_of is None:
+            if link.tail in self.shared:
                 uses.setdefault(link.tail, []).append(k)
         junctions = []
         for tail, links in uses.items():
-            home = _common_module([self.by_id[self.links[k].head].cluster for k in links])
-            modules = {}
-            for k in links:
-                module = _child_module(home, self.by_id[self.links[k].head].cluster)
-                if module is not None:
-                    modules.setdefault(module, []).append(k)
-            if len(modules) > 1:
-                # The junctions stay with the parameter (outside the module holding the uses): inside it,
-                # dot would order them, and the modules under them, as it likes.
-                cluster = _common_module([self.by_id[tail].cluster, home])
-                for module, fed in modules.items():
-                    junctions.append(Junction(f"j{len(junctions)}", cluster, tail, module, fed))
+            modules = _by_module([self.by_id[self.links[k].head].cluster for k in links])
+            modules.pop(None, None)
+            for module, positions in modules.items():
+                fed = [links[p] for p in positions]
+                junctions.append(Junction(f"j{len(junctions)}", self.by_id[tail].cluster, tail, module, fed))
         return junctions
 
     def _junction_rows(self):
-        """One row per cluster: its junctions side by side, module by module in recorded order."""
+        """The junctions side by side in one row, module by module in recorded order."""
         recorded = {}
         for box in self.boxes:
             path = box.cluster
             while path:
                 recorded.setdefault(path, len(recorded))
                 path = path.rpartition(".")[0]
-        rows = {}
-        for junction in self.junctions:
-            rows.setdefault(junction.cluster, []).append(junction)
-        return [[j.id for j in sorted(row, key=lambda j: recorded[j.module])] for row in rows.values() if len(row) > 1]
+        row = [j.id for j in sorted(self.junctions, key=lambda j: recorded[j.module])]
+        return [row] if len(row) > 1 else []
 
     def _below_junctions(self):
         """``(junction, box)`` pairs: boxes that nothing feeds, kept below a junction row.
@@ -425,21 +408,21 @@ class View:
         the module to its place), and the constants beside the row (the 0
         that Python's ``sum`` starts from) below the row.
         """
+        if not self.junctions:
+            return []
         fed = {link.head for link in self.links}
-        tails = {junction.tail for junction in self.junctions}
-        of_module, first_in = {}, {}
+        of_module = {}
         for junction in self.junctions:
             of_module.setdefault(junction.module, []).append(junction.id)
-            first_in.setdefault(junction.cluster, junction.id)
         unfed, pairs = {}, []
         for box in self.boxes:
-            if box.id in fed or box.id in tails:
+            if box.id in fed or box.id in self.shared:
                 continue
-            module = next((m for m in of_module if box.cluster == m or box.cluster.startswith(m + ".")), None)
+            module = next((m for m in of_module if _within(box.cluster, (m,))), None)
             if module is not None:
                 unfed.setdefault(module, []).append(box.id)
-            elif box.kind == "constant" and box.cluster in first_in:
-                pairs.append((first_in[box.cluster], box.id))
+            elif box.kind == "constant" and not box.cluster:
+                pairs.append((self.junctions[0].id, box.id))
         for module, ids in unfed.items():
             first, *others = of_module[module]
             pairs += [(first, i) for i in ids] + [(other, ids[0]) for other in others]
@@ -493,24 +476,22 @@ def _clusters(program, group):
     return paths
 
 
-def _common_module(paths):
-    """The innermost module path holding every one of ``paths`` ("" = the top level)."""
+def _by_module(paths):
+    """Positions of ``paths`` by the module directly inside the innermost module holding them all.
+
+    ``{module: [positions]}``; the key None collects the paths that are that
+    innermost module itself. For uses in ``sample0.neuron1``, ``sample1`` and
+    ``sample2.neuron0``: ``{"sample0": [0], "sample1": [1], "sample2": [2]}``.
+    """
     parts = [path.split(".") if path else [] for path in paths]
-    common = []
-    for names in zip(*parts):
-        if len(set(names)) > 1:
-            break
-        common.append(names[0])
-    return ".".join(common)
-
-
-def _child_module(parent, path):
-    """The module directly inside ``parent`` that holds ``path`` (None when ``path`` is not inside it)."""
-    if parent:
-        if not path.startswith(parent + "."):
-            return None
-        return parent + "." + path[len(parent) + 1 :].split(".")[0]
-    return path.split(".")[0] or None
+    depth = 0
+    while all(len(names) > depth for names in parts) and len({names[depth] for names in parts}) == 1:
+        depth += 1
+    modules = {}
+    for position, names in enumerate(parts):
+        module = ".".join(names[: depth + 1]) if len(names) > depth else None
+        modules.setdefault(module, []).append(position)
+    return modules
 
 
 def _summary_cluster(key):
@@ -558,8 +539,9 @@ def _expand_paths(expand, clusters):
     return paths
 
 
-def _opened(path, expand):
-    return any(path == p or path.startswith(p + ".") for p in expand)
+def _within(path, modules):
+    """True when ``path`` is one of ``modules`` or inside one of them."""
+    return any(path == module or path.startswith(module + ".") for module in modules)
 
 
 def _merge_shape_chains(program, clusters):
