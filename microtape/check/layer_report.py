@@ -40,7 +40,6 @@ import numpy as np
 from ..nn import masks
 from ..nn.attention import MultiHeadAttention
 from ..nn.checked_layer import CheckedLayer
-from ..nn.checks import gradient_array
 from ..nn.feedforward import FeedForward
 from ..nn.layernorm import LayerNorm
 from .layer_fd import LayerPoint
@@ -48,7 +47,14 @@ from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
 from .mistakes import ALIASES, MISTAKES, mistake_links
 from .report import DEFAULT_FD_SAMPLES, EPS, attention_report
-from .rows import ConfiguredReport, add_finite_differences, default_tolerance, inherits_from, make_row
+from .rows import (
+    ConfiguredReport,
+    add_finite_differences,
+    default_tolerance,
+    inherits_from,
+    make_row,
+    upstream_gradient,
+)
 
 __all__ = ["LayerReport", "layer_report", "places"]
 
@@ -284,12 +290,7 @@ def layer_report(
     _check_needs(layer, chosen, arguments)
     checked = layer.check_call(*inputs, **forward_kwargs)  # every argument checked before the forward runs
     output_shape = np.shape(checked[0] if isinstance(checked, tuple) else checked)
-    if grad_output is None:
-        upstream = np.random.default_rng(seed).standard_normal(output_shape).astype(layer.dtype)
-        upstream_text = f"upstream gradient dy: standard normal, seed={seed} (grad_output=None)"
-    else:
-        upstream = gradient_array(grad_output, "grad_output", "layer_report", output_shape, layer.dtype)
-        upstream_text = "upstream gradient dy: given (grad_output)"
+    upstream, upstream_text = upstream_gradient(grad_output, output_shape, seed, layer.dtype, "layer_report")
 
     layer.forward(*inputs, **forward_kwargs)
     taped = layer.named_gradients(upstream, "tape")

@@ -38,10 +38,16 @@ import numpy as np
 
 from ..nn import analytic, masks
 from ..nn.attention import MultiHeadAttention
-from ..nn.checks import gradient_array
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .rows import ConfiguredReport, add_finite_differences, default_tolerance, inherits_from, make_row
+from .rows import (
+    ConfiguredReport,
+    add_finite_differences,
+    default_tolerance,
+    inherits_from,
+    make_row,
+    upstream_gradient,
+)
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
@@ -220,16 +226,6 @@ def _check_mistakes_apply(attn, chosen, query, key, mask):
                 )
 
 
-def _upstream_gradient(grad_output, output_shape, seed, dtype):
-    """The gradient at the output, and a sentence saying where it came from (checked before any forward)."""
-    if grad_output is None:
-        rng = np.random.default_rng(seed)
-        upstream = rng.standard_normal(output_shape).astype(dtype)
-        return upstream, f"upstream gradient dy: standard normal, seed={seed} (grad_output=None)"
-    upstream = gradient_array(grad_output, "grad_output", "attention_report", output_shape, dtype)
-    return upstream, "upstream gradient dy: given (grad_output)"
-
-
 # ---------------------------------------------------------------- the report
 
 
@@ -271,7 +267,8 @@ def attention_report(
     _check_mistakes_apply(attn, chosen, query, key, mask)
     # Every argument is checked before the forward runs.
     call = attn.check_call(query, key, value, mask)
-    upstream, upstream_text = _upstream_gradient(grad_output, (call.batch, call.q_len, attn.embed), seed, attn.dtype)
+    output_shape = (call.batch, call.q_len, attn.embed)
+    upstream, upstream_text = upstream_gradient(grad_output, output_shape, seed, attn.dtype, "attention_report")
 
     attn.forward(query, key, value, mask)
     tape = attn.tape

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..nn.checks import gradient_array
+
 __all__ = [
     "Row",
     "GradientReport",
@@ -31,6 +33,7 @@ __all__ = [
     "default_tolerance",
     "inherits_from",
     "add_finite_differences",
+    "upstream_gradient",
 ]
 
 #: The default tolerance per dtype: float64 checks are exact to rounding;
@@ -395,3 +398,16 @@ class ConfiguredReport(GradientReport):
         data["config"] = dict(self.config)
         data["mistakes"] = list(self.mistakes)
         return data
+
+
+def upstream_gradient(grad_output, output_shape, seed, dtype, where):
+    """The gradient a report starts from, and a sentence saying where it came from (checked before any forward).
+
+    ``grad_output=None`` draws a standard normal one from ``seed``; a given
+    one is checked as ``where``'s ``grad_output`` argument.
+    """
+    if grad_output is None:
+        upstream = np.random.default_rng(seed).standard_normal(output_shape).astype(dtype)
+        return upstream, f"upstream gradient dy: standard normal, seed={seed} (grad_output=None)"
+    upstream = gradient_array(grad_output, "grad_output", where, output_shape, dtype)
+    return upstream, "upstream gradient dy: given (grad_output)"

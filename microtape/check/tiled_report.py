@@ -43,9 +43,8 @@ import numpy as np
 
 from ..nn import tiled
 from ..nn.attention import MultiHeadAttention
-from ..nn.checks import gradient_array
 from .report import CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW
-from .rows import ConfiguredReport, default_tolerance, inherits_from, make_row
+from .rows import ConfiguredReport, default_tolerance, inherits_from, make_row, upstream_gradient
 
 __all__ = ["TiledReport", "TiledMistake", "TILED_MISTAKES", "tiled_report", "MAX_TILES"]
 
@@ -260,12 +259,7 @@ def tiled_report(
     schedule = tiled.TileSchedule(call.q_len, call.k_len, block_size, attn.causal)
     _check_schedule(schedule, chosen)
     output_shape = (call.batch, call.q_len, attn.embed)
-    if grad_output is None:
-        upstream = np.random.default_rng(seed).standard_normal(output_shape).astype(attn.dtype)
-        upstream_text = f"upstream gradient dy: standard normal, seed={seed} (grad_output=None)"
-    else:
-        upstream = gradient_array(grad_output, "grad_output", "tiled_report", output_shape, attn.dtype)
-        upstream_text = "upstream gradient dy: given (grad_output)"
+    upstream, upstream_text = upstream_gradient(grad_output, output_shape, seed, attn.dtype, "tiled_report")
 
     for layer in (standard, tiled_layer):
         layer(query, key, value, mask)

@@ -184,13 +184,7 @@ register(
                 "dS = P ⊙ (dP − rowsum(dP ⊙ P)).",
                 core.variant(_with_mistake, "softmax_skipped"),
             ),
-            Mistake(
-                "exp_not_stabilised",
-                "unstable_exp",
-                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
-                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
-                core.variant(_with_mistake, "exp_not_stabilised"),
-            ),
+            core.unstable_exp_mistake(_with_mistake),
         ),
     )
 )

@@ -166,13 +166,7 @@ register(
                 "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
                 core.variant(_with_mistake, "dropout_after_softmax_backward"),
             ),
-            Mistake(
-                "exp_not_stabilised",
-                "unstable_exp",
-                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
-                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
-                core.variant(_with_mistake, "exp_not_stabilised"),
-            ),
+            core.unstable_exp_mistake(_with_mistake),
         ),
     )
 )

@@ -22,7 +22,7 @@ from ..plain import Plain
 from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import trials
-from .registry import Output
+from .registry import Mistake, Output
 
 #: What the attention exercises return: dQ, dK, dV, shaped like q, k, v.
 GRADIENT_OUTPUTS = (
@@ -117,3 +117,14 @@ def variant(with_mistake, mistake):
 
     run.__name__ = run.__qualname__ = f"_{mistake}"
     return run
+
+
+def unstable_exp_mistake(with_mistake):
+    """The mistake every attention exercise can make: a softmax whose exp overflows on the large-score trials."""
+    return Mistake(
+        "exp_not_stabilised",
+        "unstable_exp",
+        "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+        "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
+        variant(with_mistake, "exp_not_stabilised"),
+    )

@@ -60,7 +60,15 @@ from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import analytic, attention_call, masks, tiled
 from .attention_chain import STEP_NAMES, attention_chain, attention_core
-from .checks import child_seeds, float_dtype, gradient_array, overflow_error, positive_int, probability
+from .checks import (
+    child_seeds,
+    float_dtype,
+    gradient_array,
+    gradient_overflow_error,
+    overflow_error,
+    positive_int,
+    probability,
+)
 from .dropout_mask import DropoutMask
 from .linear import Linear
 from .module import RecordedLayer
@@ -488,15 +496,10 @@ class MultiHeadAttention(RecordedLayer):
         ends = [name for name, _ in self.named_parameters()] + (["x"] if self._last.self_attention else list(ROLES))
         if all(np.isfinite(grads[name]).all() for name in ends):
             return
-        for name in _backward_order(self.gradient_names()):
-            grad = grads[name]
-            if not np.isfinite(grad).all():
-                index = tuple(int(i) for i in np.argwhere(~np.isfinite(grad))[0])
-                raise FloatingPointError(
-                    f"MultiHeadAttention.backward(method={method!r}): the gradient of {name} overflowed "
-                    f"{np.dtype(self.dtype).name} at index {index} (it is {grad[index]}); grad_output or the "
-                    "weights are too large for this dtype. No gradient was changed."
-                )
+        where = f"MultiHeadAttention.backward(method={method!r})"
+        error = gradient_overflow_error(grads, _backward_order(self.gradient_names()), where, self.dtype)
+        if error is not None:
+            raise error
 
     # -- zoom to scalars, and the PyTorch bridge (in files of their own)
 

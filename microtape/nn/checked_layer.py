@@ -32,7 +32,7 @@ from ..tensor import Tensor
 
 # attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
 from .attention import NamedGradients, read_only
-from .checks import gradient_array, input_array, overflow_error
+from .checks import gradient_array, gradient_overflow_error, input_array, overflow_error
 from .module import RecordedLayer
 
 __all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
@@ -203,15 +203,9 @@ class CheckedLayer(RecordedLayer):
 
     def _check_finite_gradients(self, grads, method):
         """Refuse gradients that overflowed, naming the first one in backward order."""
-        for name in grads:
-            grad = grads[name]
-            if not np.isfinite(grad).all():
-                index = tuple(int(i) for i in np.argwhere(~np.isfinite(grad))[0])
-                raise FloatingPointError(
-                    f"{type(self).__name__}.backward(method={method!r}): the gradient of {name} overflowed "
-                    f"{np.dtype(self.dtype).name} at index {index} (it is {grad[index]}); grad_output or the "
-                    "weights are too large for this dtype. No gradient was changed."
-                )
+        error = gradient_overflow_error(grads, grads, f"{type(self).__name__}.backward(method={method!r})", self.dtype)
+        if error is not None:
+            raise error
 
     # -- the same forward on plain numpy
 

@@ -142,6 +142,20 @@ def child_seeds(seed, count, what):
     return root.spawn(count)
 
 
+def gradient_overflow_error(grads, names, where, dtype):
+    """The error for the first of ``names`` whose gradient in ``grads`` is not finite, or None when all are."""
+    for name in names:
+        grad = grads[name]
+        if not np.isfinite(grad).all():
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(grad))[0])
+            return FloatingPointError(
+                f"{where}: the gradient of {name} overflowed {np.dtype(dtype).name} at index {index} "
+                f"(it is {grad[index]}); grad_output or the weights are too large for this dtype. "
+                "No gradient was changed."
+            )
+    return None
+
+
 def overflow_error(tape, where, dtype):
     """The error for a forward that produced inf/NaN: it names the first step where that appeared."""
     for index, node in enumerate(tape.nodes):
