@@ -49,6 +49,13 @@ def _integer(text):
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _float(text, wanted):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+
+
 def positive_int(text):
     """An integer >= 1."""
     value = _integer(text)
@@ -67,10 +74,7 @@ def non_negative_int(text):
 
 def probability(text):
     """A float with 0 <= p < 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    value = _float(text, "a probability")
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability with 0 <= p < 1, got {text!r}")
     return value
@@ -78,10 +82,7 @@ def probability(text):
 
 def positive_float(text):
     """A finite float > 0 (a learning rate, a time limit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _float(text, "a number")
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value

@@ -489,7 +489,7 @@ def _picks_along_the_first_axis(index):
         return True
     if isinstance(index, (list, np.ndarray)):
         kind = np.asarray(index).dtype.kind
-        return kind in "iu" or (kind == "f" and np.size(index) == 0)
+        return kind in "iu" or (kind == "f" and np.size(index) == 0)  # numpy reads [] as floats
     return False
 
 
