@@ -10,7 +10,7 @@ OUT    ?= demo-output
 # exact pin: a bare `torch` pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-torch bench lint format dot browser clean assignment grade-sample
+.PHONY: demo test test-torch bench lint format dot sandbox browser clean assignment grade-sample
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 
 dot:
 	@bash scripts/ensure-dot.sh
+
+# Students' code is checked inside bubblewrap (the exercise checker, `microtape grade`).
+sandbox:
+	@bash scripts/ensure-bwrap.sh
 
 # The frames player (index.html) is tested in a real headless Chromium: this
 # installs Debian's chromium + chromium-driver when missing (and allowed), and
@@ -32,7 +36,7 @@ browser: $(STAMP)
 demo: $(STAMP) dot
 	$(BIN)/microtape demo --out $(OUT)
 
-test: $(STAMP) dot browser
+test: $(STAMP) dot sandbox browser
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch" -q -p no:cacheprovider tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
@@ -52,7 +56,7 @@ assignment: $(GRADING_STAMP)
 
 # Grade grading/samples/* with `otter run` (no Docker; 10 s per exercise, 300 s per submission),
 # print the score table, fail if a score differs from grading/expected_scores.json.
-grade-sample: assignment
+grade-sample: assignment sandbox
 	$(BIN)/python grading/autograde.py grade
 
 bench: $(STAMP)

@@ -87,7 +87,7 @@ def test_the_source_notebook_solution_passes_and_the_prompt_is_a_stub(questions,
     namespace = {"np": np, "ex": ex}
     exec(compile(source, f"<{name} solution>", "exec"), namespace)
     assert ex.check(name, namespace[name]).ok
-    assert ex.check(name, namespace[name], hidden=True).ok
+    assert ex.check(name, namespace[name], hidden=True, secret="test secret").ok
     # What students get: the prompt lines only, which raise NotImplementedError.
     stub = re.sub(r"# BEGIN SOLUTION NO PROMPT.*?# END SOLUTION\n", "", source, flags=re.S)
     stub = "\n".join(line for line in stub.splitlines() if "# BEGIN PROMPT" not in line and "# END PROMPT" not in line)

@@ -124,6 +124,7 @@ class Exercise:
     visible: tuple
     hidden: tuple
     stretch: bool = False
+    is_vjp: bool = False  # the student writes an op's VJP: graded by the rule mt.ops applies (a tuple)
 
     @property
     def parameters(self):
