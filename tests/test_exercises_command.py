@@ -251,3 +251,13 @@ def test_no_student_facing_flag_reaches_the_hidden_trials(tmp_path, capsys):
         _run("check", str(path), "--hidden")
     assert stopped.value.code == 2
     assert "--hidden" in capsys.readouterr().err
+
+
+def test_every_reference_solution_is_right_in_the_box(capsys):
+    """The instructor's solutions file, checked as a student's file: numbers cross the box as they are.
+
+    (A numpy scalar argument — ``ans`` of a 1-d logsumexp — once arrived as a
+    Python float, and a right answer failed.)
+    """
+    assert _run("check", str(ROOT / "instructor" / "solutions.py")) == 0
+    assert capsys.readouterr().out.count("✓") == len(NAMES)

@@ -141,11 +141,11 @@ class BoxedSubmission:
                 raise NotChecked(f"the submission could not be run again ({self.load_error})")
         specs, arrays = [], []
         for arg in args:
-            if isinstance(arg, np.ndarray):
-                specs.append({"array": len(arrays)})
-                arrays.append(arg)
+            if isinstance(arg, (np.ndarray, np.generic)):  # a numpy scalar travels as a 0-d array, comes out a scalar
+                specs.append({"array": len(arrays), "scalar": isinstance(arg, np.generic)})
+                arrays.append(np.asarray(arg))
             else:
-                specs.append({"value": arg.item() if isinstance(arg, np.generic) else arg})
+                specs.append({"value": arg})
         try:
             reply, returned = self.box.request({"op": "call", "name": name, "args": specs}, arrays, timeout=seconds)
         except BoxTimeout:
