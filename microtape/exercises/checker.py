@@ -23,8 +23,9 @@ and :attr:`CheckResult.status` says ``"right"``, ``"partly right"``,
 ``exit()``, or did not return within ``time_limit`` seconds).
 
 The visible trials are the ones a notebook shows; ``hidden=True`` runs other
-trials (other seeds, shapes, ``eps`` and ``p``, and large scores where a
-softmax must be stabilised) — what an autograder's hidden tests use.
+trials (other shapes, ``eps`` and ``p``, and large scores where a softmax must
+be stabilised), their numbers drawn from the teacher's ``secret`` — what
+``microtape grade`` uses.
 
 Precision
 ---------
@@ -226,9 +227,9 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
 
     ``trials`` defaults to the exercise's number of trials (more cycle through
     them with fresh random numbers); ``hidden=True`` uses the hidden trials,
-    which differ from the visible ones; with ``secret`` (a string or bytes
-    the instructor keeps) their numbers are drawn from it, so nobody without
-    it can know them — ``microtape grade`` always grades with one. ``time_limit`` (seconds, for all the
+    which differ from the visible ones and whose numbers are drawn from
+    ``secret`` (a string or bytes the teacher keeps: nobody without it can
+    know them; ``microtape grade`` always grades with one). ``time_limit`` (seconds, for all the
     trials together) stops a function that does not return — it needs the
     main thread of a Unix process, as in a notebook, a script or
     ``microtape exercises check``; elsewhere it is not enforced.
@@ -308,10 +309,13 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
 
 def _trial_key(seed, hidden, secret):
     """What seeds the trials: the seed, and for hidden trials the instructor's secret too."""
-    if secret is None:
-        # Without a secret the hidden trials are the package's fixed draws: anyone can
-        # know them, so they are for practice only; `microtape grade` always has a secret.
+    if not hidden:
         return (int(seed),)
+    if secret is None:
+        raise ValueError(
+            "check(hidden=True): the hidden trials are drawn from the teacher's secret — pass "
+            "secret=... (a string or bytes kept away from students; `make assignment` makes one)"
+        )
     if isinstance(secret, str):
         secret = secret.encode("utf-8")
     if not isinstance(secret, bytes) or not secret:
@@ -341,8 +345,8 @@ def _trial(name, hidden, key, trial):
 def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None):
     """Like :func:`check`, but raise ``AssertionError`` with the feedback when wrong.
 
-    For autograder tests (nbgrader, otter): ``assert_correct("softmax_backward",
-    softmax_backward, hidden=True)``. Returns the :class:`CheckResult` when
+    For hand-written tests (nbgrader-style): ``assert_correct("softmax_backward",
+    softmax_backward, hidden=True, secret=...)``. Returns the :class:`CheckResult` when
     correct.
     """
     result = check(name, student_fn, trials=trials, seed=seed, hidden=hidden, time_limit=time_limit, secret=secret)
@@ -362,7 +366,7 @@ class _Verdict:
         self.hidden = hidden
         self.right = {output.name: True for output in exercise.outputs}
         self.trials_run = 0
-        self.first = None  # (trial, message, problems, exception) of the first failing trial
+        self.first = None  # (trial, message or where, problems, exception) of the first failing trial
         self.later_crash = None
         self.worst = 0.0
 
@@ -381,8 +385,9 @@ class _Verdict:
         for problem in problems:
             self.right[problem.output] = False
         if problems and self.first is None:
-            message = _failure_message(self.exercise.name, where, problems, right)
-            self.first = (trial, message, problems, None)
+            # The message is written at the end, when it is known which outputs stayed right
+            # on *every* trial: the headline must say what the score table says.
+            self.first = (trial, where, problems, None)
         if not problems:
             self.worst = max(self.worst, error)
 
@@ -406,9 +411,11 @@ class _Verdict:
                                outputs=dict(self.right), score=score, max_score=exercise.max_score,
                                hidden=self.hidden)  # fmt: skip
         trial, message, problems, exception = self.first
+        right = [output.name for output in exercise.outputs if self.right[output.name]]
+        if problems:
+            message = _failure_message(name, message, problems, right)
         if self.later_crash:
             message += "\n  and later: " + " ".join(self.later_crash.lstrip("✗ ").split("\n")[:2])
-        right = [output.name for output in exercise.outputs if self.right[output.name]]
         status = "partly right" if right else "wrong"
         message += "\n  " + _score_line(exercise, self.right, score, trials_run)
         mistakes = tuple(dict.fromkeys(d.name for p in problems for d in p.diagnoses))
