@@ -1,10 +1,9 @@
 # The two commands of the README: `make demo` and `make test`.
-# For teachers: `make assignment` and `make grade-sample` (the otter autograder, grading/).
+# For teachers: `make assignment` and `make grade-sample` (grading/: the boxed grader, a Gradescope bundle).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
-GRADING_STAMP = $(VENV)/.installed-grading
 DOCS_STAMP = $(VENV)/.installed-docs
 OUT    ?= demo-output
 # The CPU build of PyTorch used only as a reference in cross-checks. Always this
@@ -45,20 +44,16 @@ test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'
 	MICROTAPE_REQUIRE_TORCH=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m torch -q -p no:cacheprovider tests
 
-# The autograder is an optional extra (grading), installed only for these targets:
-# `make test` stays light.
-$(GRADING_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[grading]'
-	touch $(GRADING_STAMP)
-
-# grading/source/microtape_lab.ipynb -> grading/dist/student (hand out) + grading/dist/autograder (hidden tests).
-assignment: $(GRADING_STAMP)
+# grading/source/microtape_lab.ipynb -> grading/dist: the student notebook, and the autograder
+# bundle (a fresh instructor secret, microtape's wheel, Gradescope's setup.sh and run_autograder).
+assignment: $(STAMP)
 	$(BIN)/python grading/autograde.py assign
 
-# Grade grading/samples/* with `otter run` (no Docker; 10 s per exercise, 300 s per submission),
-# print the score table, fail if a score differs from grading/expected_scores.json.
+# Grade grading/samples/* with `microtape grade` (boxed, hidden trials from the bundle's secret),
+# fail if a score differs from grading/expected_scores.json, then run the bundle's entry script on
+# a sample in a fresh virtual environment, as Gradescope would.
 grade-sample: assignment sandbox
-	$(BIN)/python grading/autograde.py grade
+	$(BIN)/python grading/autograde.py grade --bundle
 
 # The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
 # The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the

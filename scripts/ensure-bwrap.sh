@@ -3,23 +3,12 @@
 # run students' code inside it (own namespaces, a file system holding only Python's
 # standard library and numpy). Installs the Debian/Ubuntu package when we may;
 # otherwise says how, and lets the caller go on: the checker then runs students'
-# code with resource limits only, and says so.
+# code with resource limits only and says so (as root it refuses to run it at all).
 if command -v bwrap >/dev/null 2>&1 || [ "$(uname -s)" != Linux ]; then
     exit 0
 fi
 echo "bubblewrap (bwrap) is not installed; trying to install it..."
-if command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        SUDO=none
-    fi
-    if [ "$SUDO" != none ]; then
-        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null
-    fi
-fi
+bash "$(dirname "$0")/apt-install.sh" bubblewrap
 if command -v bwrap >/dev/null 2>&1; then
     echo "Installed: $(bwrap --version 2>&1)"
     exit 0

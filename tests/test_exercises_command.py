@@ -251,6 +251,8 @@ def test_no_student_facing_flag_reaches_the_hidden_trials(tmp_path, capsys):
         _run("check", str(path), "--hidden")
     assert stopped.value.code == 2
     assert "--hidden" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="teacher's secret"):
+        ex.check("softmax_backward", lambda p, grad_p: p, hidden=True)
 
 
 def test_every_reference_solution_is_right_in_the_box(capsys):

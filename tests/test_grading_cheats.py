@@ -92,8 +92,23 @@ def test_asking_the_engine_for_the_answer_scores_0(tmp_path, cheat):
 
 
 def test_a_forbidden_import_at_the_top_is_named(tmp_path):
-    report = _grade(tmp_path, "import microtape.exercises as ex\n")
-    assert "microtape.exercises" in report.not_checked["import"], report.not_checked
+    report = _grade(tmp_path, "import microtape.tape\n")
+    assert "microtape.tape" in report.not_checked["import"], report.not_checked
+
+
+def test_a_notebooks_feedback_calls_run_and_do_nothing_in_the_box(tmp_path):
+    """``import microtape.exercises as ex`` and ``ex.check(...)`` cells must not cost a student anything."""
+    cheat = """
+    import microtape.exercises as ex
+    assert ex.check("softmax_backward", None) is None
+    def softmax_backward(p, grad_p):
+        return ex.score(globals())
+    """
+    report = _grade(tmp_path, cheat)
+    _assert_cheat_fails(report)
+    assert (
+        "NoneType" in report.results["softmax_backward"].message or "None" in report.results["softmax_backward"].message
+    )
 
 
 # ---------------------------------------------------------------- 2. reading the grader
@@ -239,3 +254,46 @@ def test_signalling_the_grader_reaches_nothing(tmp_path):
         return p
     """
     _assert_cheat_fails(_grade(tmp_path, cheat))
+
+
+# ---------------------------------------------------------------- 5. forging otter, or whatever records the score
+
+
+def test_a_notebook_that_forges_the_results_file_and_the_assert_helpers_scores_0(tmp_path):
+    """The recorded score never comes from the student's kernel: the notebook's cells run in the box."""
+    import json
+
+    from microtape.cli import main
+
+    forged = {"score": 24, "tests": [{"name": "softmax_backward", "score": 1, "max_score": 1}]}
+    cells = [
+        "import numpy as np\nimport microtape.exercises as ex\n",
+        "ex.assert_output = ex.assert_right = ex.check = lambda *a, **k: None\n",
+        "import otter\ngrader = otter.Notebook()\n",
+        "import json, os\n"
+        f"for folder in ('/autograder/results', {str(tmp_path / 'results')!r}, '.'):\n"
+        "    try:\n"
+        "        os.makedirs(folder, exist_ok=True)\n"
+        f"        json.dump({forged!r}, open(os.path.join(folder, 'results.json'), 'w'))\n"
+        "    except OSError:\n"
+        "        pass\n",
+        "def softmax_backward(p, grad_p):\n    return p\n",
+    ]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": []} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}  # fmt: skip
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "lab.ipynb").write_text(json.dumps(notebook))
+    results = tmp_path / "results.json"
+    argv = ["grade", str(folder), "--secret", str(_secret(tmp_path)), "--gradescope", str(results),
+            "--out", str(tmp_path / "grades"), "--name", "softmax_backward", "--timeout", "3"]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(results.read_text())
+    assert report["score"] == 0 and report["tests"][0]["score"] == 0, report
+    assert not (tmp_path / "results" / "results.json").exists()  # the box cannot write outside itself
+
+
+def _secret(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text("the instructor's own\n")
+    return path

@@ -1,21 +1,20 @@
-"""What an autograder's tests call: one assertion per output, each worth its points.
+"""Assertions for tests in a student's own kernel: one per output, with a time limit.
 
-This module lets an nbgrader or otter test cell grade one output of one
-exercise, with partial credit and a time limit::
+This module lets a hand-written test cell (nbgrader-style) check one output
+of one exercise::
 
     >>> import microtape.exercises as ex
     >>> def dropout_backward(grad_y, mask, p):
     ...     return grad_y * mask / (1 - p)
-    >>> ex.assert_output("dropout_backward", dropout_backward, "grad_x")   # hidden trials: passes silently
+    >>> ex.assert_output("dropout_backward", dropout_backward, "grad_x")   # passes silently
 
-A course's assignment (``grading/source/microtape_lab.ipynb`` in the
-repository) has one hidden test per output, each worth one point, so an
-answer with two of three outputs right earns two points. The check behind
-them runs once per function (remembered), on the hidden trials, under a time
-limit: a function that never returns costs ``time_limit`` seconds once, not
-once per output, and every test of it fails with "not checked" — as do
-``exit()`` and a ``KeyboardInterrupt`` raised by the student's code, which
-here fail their own exercise instead of stopping the grading run.
+Such a test runs where the student's code runs, so it is feedback, not a
+grade: a cell can rebind it. A recorded grade comes from ``microtape grade``,
+which runs the student's code in a box and compares outside it. The check
+behind these runs once per function (remembered), under a time limit: a
+function that never returns costs ``time_limit`` seconds once, not once per
+output, and every test of it fails with "not checked" — as do ``exit()`` and
+a ``KeyboardInterrupt`` raised by the student's code.
 """
 
 import weakref

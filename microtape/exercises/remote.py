@@ -45,6 +45,8 @@ class StudentError(Exception):
 def read_submission(path):
     """``(mode, cells)`` of a ``.py`` file (one piece) or a notebook (its code cells); ValueError saying why not."""
     path = Path(path)
+    if path.is_symlink() or not path.is_file():  # a link could point the grader at its own secret
+        raise ValueError("the submission is not a plain file (a link, a folder or a device)")
     size = path.stat().st_size
     if size > MAX_SUBMISSION_BYTES:
         raise ValueError(f"the file is {size >> 20} MB; a submission may be at most {MAX_SUBMISSION_BYTES >> 20} MB")

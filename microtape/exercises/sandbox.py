@@ -23,9 +23,7 @@ with a deadline and size limits; a child that overstays is killed with its
 whole box.
 """
 
-import fcntl
 import os
-import resource
 import select
 import shutil
 import signal
@@ -188,55 +186,61 @@ class Sandbox:
 
     # ---------------------------------------------------------------- starting and stopping
 
-    def _preexec(self, drop_to_nobody):
+    def _limited(self, command):
+        """``command`` under prlimit: the limits are set before it runs, without a preexec_fn.
+
+        (A preexec_fn is not safe when the grader runs several boxes from
+        threads, as ``microtape grade -j N`` does.)
+        """
         limits = self.limits
-
-        def limit():
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if drop_to_nobody:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-        return limit
+        return [
+            shutil.which("prlimit") or "/usr/bin/prlimit",
+            f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
+            f"--as={limits.memory_bytes}",
+            f"--fsize={limits.file_bytes}",
+            f"--nofile={limits.open_files}",
+            f"--nproc={limits.processes}",
+            "--core=0",
+            "--",
+            *command,
+        ]
 
     def start(self):
         python = str(Path(sys.executable).resolve())
         bwrap = _bwrap()
+        user = None
         if bwrap:
             command, self._lib = _bwrap_command(bwrap, python, self.limits)
-            drop = False  # bwrap drops to nobody itself, inside its user namespace
-            env = {}
+            env = {}  # bwrap clears it and sets the box's own
         else:
-            drop = os.geteuid() == 0
-            if drop and not (_readable_by_all(python) and _readable_by_all(HELPER)):
-                # Root that cannot become nobody (Python lies in a private folder) would run
-                # students' code able to rewrite the installed package: refuse instead.
-                raise ChildGone(
-                    "refusing to run graded code as root without bubblewrap (it could rewrite the "
-                    "installed package): install bubblewrap, or grade as an ordinary user"
-                )
+            if os.geteuid() == 0:
+                if not (_readable_by_all(python) and _readable_by_all(HELPER)):
+                    # Root that cannot become nobody (Python lies in a private folder) would run
+                    # students' code able to rewrite the installed package: refuse instead.
+                    raise ChildGone(
+                        "refusing to run graded code as root without bubblewrap (it could rewrite the "
+                        "installed package): install bubblewrap, or grade as an ordinary user"
+                    )
+                user = NOBODY
             command, self._lib = _plain_command(python)
             env = _environment()
         self.output = tempfile.TemporaryFile()
         requests_read, self._requests = os.pipe()
         self._replies, replies_write = os.pipe()
-        # The child finds its pipes at fds 3 and 4 (dup2 in the child, before exec).
+        # The child is told its two pipe ends by number (they are inherited through bwrap).
+        command += ["--fds", str(requests_read), str(replies_write)]
         self.process = subprocess.Popen(
-            command,
+            self._limited(command),
             stdin=subprocess.DEVNULL,
             stdout=self.output,
             stderr=subprocess.STDOUT,
             env=env,
             cwd=tempfile.gettempdir() if not bwrap else "/",
             start_new_session=True,
-            pass_fds=(3, 4),
-            preexec_fn=_then(_move_fds(requests_read, replies_write), self._preexec(drop)),
+            pass_fds=(requests_read, replies_write),
+            user=user,
+            group=user,
+            extra_groups=[] if user is not None else None,
         )
         os.close(requests_read)
         os.close(replies_write)
@@ -339,21 +343,3 @@ class Sandbox:
             }.get(name, "")
             return f"the process was ended by {name}{why}"
         return f"the process ended (exit status {code}) without replying"
-
-
-def _move_fds(requests_read, replies_write):
-    def move():
-        # Out of the way first (either end may itself be fd 3 or 4), then into place.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (requests_read, replies_write)]
-        os.dup2(high[0], 3)
-        os.dup2(high[1], 4)
-
-    return move
-
-
-def _then(*steps):
-    def run():
-        for step in steps:
-            step()
-
-    return run

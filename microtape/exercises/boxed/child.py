@@ -1,9 +1,9 @@
 """The boxed child: run a student's code, then answer the grader's calls with arrays only.
 
 Started by :mod:`microtape.exercises.sandbox` as ``python -I -S -B child.py
-LIBDIR``, with ``sys.path`` holding only the standard library, this folder and
-``LIBDIR`` (numpy). It talks through two pipes, fd 3 (requests) and fd 4
-(replies), in the format of ``wire.py``:
+LIBDIR --fds R W``, with ``sys.path`` holding only the standard library, this
+folder and ``LIBDIR`` (numpy). It talks through two pipes, fd R (requests) and
+fd W (replies), in the format of ``wire.py``:
 
 ``{"op": "load", "mode": "file" | "cells", "cells": [source, ...], "filename": ..., "names": [...]}``
     run the submission — a ``.py`` file as one piece (stopping at the first
@@ -186,8 +186,9 @@ FIRST_PID = os.getpid()
 
 
 def main():
-    requests = os.fdopen(3, "rb", buffering=0)
-    replies = os.fdopen(4, "wb", buffering=0)
+    at = sys.argv.index("--fds")
+    requests = os.fdopen(int(sys.argv[at + 1]), "rb", buffering=0)
+    replies = os.fdopen(int(sys.argv[at + 2]), "wb", buffering=0)
 
     def read_exactly(n):
         data = b""
