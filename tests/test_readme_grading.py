@@ -1,7 +1,7 @@
-"""The README's "Grading a class": the students' and the teacher's commands, run as shown.
+"""The grading guide's "Grading a class" (docs/grading.md): the students' and the teacher's commands, run as shown.
 
-The section's shell lines are taken from the README itself, so a command
-that changes there is run here as it now reads.
+The page's shell lines are taken from the page itself, so a command that
+changes there is run here as it now reads.
 """
 
 import json
@@ -11,11 +11,11 @@ from test_readme import commands
 
 from microtape.cli import main
 
-SECTION = "Grading a class"
+PAGE = "docs/grading.md"
 
 
 def _lines():
-    return [line for section, line in commands() if section == SECTION]
+    return [line for page, line in commands() if page == PAGE]
 
 
 def test_the_section_shows_the_student_and_teacher_commands():

@@ -1,4 +1,4 @@
-"""Every command the README's "Pictures" section shows runs, and writes what it says."""
+"""Every command the site's "Pictures" page (docs/pictures.md) shows runs, and writes what it says."""
 
 import os
 import re
@@ -14,9 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pictures_commands():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Pictures\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    page = (ROOT / "docs" / "pictures.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n(.*?)```", page, re.S).group(1)
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
 
 

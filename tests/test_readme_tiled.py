@@ -1,4 +1,4 @@
-"""The README's "Tiled (flash) attention" section: its Python runs, and so does every command it shows."""
+"""The site's "Tiled (flash) attention" page (docs/tiled.md): its Python runs, and so does every command it shows."""
 
 import re
 import shlex
@@ -10,14 +10,12 @@ import pytest
 import microtape as mt
 from microtape.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "tiled.md"
 
 
 def section_blocks():
-    """``(python blocks, command lines)`` of the section."""
-    text = README.read_text()
-    section = text.split("## Tiled (flash) attention\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```(\w*)\n(.*?)```", section, flags=re.S)
+    """``(python blocks, command lines)`` of the page."""
+    blocks = re.findall(r"```(\w*)\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
     python = [body for kind, body in blocks if kind == "python"]
     commands = [line.split("#")[0].strip() for kind, body in blocks if kind == "" for line in body.splitlines()]
     return python, [line for line in commands if line]
@@ -31,7 +29,7 @@ def test_the_section_shows_code_and_commands():
 def test_the_python_runs_and_does_what_it_says():
     (code,) = section_blocks()[0]
     names = {"np": np, "mt": mt}
-    exec(compile(code, "README.md", "exec"), names)
+    exec(compile(code, "docs/tiled.md", "exec"), names)
     attn, report = names["attn"], names["report"]
     assert attn.tape.find("context").op.name == "tiled_attention"
     assert names["weights"].shape == (2, 4, 10, 10) and report.ok
