@@ -50,6 +50,7 @@ __all__ = [
     "record",
     "module_scope",
     "current_tapes",
+    "paused",
 ]
 
 # The active tapes and the module path, per thread and per async task: a tape
@@ -81,6 +82,16 @@ def module_scope(name):
         _module_path.reset(token)
 
 
+@contextmanager
+def paused():
+    """Run a block that no active tape records (``mt.hvp`` and ``mt.jvp`` work on their own tapes)."""
+    token = _active_tapes.set(())
+    try:
+        yield
+    finally:
+        _active_tapes.reset(token)
+
+
 class Node:
     """A value in a computation: a leaf, or the output of one recorded op.
 
@@ -90,7 +101,9 @@ class Node:
     by identity, so they can be dictionary keys.
     """
 
-    __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module")
+    # ``residuals``: what an op with ``forward_saving`` kept from its forward for
+    # its backward (set only on such nodes).
+    __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module", "residuals")
 
     def _init_leaf(self, data, requires_grad, name):
         self.data = data
@@ -107,15 +120,17 @@ class Node:
         """True for inputs, parameters and constants (nodes no op produced)."""
         return self.op is None
 
-    def backward(self, grad=None):
+    def backward(self, grad=None, *, create_graph=False):
         """Backpropagate from this node and *add* the gradients into ``.grad``.
 
         ``grad`` is the gradient of some final quantity with respect to this
         node; the default is ones (for a single number: 1, "dy/dy = 1").
         Works with or without an active :class:`Tape`: the graph is found by
-        following ``inputs``. Leaves accumulate (``+=``) across calls.
+        following ``inputs``. Leaves accumulate (``+=``) across calls. With
+        ``create_graph=True`` the reverse pass is recorded and each ``.grad``
+        is a Scalar or Tensor you can differentiate again.
         """
-        gradients(self, grad, tape=Tape.of(self)).accumulate()
+        gradients(self, grad, tape=Tape.of(self), create_graph=create_graph).accumulate()
 
     def zero_grad(self):
         self.grad = None
@@ -133,7 +148,10 @@ def record(op, inputs, params=None, name=None):
     first = inputs[0]
     # The one- and two-input calls are spelled out: for a Scalar, building an
     # argument list would cost more than the arithmetic itself.
-    if params:
+    saving = op.forward_saving
+    if saving is not None:
+        data, residuals = saving(*[node.data for node in inputs], **(params or {}))
+    elif params:
         data = op.forward(*[node.data for node in inputs], **params)
     elif len(inputs) == 2:
         data = op.forward(first.data, inputs[1].data)
@@ -147,6 +165,8 @@ def record(op, inputs, params=None, name=None):
     out.grad = None
     out.name = name
     out.module = _module_path.get()
+    if saving is not None:
+        out.residuals = residuals
     for node in inputs:
         if node.requires_grad:
             out.requires_grad, out.op, out.inputs, out.params = True, op, inputs, params
@@ -181,13 +201,15 @@ class Gradients(Mapping):
     gradient was complete.
     """
 
-    def __init__(self, grads, tape, output, seed, steps, completed):
+    def __init__(self, grads, tape, output, seed, steps, completed, program=None):
         self._grads = grads
         self.tape = tape
         self.output = output
         self.seed = seed
         self.steps = steps  # list of Step, or None
         self._completed = completed
+        # create_graph=True: the tape of the reverse pass itself (the gradients are its values).
+        self.program = program
 
     def __getitem__(self, node):
         try:
@@ -252,18 +274,28 @@ class Gradients(Mapping):
         return None
 
 
-def gradients(output, grad=None, *, tape=None, steps=False):
+def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     """The gradient of ``output`` with respect to every node on its path — writing nothing.
 
     ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
     Scalar). The order of the equations comes from ``tape`` when given (or the
     innermost active tape, if it recorded ``output``), else from the graph.
     Returns a :class:`Gradients` mapping ``{node: gradient}``. No ``.grad`` is
-    written, nothing is recorded, and calling it twice gives the same answer.
-    ``steps=True`` also keeps every step (for walks, frames and reports).
+    written, and calling it twice gives the same answer. ``steps=True`` also
+    keeps every step (for walks, frames and reports).
+
+    ``create_graph=True`` runs the same pass on Scalars and Tensors instead of
+    their numbers: every VJP records its ops (on a tape of its own,
+    ``result.program``, and on the tapes active around the call), so each
+    gradient is a tape value that can be differentiated again — a Hessian-vector
+    product is the gradient of ``sum(gradient * v)``. Each recorded step runs in
+    the module ``∂name``, ``name`` being the forward variable it differentiates,
+    so pictures group the backward program by the forward op it came from.
     """
     if not isinstance(output, Node):
         raise TypeError(f"gradients(output): expected a Scalar or Tensor, got {type(output).__name__}")
+    if not isinstance(create_graph, bool):
+        raise TypeError(f"gradients(create_graph={create_graph!r}): expected True or False")
     if tape is None:
         active = _active_tapes.get()
         tape = active[-1] if active and active[-1]._position(output) is not None else Tape.of(output)
@@ -271,20 +303,30 @@ def gradients(output, grad=None, *, tape=None, steps=False):
         raise TypeError(f"gradients(tape=...): expected a microtape Tape, got {type(tape).__name__}")
     elif output.op is not None and tape._position(output) is None:
         raise ValueError(f"gradients(output): {output!r} was not recorded on this tape")
-    seed = _seed_gradient(output, grad)
-    grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+    if not create_graph:
+        seed = _seed_gradient(output, grad)
+        grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+        program = None
+    else:
+        seed = _seed_node(output, grad)
+        _refuse_first_order_ops(tape._nodes, output)
+        names = _derivative_labels(tape)
+        with Tape.atomic() as program:
+            grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps, names=names)
     if steps:
         taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
-    return Gradients(grads, tape, output, seed, taken, completed)
+    return Gradients(grads, tape, output, seed, taken, completed, program)
 
 
-def _reverse(equations, output, seed, keep_steps=False):
+def _reverse(equations, output, seed, keep_steps=False, names=None):
     """The reverse pass: walk ``equations`` backwards, summing gradients in a dict.
 
     When we reach an equation, every use of its output lies behind us, so its
     gradient ``g`` is complete. Its op's VJP turns ``g`` into one gradient per
     input, which we *add* to what those inputs already have. Returns the dict,
     and (``keep_steps``) the steps taken and the step completing each gradient.
+    With ``names`` (a recorded pass, ``create_graph=True``) the VJPs get the
+    nodes themselves instead of their data, and so record what they compute.
     """
     grads = {output: seed}
     steps, completed = ([], {}) if keep_steps else (None, None)
@@ -296,8 +338,13 @@ def _reverse(equations, output, seed, keep_steps=False):
         op, inputs = node.op, node.inputs
         # The VJP call, spelled out for one and two inputs (as in `record`): a
         # Scalar backward pays for every Python call.
-        if node.params:
-            sent = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+        if names is not None:
+            sent = _recorded_vjp(node, g, names[node])
+        elif node.params:
+            if op.forward_saving is None:
+                sent = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+            else:
+                sent = op.vjp(g, node.data, *[x.data for x in inputs], **_vjp_params(node))
         elif len(inputs) == 2:
             sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
         elif len(inputs) == 1:
@@ -316,7 +363,13 @@ def _reverse(equations, output, seed, keep_steps=False):
                         "its input in that position must be a constant"
                     )
                 previous = grads.get(x)
-                grads[x] = gx if previous is None else previous + gx
+                if previous is None:
+                    grads[x] = gx
+                elif names is None:
+                    grads[x] = previous + gx
+                else:  # recorded: the sum of x's uses is part of x's gradient
+                    with module_scope(f"∂{names[x]}"):
+                        grads[x] = previous + gx
                 if keep_steps:
                     completed[x] = index
             position += 1
@@ -324,6 +377,71 @@ def _reverse(equations, output, seed, keep_steps=False):
             completed[node] = index
             steps.append((index, g, tuple(sent)))
     return grads, steps, completed
+
+
+def _vjp_params(node):
+    """The keywords of a node's VJP: its parameters, and its residuals when the op saved some.
+
+    (An op that saves residuals is recorded with parameters; called without any,
+    its VJP gets none and computes them again.)
+    """
+    params = node.params or {}
+    if node.op.forward_saving is not None and node.params:
+        return {**params, "residuals": node.residuals}
+    return params
+
+
+def _derivative_labels(tape):
+    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``)."""
+    names = tape.variable_names()
+    return {node: name if node.name or node.op is None else f"{node.op.name}{name}" for node, name in names.items()}
+
+
+def _recorded_vjp(node, g, name):
+    """One VJP run on the nodes themselves (``create_graph=True``), recorded in the module ``∂name``."""
+    with module_scope(f"∂{name}"):
+        sent = node.op.vjp(g, node, *node.inputs, **_vjp_params(node))
+    # A gradient that came out as a plain number or array (it depends on nothing
+    # being differentiated) is still a tape value: a constant of the input's kind.
+    return tuple(
+        gx if gx is None or isinstance(gx, Node) else x.__class__._constant(gx, x) for gx, x in zip(sent, node.inputs)
+    )
+
+
+def _refuse_first_order_ops(equations, output):
+    """Before a recorded pass changes anything: refuse an op on the path whose VJP cannot be recorded."""
+    needed = {output}
+    for node in reversed(equations):
+        if node not in needed or node.op is None:
+            continue
+        if not node.op.higher_order:
+            raise ValueError(
+                f"gradients(create_graph=True): op {node.op.name!r}"
+                + (f" (computing {node.name!r})" if node.name else "")
+                + " has no higher-order "
+                "derivative: its VJP works on numbers only, so it cannot be recorded"
+                + (
+                    "; define it with higher_order=True once its vjp uses only operators and microtape ops"
+                    if not node.op.builtin
+                    else ""
+                )
+            )
+        needed.update(x for x in node.inputs if x.requires_grad)
+
+
+def _seed_node(output, grad):
+    """The seed of a recorded pass as a tape value: ``grad`` itself if it is one, else a constant."""
+    if isinstance(grad, Node):
+        if not isinstance(grad, output.__class__) or np.shape(grad.data) != np.shape(output.data):
+            raise ValueError(
+                f"gradients(grad=...): grad is a {type(grad).__name__} of shape {np.shape(grad.data)}; expected a "
+                f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
+            )
+        _seed_gradient(output, None)  # the output must still require a gradient
+        return grad
+    seed = output.__class__._constant(_seed_gradient(output, grad), output)
+    seed.name = "g"  # what the formulas call the incoming gradient
+    return seed
 
 
 def _check_user_vjp(op, node, sent):
@@ -586,19 +704,20 @@ class Tape:
 
     # -- the reverse pass over this tape
 
-    def gradients(self, output, grad=None, *, steps=False):
+    def gradients(self, output, grad=None, *, steps=False, create_graph=False):
         """:func:`gradients` in this tape's order (writes nothing)."""
-        return gradients(output, grad, tape=self, steps=steps)
+        return gradients(output, grad, tape=self, steps=steps, create_graph=create_graph)
 
-    def backward(self, output, grad=None):
+    def backward(self, output, grad=None, *, create_graph=False):
         """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
 
         Walks the tape in reverse (no graph search). Gradients reach the inputs
         of recorded equations; anything computed before the tape began is
         treated as a leaf. ``grad`` defaults to ones of the output's shape. A
-        pass that fails midway changes no ``.grad``.
+        pass that fails midway changes no ``.grad``. ``create_graph=True``: see
+        :func:`gradients`.
         """
-        gradients(output, grad, tape=self).accumulate()
+        gradients(output, grad, tape=self, create_graph=create_graph).accumulate()
 
     def backward_steps(self, output, grad=None):
         """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
