@@ -51,6 +51,7 @@ __all__ = [
     "module_scope",
     "current_tapes",
     "paused",
+    "derivative_labels",
 ]
 
 # The active tapes and the module path, per thread and per async task: a tape
@@ -310,7 +311,7 @@ def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     else:
         seed = _seed_node(output, grad)
         _refuse_first_order_ops(tape._nodes, output)
-        names = _derivative_labels(tape)
+        names = derivative_labels(tape)
         with Tape.atomic() as program:
             grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps, names=names)
     if steps:
@@ -391,8 +392,11 @@ def _vjp_params(node):
     return params
 
 
-def _derivative_labels(tape):
-    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``)."""
+def derivative_labels(tape):
+    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``).
+
+    A recorded pass (``create_graph=True``) runs each step in the module ``∂label``.
+    """
     names = tape.variable_names()
     return {node: name if node.name or node.op is None else f"{node.op.name}{name}" for node, name in names.items()}
 

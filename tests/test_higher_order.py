@@ -275,3 +275,18 @@ def test_every_builtin_op_is_registered_by_import_microtape_alone():
         check=True,
     ).stdout
     assert alone == after_nn and "'tiled_attention'" in alone
+
+
+def test_walk_shows_each_gradients_recorded_expression():
+    x = mt.Tensor(np.array([[0.5, -1.0, 2.0]]), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        weights = x.scale(2.0, name="S").softmax(name="P")
+        loss = (weights * weights).sum(name="loss")
+    steps = mt.check.walk(tape, loss, expressions=True)
+    softmax_step = next(step for step in steps if step.name == "P")
+    ops_used = [line.split(" = ")[1].split("(")[0] for line in softmax_step.expression]
+    # P's gradient (the sum of its two uses), then softmax's VJP p * (g - rowsum(g * p)), in ops:
+    assert ops_used == ["add", "mul", "sum", "sub", "mul"], softmax_step.expression
+    assert "recorded as:" in str(softmax_step)
+    assert all(step.expression == () for step in mt.check.walk(tape, loss)), "off unless asked for"
+    assert x.grad is None

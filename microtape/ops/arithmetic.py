@@ -205,21 +205,17 @@ def _pick_jvp(winner):
     return jvp
 
 
-maximum = primitive(
-    "maximum",
-    np.maximum,
-    _pick_vjp("larger"),
-    ["{g} where {a} > {b} (half at a tie)", "{g} where {b} > {a} (half at a tie)"],
-    [r"\bar a = \bar y\,[a > b]", r"\bar b = \bar y\,[b > a]"],
-    jvp=_pick_jvp("larger"),
-)
+def _pick(name, forward, winner, sign):
+    """maximum or minimum: the gradient goes to the ``winner`` ("larger" or "smaller") operand."""
+    return primitive(
+        name,
+        forward,
+        _pick_vjp(winner),
+        [f"{{g}} where {{a}} {sign} {{b}} (half at a tie)", f"{{g}} where {{b}} {sign} {{a}} (half at a tie)"],
+        [rf"\bar a = \bar y\,[a {sign} b]", rf"\bar b = \bar y\,[b {sign} a]"],
+        jvp=_pick_jvp(winner),
+    )
 
 
-minimum = primitive(
-    "minimum",
-    np.minimum,
-    _pick_vjp("smaller"),
-    ["{g} where {a} < {b} (half at a tie)", "{g} where {b} < {a} (half at a tie)"],
-    [r"\bar a = \bar y\,[a < b]", r"\bar b = \bar y\,[b < a]"],
-    jvp=_pick_jvp("smaller"),
-)
+maximum = _pick("maximum", np.maximum, "larger", ">")
+minimum = _pick("minimum", np.minimum, "smaller", "<")
