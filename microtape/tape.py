@@ -40,6 +40,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import listing
+
 __all__ = [
     "Tape",
     "Node",
@@ -619,27 +621,8 @@ class Tape:
         return leaves
 
     def variable_names(self):
-        """A distinct, readable name for every variable of the listing: ``{node: name}``.
-
-        A node's own ``name`` when no other variable has it; otherwise the
-        name qualified by its module (``q_proj.xW^T``), and if that is still
-        shared, numbered in tape order (``e#1``, ``e#2``). Unnamed equations
-        are ``%i`` (``i`` their position), unnamed leaves ``in0``, ``in1``, …
-        """
-        variables = [*self.leaves(), *self._nodes]
-        wanted = Counter(node.name for node in variables if node.name)
-        names = {}
-        for i, leaf in enumerate(variables[: len(variables) - len(self._nodes)]):
-            names[leaf] = _own_name(leaf, wanted) or f"in{i}"
-        for i, node in enumerate(self._nodes):
-            names[node] = _own_name(node, wanted) or f"%{i}"
-        taken = Counter(names.values())
-        numbered = Counter()
-        for node, name in names.items():
-            if taken[name] > 1:
-                numbered[name] += 1
-                names[node] = f"{name}#{numbered[name]}"
-        return names
+        """A distinct, readable name for every variable of the listing: ``{node: name}`` (see :mod:`.listing`)."""
+        return listing.variable_names(self._nodes, self.leaves())
 
     def names(self):
         """``{name: node}`` for every variable (the inverse of :meth:`variable_names`)."""
@@ -652,22 +635,7 @@ class Tape:
         ``name`` if exactly one node has it. A name several nodes share is
         refused with the names that tell them apart: this never guesses.
         """
-        if not isinstance(name, str):
-            raise TypeError(f"tape lookup: expected a name (str), got {type(name).__name__}")
-        by_listing = self.names()
-        if name in by_listing:
-            return by_listing[name]
-        owners = [node for node in by_listing.values() if node.name == name]
-        listed = self.variable_names()
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
-            choices = ", ".join(listed[node] for node in owners)
-            raise KeyError(f"{len(owners)} variables on this tape are named {name!r}; say which one: {choices}")
-        available = (
-            ", ".join(listed[node] for node in by_listing.values() if node.name) or "(none: give nodes a name=...)"
-        )
-        raise KeyError(f"no variable named {name!r} on this tape; the named variables are: {available}")
+        return listing.variable(self.variable_names(), name)
 
     def find(self, name):
         """The equation whose output is called ``name`` (see :meth:`variable`); never guesses."""
@@ -685,26 +653,7 @@ class Tape:
 
     def listing(self, limit=60):
         """The program as text, one equation a line (like ``jax.make_jaxpr``)."""
-        names = self.variable_names()
-        lines = []
-        leaves = self.leaves()
-        if leaves:
-            lines.append("inputs: " + ", ".join(f"{names[x]}{_shape_text(x)}" for x in leaves))
-        shown = self._nodes if len(self._nodes) <= limit else self._nodes[: limit - 10]
-        width = max((len(names[n]) for n in shown), default=0)
-        for i, node in enumerate(shown):
-            args = ", ".join(names[x] for x in node.inputs)
-            params = ""
-            if node.params:
-                params = "; " + ", ".join(f"{k}={_param_text(v)}" for k, v in node.params.items())
-            where = f"   [{node.module}]" if node.module else ""
-            lines.append(f"{i:>4}  {names[node]:<{width}} = {node.op.name}({args}{params}){_shape_text(node)}{where}")
-        if len(shown) < len(self._nodes):
-            skipped = len(self._nodes) - len(shown) - 1
-            last = self._nodes[-1]
-            lines.append(f"   …  ({skipped} more equations)")
-            lines.append(f"{len(self._nodes) - 1:>4}  {names[last]} = {last.op.name}(…){_shape_text(last)}")
-        return "\n".join(lines)
+        return listing.listing(self._nodes, self.leaves(), self.variable_names(), limit)
 
     # -- the reverse pass over this tape
 
@@ -730,15 +679,6 @@ class Tape:
         what its VJP sends to each input.
         """
         return iter(gradients(output, grad, tape=self, steps=True).steps)
-
-
-def _own_name(node, wanted):
-    """A node's name, qualified by its module when another variable has the same name."""
-    if not node.name:
-        return None
-    if wanted[node.name] > 1 and node.module and not node.name.startswith(node.module + "."):
-        return f"{node.module}.{node.name}"
-    return node.name
 
 
 def _topological_order(root):
@@ -768,30 +708,3 @@ def _topological_order(root):
             stack.pop()
             order.append(node)
     return order
-
-
-def _shape_text(node):
-    data = node.data
-    if data.__class__ is float:
-        return f" = {data:.4g}"
-    return f" : {data.dtype.name}{list(data.shape)}"
-
-
-def index_part_text(part):
-    """One part of an index key as it is written: ``1:3``, ``::2``, ``...``, ``0`` (arrays by shape)."""
-    if isinstance(part, slice):
-        text = ":".join("" if v is None else str(v) for v in (part.start, part.stop, part.step))
-        return text[:-1] if part.step is None else text
-    if part is Ellipsis:
-        return "..."
-    return _param_text(part)
-
-
-def _param_text(value):
-    if isinstance(value, np.ndarray):
-        return f"array{list(value.shape)}"
-    if isinstance(value, tuple) and any(isinstance(v, (slice, np.ndarray)) or v is None or v is ... for v in value):
-        return "[" + ", ".join(index_part_text(v) for v in value) + "]"  # an index key: [:, 1:3, array[3]]
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return repr(value)
