@@ -290,3 +290,12 @@ def test_walk_shows_each_gradients_recorded_expression():
     assert "recorded as:" in str(softmax_step)
     assert all(step.expression == () for step in mt.check.walk(tape, loss)), "off unless asked for"
     assert x.grad is None
+
+
+def test_the_backward_program_of_attention_draws_grouped_by_forward_variable():
+    attn = mt.nn.MultiHeadAttention(4, 1, seed=0)
+    x = mt.Tensor(np.random.default_rng(0).standard_normal((1, 3, 4)), requires_grad=True, name="x")
+    grads = mt.gradients((attn(x) ** 2).sum(name="loss"), create_graph=True)
+    source = mt.viz.graph(grads.program).source
+    for group in ("∂weights", "∂scores", "∂context", "∂q_proj"):
+        assert group in source, f"no box for {group}"
