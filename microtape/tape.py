@@ -151,11 +151,12 @@ def record(op, inputs, params=None, name=None):
     first = inputs[0]
     # The one- and two-input calls are spelled out: for a Scalar, building an
     # argument list would cost more than the arithmetic itself.
-    saving = op.forward_saving
-    if saving is not None:
-        data, residuals = saving(*[node.data for node in inputs], **(params or {}))
-    elif params:
-        data = op.forward(*[node.data for node in inputs], **params)
+    if params:
+        # (An op that keeps residuals is called with parameters: see Op.forward_saving.)
+        if op.forward_saving is None:
+            data = op.forward(*[node.data for node in inputs], **params)
+        else:
+            data, residuals = op.forward_saving(*[node.data for node in inputs], **params)
     elif len(inputs) == 2:
         data = op.forward(first.data, inputs[1].data)
     elif len(inputs) == 1:
@@ -168,7 +169,7 @@ def record(op, inputs, params=None, name=None):
     out.grad = None
     out.name = name
     out.module = _module_path.get()
-    if saving is not None:
+    if params and op.forward_saving is not None:
         out.residuals = residuals
     for node in inputs:
         if node.requires_grad:

@@ -69,7 +69,9 @@ class Op:
     higher_order: bool = True
     # The residuals slot: forward_saving(*inputs, **params) -> (output, residuals). The
     # residuals (what backward needs from the forward) are kept on the node and reach the
-    # VJP as ``residuals=``; a VJP called without them must compute them again.
+    # VJP as ``residuals=``; a VJP called without them must compute them again. (Kept for a
+    # call with parameters — the tiled kernel always has its block size; without any, the
+    # plain forward runs and the VJP recomputes.)
     forward_saving: Callable | None = None
 
     # -- what the op is, as data
