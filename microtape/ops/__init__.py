@@ -35,49 +35,12 @@ from .nn import log_softmax, softmax
 from .reductions import logsumexp, max_, mean, sum_
 from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
 
+# fmt: off
 __all__ = [
-    "Op",
-    "OPS",
-    "define",
-    "primitive",
-    "register",
-    "unbroadcast",
-    "value_of",
-    "GELU_C",
-    "GELU_K",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "neg",
-    "scale",
-    "add_constant",
-    "dropout",
-    "maximum",
-    "minimum",
-    "pow_",
-    "exp",
-    "log",
-    "tanh",
-    "relu",
-    "sqrt",
-    "abs_",
-    "sigmoid",
-    "gelu",
-    "sum_",
-    "mean",
-    "max_",
-    "logsumexp",
-    "softmax",
-    "log_softmax",
-    "matmul",
-    "reshape",
-    "transpose",
-    "cast",
-    "broadcast_to",
-    "take",
-    "scatter_add",
-    "index",
-    "index_add",
-    "concatenate",
+    "Op", "OPS", "define", "primitive", "register", "unbroadcast", "value_of", "GELU_C", "GELU_K",
+    "add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum",  # arithmetic
+    "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu",  # elementwise
+    "sum_", "mean", "max_", "logsumexp", "softmax", "log_softmax", "matmul",  # reductions, nn, linalg
+    "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
 ]
+# fmt: on
