@@ -31,7 +31,7 @@ from .broadcasting import unbroadcast
 from .core import OPS, Op, define, primitive, register, value_of
 from .elementwise import GELU_C, GELU_K, abs_, exp, gelu, log, pow_, relu, sigmoid, sqrt, tanh
 from .linalg import matmul
-from .nn import log_softmax, softmax
+from .nn import log_softmax, softmax, softmax_backward
 from .reductions import logsumexp, max_, mean, sum_
 from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
 
@@ -40,7 +40,7 @@ __all__ = [
     "Op", "OPS", "define", "primitive", "register", "unbroadcast", "value_of", "GELU_C", "GELU_K",
     "add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum",  # arithmetic
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu",  # elementwise
-    "sum_", "mean", "max_", "logsumexp", "softmax", "log_softmax", "matmul",  # reductions, nn, linalg
+    "sum_", "mean", "max_", "logsumexp", "softmax", "log_softmax", "softmax_backward", "matmul",  # reductions, nn
     "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
 ]
 # fmt: on

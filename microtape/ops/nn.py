@@ -1,9 +1,10 @@
 """The ops attention and the Transformer's loss are built from: softmax and log_softmax.
 
 ``softmax``'s Jacobian ``diag(p) − p pᵀ`` is symmetric, so its JVP is its
-VJP applied to the tangent. On plain arrays the VJP takes a fused path that
-makes one new array (attention's backward lives on it); on Scalars and
-Tensors it is the same formula written with ops, so it records.
+VJP applied to the tangent. Its backward, :func:`softmax_backward`, is
+written once: the op's VJP, the hand-derived attention chain and the tiled
+kernel all call it. On plain arrays it makes one new array (attention's
+backward lives on it); on Scalars and Tensors the same lines record.
 """
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..tape import Node
 from .core import primitive
 from .elementwise import exp
 
-__all__ = ["softmax", "log_softmax"]
+__all__ = ["softmax", "log_softmax", "softmax_backward"]
 
 
 def _softmax_forward(x, axis=-1):
@@ -27,19 +28,28 @@ def _softmax_forward(x, axis=-1):
 
 
 def _rowdot(a, b, axis):
-    """``sum(a * b, axis, keepdims=True)`` without building ``a * b`` (einsum fuses it)."""
+    """``sum(a * b, axis, keepdims=True)``: on arrays without building ``a * b`` (einsum fuses it)."""
+    if isinstance(a, Node):
+        return (a * b).sum(axis=axis, keepdims=True)
     a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
     return np.expand_dims(np.einsum("...i,...i->...", a, b), axis)
 
 
+def softmax_backward(g, p, axis=-1, row_sum=None):
+    """``P ⊙ (dP − rowsum(dP ⊙ P))``: softmax's VJP, written once (the op, the analytic chain and the tiled kernel).
+
+    The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row. A
+    caller that already knows ``rowsum(dP ⊙ P)`` (the tiled kernel's ``D``,
+    with its row axis kept) passes it as ``row_sum``. On arrays it makes one
+    new array; on Scalars and Tensors it records (``create_graph=True``).
+    """
+    grad_x = g - (_rowdot(g, p, axis) if row_sum is None else row_sum)
+    grad_x *= p  # in place on an array (a Tensor has no in-place ops: this records a mul)
+    return grad_x
+
+
 def _softmax_vjp(g, ans, x, axis=-1):
-    # The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row:
-    # p * (g - rowsum(g * p)).
-    if isinstance(g, Node):
-        return ((g - (g * ans).sum(axis=axis, keepdims=True)) * ans,)
-    grad_x = g - _rowdot(g, ans, axis)  # the one new array, then in place
-    grad_x *= ans
-    return (grad_x,)
+    return (softmax_backward(g, ans, axis),)
 
 
 softmax = primitive(
@@ -69,7 +79,8 @@ def _log_softmax_vjp(g, ans, x, axis=-1):
 def _log_softmax_jvp(tangents, ans, x, axis=-1):
     # dy = dx − rowsum(softmax(x) · dx): the transpose of the VJP's rank-one term.
     t = tangents[0]
-    return t - np.sum(np.exp(ans) * t, axis=axis, keepdims=True)
+    mean_tangent = _rowdot(np.exp(ans), t, axis)  # the tangent averaged by the softmax
+    return t - mean_tangent
 
 
 log_softmax = primitive(
