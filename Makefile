@@ -34,7 +34,6 @@ demo: $(STAMP) dot
 
 test: $(STAMP) dot browser
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch" -q -p no:cacheprovider tests
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
 test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'

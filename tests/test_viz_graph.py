@@ -9,6 +9,7 @@ graphs are summarised. Where ``dot`` is installed they also read the layout
 top.
 """
 
+import functools
 import re
 import sys
 import warnings
@@ -41,8 +42,12 @@ from pictures import (
 pytest.importorskip("graphviz")
 
 import microtape as mt  # noqa: E402
-from microtape.viz import GraphCollapsedWarning, graph  # noqa: E402
+from microtape.viz import GraphCollapsedWarning  # noqa: E402
 from microtape.viz.picture import KIND, STATE  # noqa: E402
+
+# What each box and edge says, and where dot puts it, whatever the width it is shown at: the choice of
+# a summary or a direction to fit a notebook cell (width=900, the default) is tested in test_viz_fit.py.
+graph = functools.partial(mt.viz.graph, width=None)
 
 # ---------------------------------------------------------------- forward
 

@@ -133,7 +133,7 @@ def online_softmax(attn, row=0, head=0, batch=0):
     visible = scores > SUPPRESSED_BELOW
     final = m[-1]
 
-    fig = new_figure(figsize=(10, 4.6), layout="constrained")
+    fig = new_figure(figsize=(8.8, 4.6), layout="constrained")  # 880 px: fits a 900 px notebook cell
     left, right = fig.subplots(1, 2)
     keys = np.arange(scores.size)
     left.plot(keys[visible], scores[visible], "o", color="#9ecae1", label="score S_j of each key")
