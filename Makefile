@@ -5,12 +5,13 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 GRADING_STAMP = $(VENV)/.installed-grading
+DOCS_STAMP = $(VENV)/.installed-docs
 OUT    ?= demo-output
 # The CPU build of PyTorch used only as a reference in cross-checks. Always this
 # exact pin: a bare `torch` pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-torch bench lint format dot browser clean assignment grade-sample
+.PHONY: demo test test-torch bench lint format dot browser clean assignment grade-sample docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +34,7 @@ demo: $(STAMP) dot
 	$(BIN)/microtape demo --out $(OUT)
 
 test: $(STAMP) dot browser
-	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch" -q -p no:cacheprovider tests
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch and not docs" -q -p no:cacheprovider tests
 
 test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'
@@ -54,6 +55,18 @@ assignment: $(GRADING_STAMP)
 grade-sample: assignment
 	$(BIN)/python grading/autograde.py grade
 
+# The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
+# The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the
+# pages whose code changed. Then the site is opened in headless Chromium (tests/test_docs_site.py).
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP) dot browser
+	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m docs -q -p no:cacheprovider tests/test_docs_site.py
+	@echo "The site: docs/_build/html/index.html"
+
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks
@@ -67,4 +80,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build
+	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb
