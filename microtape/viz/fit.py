@@ -96,9 +96,18 @@ _SVG_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
 _FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
 
 
+_ZOOM = re.compile(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)')
+
+
 def smallest_text_px(svg_text, width=NOTEBOOK_WIDTH):
-    """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide."""
+    """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide.
+
+    A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
+    ``transform``: its text is that much larger than its ``font-size`` says.
+    """
     natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT
     scale = min(1.0, width / natural)
+    zoom = _ZOOM.search(svg_text)
     sizes = [float(size) for size in _FONT_SIZE.findall(svg_text)]
-    return min(sizes) * PX_PER_PT * scale if sizes else float("inf")
+    zoomed = float(zoom.group(1)) if zoom else 1.0
+    return min(sizes) * zoomed * PX_PER_PT * scale if sizes else float("inf")
