@@ -93,3 +93,9 @@ def test_heatmaps_fit_a_notebook_cell():
         fig = mt.viz.attention_heatmaps(source, which=which)
         assert fig.get_size_inches()[0] * 100 <= NOTEBOOK_WIDTH  # shown at 100 dpi, unscaled
     assert len([ax for ax in mt.viz.attention_heatmaps(weights, ncols=8).axes if ax.images]) == 8
+
+
+def test_a_direction_asked_for_is_kept():
+    attn, _ = attention()
+    for rankdir in ("LR", "TB"):
+        assert f"rankdir={rankdir}" in mt.viz.graph(attn, backward=True, rankdir=rankdir).source

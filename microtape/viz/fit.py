@@ -28,7 +28,15 @@ from .picture import to_digraph
 from .render import GraphvizNotFound
 from .view import View
 
-__all__ = ["NOTEBOOK_WIDTH", "SMALLEST_FONT", "READABLE_PX", "widest_readable", "fitted", "smallest_text_px"]
+__all__ = [
+    "NOTEBOOK_WIDTH",
+    "SMALLEST_FONT",
+    "READABLE_PX",
+    "widest_readable",
+    "fitted",
+    "fitted_picture",
+    "smallest_text_px",
+]
 
 NOTEBOOK_WIDTH = 900  # pixels: a Jupyter cell, a slide, the README's column
 SMALLEST_FONT = 8  # points: the smallest text a graph writes (its edge labels)
@@ -47,15 +55,25 @@ def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, 
     ``options`` are the View's keywords; ``trace`` the backward pass if the
     picture is a backward one (its edge labels are what makes it wide).
     """
+    view, rankdir, _ = fitted_picture(
+        program, options, trace, rankdir=rankdir, width=width, paint_options=paint_options
+    )
+    return view, rankdir
+
+
+def fitted_picture(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+    """:func:`fitted`, plus the whole pass's picture it measured for the chosen view (None if none was).
+
+    A caller drawing that same picture (no ``step``) uses it instead of painting it again.
+    """
     view = View(program, **options)
     if width is None:
-        return view, rankdir
+        return view, rankdir, None
     candidates = [(view, rankdir)] if rankdir else [(view, None), (view, "other")]
     summarise = options["detail"] == "auto" and not options["expand"] and view.drawn_before is None
     if summarise and any(program.equations[i].module for i in range(len(program.equations))):
         summary = {**options, "detail": "summary"}
-        candidates.append((summary, None))
-        candidates.append((summary, "other"))
+        candidates += [(summary, rankdir)] if rankdir else [(summary, None), (summary, "other")]
     limit = widest_readable(width)
     measured, made = [], {}
     for candidate, direction in candidates:
@@ -66,18 +84,20 @@ def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, 
         picture = paint(candidate, trace, **(paint_options or {}))
         if direction == "other":
             picture.rankdir = "TB" if picture.rankdir == "LR" else "LR"
+        elif direction is not None:
+            picture.rankdir = direction  # the caller's
         try:
             drawn = Layout.of(to_digraph(picture))
         except GraphvizNotFound:
-            return view, rankdir
+            return view, rankdir, None
         low_x, _, high_x, _ = (float(v) for v in drawn.bb.split(","))
-        measured.append((high_x - low_x, candidate, picture.rankdir))
+        measured.append((high_x - low_x, candidate, picture))
         if high_x - low_x <= limit:
-            return candidate, picture.rankdir
+            return candidate, picture.rankdir, picture
     if not measured:
-        return view, rankdir
-    _, best, direction = min(measured, key=lambda m: m[0])
-    return best, direction
+        return view, rankdir, None
+    _, best, picture = min(measured, key=lambda m: m[0])
+    return best, picture.rankdir, picture
 
 
 def _summary_view(program, options, width):

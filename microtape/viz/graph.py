@@ -53,7 +53,7 @@ numbers), else from ones. Same computation, same DOT source, byte for byte.
 
 import warnings
 
-from .fit import NOTEBOOK_WIDTH, fitted
+from .fit import NOTEBOOK_WIDTH, fitted_picture
 from .paint import paint
 from .picture import to_digraph
 from .program import collect, trace_backward
@@ -116,7 +116,7 @@ def graph(
     options = check_options(group, detail, max_nodes, rankdir, expand, width)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
     drawn = dict(values=values, title=title, legend=legend)
-    view, rankdir = fitted(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
+    view, rankdir, measured = fitted_picture(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
     warn_if_collapsed(view, max_nodes, stacklevel=3)
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, int):
@@ -127,7 +127,11 @@ def graph(
                 f"graph(step={step}): the backward pass of this picture has {count} steps, "
                 f"so step must be in 0..{count - 1}"
             )
-    digraph = to_digraph(paint(view, trace, step, values=values, title=title, legend=legend, rankdir=rankdir))
+    if step is None and measured is not None:
+        picture = measured  # painted once, to measure its width: the same picture
+    else:
+        picture = paint(view, trace, step, values=values, title=title, legend=legend, rankdir=rankdir)
+    digraph = to_digraph(picture)
     return digraph.full_size() if full_size else digraph
 
 

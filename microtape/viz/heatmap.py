@@ -75,6 +75,7 @@ COLORBAR = {
 }
 MASK_GREY = "#d0d0d0"
 DROPPED_MARK = "#222222"
+DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards the top-right corner
 
 
 def attention_heatmaps(
@@ -420,11 +421,15 @@ def _norm(which, norm, low, high):
 
 
 def _mark_dropped(ax, cells, size):
-    """A dot in each cell dropout zeroed (a zero weight by chance looks the same otherwise)."""
+    """A dot in the top-right corner of each cell dropout zeroed (a zero weight by chance looks the same).
+
+    In the corner, not the centre: the centre is where a cell's number is written.
+    """
     rows, cols = np.nonzero(cells)
     if len(rows) and size <= 64 * 64:
         marker = 3.0 if size <= 16 * 16 else 1.5
-        ax.plot(cols, rows, linestyle="none", marker="o", markersize=marker, color=DROPPED_MARK, gid="dropped")
+        ax.plot(cols + DOT_OFFSET, rows - DOT_OFFSET, linestyle="none", marker="o", markersize=marker,
+                color=DROPPED_MARK, gid="dropped")  # fmt: skip
 
 
 def _row_sums(ax, data, hidden, image, write):

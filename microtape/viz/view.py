@@ -155,7 +155,7 @@ class View:
         groups = {}
         for j, leaf in enumerate(program.leaves):
             if _repeated_constant(leaf, program.kinds[j]):
-                key = (float(np.reshape(leaf.data, -1)[0]), self.clusters[program.uses[j][0][0]])
+                key = (_number(leaf), self.clusters[program.uses[j][0][0]])
             else:
                 key = j
             groups.setdefault(key, []).append(j)
@@ -252,7 +252,7 @@ class View:
             if summarise and users:
                 key = ("summary", kinds[j], users[0])  # the leaves of a summary, by kind
             elif _repeated_constant(leaf, kinds[j]):
-                key = ("constant", float(np.reshape(leaf.data, -1)[0]), self.clusters[uses[0][0]])
+                key = ("constant", _number(leaf), self.clusters[uses[0][0]])
             else:
                 key = ("leaf", j)
             groups.setdefault(key, []).append(j)
@@ -629,4 +629,10 @@ def _fold_into_leaves(program, rep):
 
 def _repeated_constant(leaf, kind):
     """An unnamed one-number constant (the ``2`` in ``2 * a``): such constants may share a box."""
-    return kind == "constant" and not leaf.name and np.size(leaf.data) == 1
+    return kind == "constant" and not leaf.name and (leaf.data.__class__ is float or np.size(leaf.data) == 1)
+
+
+def _number(leaf):
+    """The one number a one-number leaf holds (a Scalar's float as it is: no array made for it)."""
+    data = leaf.data
+    return data if data.__class__ is float else float(np.reshape(data, -1)[0])
