@@ -17,7 +17,8 @@ controls and scrolls by itself, so the controls never scroll away. "Fit"
 it the current step, is in view; "100 %" shows it at its natural size and
 scrolls the stage so the current step's box stays in view (each frame knows
 where that box is: ``focus``, fractions of the picture).
-No server and no libraries: the page opens from disk.
+No server and no libraries: the page opens from disk. (ipywidgets would need
+a running kernel; :meth:`~microtape.viz.BackwardFrames.widget` is that variant.)
 """
 
 import html
