@@ -5,6 +5,7 @@ SVG and measure how tall its smallest text ends up (``smallest_text_px``),
 the same measure tests/test_notebooks.py applies to every notebook output.
 """
 
+import importlib
 import re
 import struct
 import warnings
@@ -99,3 +100,20 @@ def test_a_direction_asked_for_is_kept():
     attn, _ = attention()
     for rankdir in ("LR", "TB"):
         assert f"rankdir={rankdir}" in mt.viz.graph(attn, backward=True, rankdir=rankdir).source
+
+
+@needs_dot
+def test_the_drawing_made_to_measure_is_the_one_shown(monkeypatch):
+    rendering = importlib.import_module("microtape.viz.render")  # the module (mt.viz.render is its function)
+    calls = []
+    original = rendering._pipe
+    monkeypatch.setattr(rendering, "_pipe", lambda *args, **kw: calls.append(args[1]) or original(*args, **kw))
+    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    with mt.Tape() as tape:
+        (a * b + a**7).tanh()
+    digraph = mt.viz.graph(tape, backward=True)
+    assert calls == ["svg"]  # measured once: it fits
+    assert "<svg" in digraph._repr_mimebundle_()["text/html"] and calls == ["svg"]  # shown: not drawn again
+    digraph.attr(label="changed")  # a changed graph is drawn anew
+    mt.viz.svg(digraph)
+    assert calls == ["svg", "svg"]

@@ -15,17 +15,17 @@ suggests); the other direction; then — when the computation has modules and
 ``detail="auto"`` — one summary box per module, in both directions
 (``expand="attention"`` opens one module again; ``width=None`` draws every
 op whatever its width). The first that fits is drawn; if none does, the
-narrowest. Each candidate is laid out once by ``dot -Tjson`` (only pictures
+narrowest. Each candidate is drawn once by ``dot`` (and that drawing is kept:
+the one shown is not drawn twice; only pictures
 of up to ``max_nodes`` boxes are measured: bigger ones are summarised
 anyway). Without Graphviz nothing is measured.
 """
 
 import re
 
-from .layout import Layout
 from .paint import paint
 from .picture import to_digraph
-from .render import GraphvizNotFound
+from .render import GraphvizNotFound, svg
 from .view import View
 
 __all__ = [
@@ -87,12 +87,12 @@ def fitted_picture(program, options, trace=None, *, rankdir=None, width=NOTEBOOK
         elif direction is not None:
             picture.rankdir = direction  # the caller's
         try:
-            drawn = Layout.of(to_digraph(picture))
+            drawn = svg(to_digraph(picture))  # kept: shown as it is, it is not drawn again
         except GraphvizNotFound:
             return view, rankdir, None
-        low_x, _, high_x, _ = (float(v) for v in drawn.bb.split(","))
-        measured.append((high_x - low_x, candidate, picture))
-        if high_x - low_x <= limit:
+        wide = float(_SVG_WIDTH.search(drawn).group(1))
+        measured.append((wide, candidate, picture))
+        if wide <= limit:
             return candidate, picture.rankdir, picture
     if not measured:
         return view, rankdir, None
