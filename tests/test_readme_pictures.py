@@ -47,3 +47,21 @@ def test_each_command_runs(command, tmp_path):
         "-m": {"docs/images/attention_backward_graph.png", "docs/images/attention_heatmaps.png"},
     }[shlex.split(command)[1]]
     assert expected <= written
+
+
+@needs_dot
+def test_the_pages_python_runs_and_writes_the_slide(tmp_path, monkeypatch):
+    """The page's Python blocks (not executed by the site's build: they write files), run in a fresh folder."""
+    import numpy as np
+
+    import microtape as mt
+
+    monkeypatch.chdir(tmp_path)
+    page = (ROOT / "docs" / "pictures.md").read_text(encoding="utf-8")
+    python = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert python
+    names = {"np": np, "mt": mt}
+    for code in python:
+        exec(compile(code, "docs/pictures.md", "exec"), names)
+    assert all(path.is_file() for path in names["paths"].values()) and names["fig"].axes
+    assert not names["wrong"].ok and len(names["frames"]) > 1
