@@ -74,8 +74,14 @@ def test_full_size_draws_everything_at_natural_size_and_width_is_checked():
 
 @needs_dot
 def test_readme_images_are_twice_the_size_shown_and_read_at_that_size(tmp_path):
-    shown = dict(re.findall(r'<img src="(docs/images/[\w.]+)" width="(\d+)"', (ROOT / "README.md").read_text()))
+    # The README shows the graph; the site's pictures page (docs/pictures.md) shows both, each at a width.
+    readme = re.findall(r'<img src="(docs/images/[\w.]+)" width="(\d+)"', (ROOT / "README.md").read_text())
+    page = (ROOT / "docs" / "pictures.md").read_text()
+    on_page = [("docs/" + name, width) for name, width in re.findall(r"```\{image\} ([\w./]+)\n:width: (\d+)px", page)]
+    assert len(readme) == 1 and len(on_page) == 2
+    shown = dict(readme + on_page)
     assert set(shown) == {"docs/images/attention_backward_graph.png", "docs/images/attention_heatmaps.png"}
+    assert all(shown[name] == width for name, width in readme)  # the same width in both places
     fresh = render_readme_images(tmp_path)
     for name, path in (
         ("graph", "docs/images/attention_backward_graph.png"),
