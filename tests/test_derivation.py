@@ -257,7 +257,7 @@ def _where(formula):
         (_stable_softmax, ["ops.py:_softmax_forward"]),
         (_softmax_backward, ["ops.py:softmax_backward"]),
         (_gelu, ["ops.py:_gelu_forward", "ops.py:_gelu_vjp"]),
-        (_score_scale, ["nn/derivation.py:score_scale"]),
+        (_score_scale, ["nn/attention_links.py:score_scale"]),
     ],
     ids=["stable softmax", "softmax backward", "gelu", "1/sqrt(d)"],
 )
