@@ -50,6 +50,7 @@ __all__ = [
     "record",
     "module_scope",
     "current_tapes",
+    "vjp_arity_problem",
 ]
 
 # The active tapes and the module path, per thread and per async task: a tape
@@ -326,15 +327,26 @@ def _reverse(equations, output, seed, keep_steps=False):
     return grads, steps, completed
 
 
+def vjp_arity_problem(sent, count):
+    """Why ``sent`` is not what a VJP of ``count`` inputs returns (a tuple of ``count`` gradients), or None.
+
+    The one rule for user-defined VJPs: the tape applies it when it runs one,
+    and the exercise checker when it grades one.
+    """
+    if isinstance(sent, (tuple, list)) and len(sent) == count:
+        return None
+    return (
+        f"its vjp must return a tuple of {count} gradient(s), one per input, got {type(sent).__name__}"
+        + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
+        + ("; for one input write `return (grad_x,)`" if count == 1 else "")
+    )
+
+
 def _check_user_vjp(op, node, sent):
     """A user-defined VJP must return one gradient per input, each of that input's shape."""
-    if not isinstance(sent, (tuple, list)) or len(sent) != len(node.inputs):
-        raise TypeError(
-            f"op {op.name!r}: its vjp must return a tuple of {len(node.inputs)} gradient(s), one per input, "
-            f"got {type(sent).__name__}"
-            + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
-            + ("; for one input write `return (grad_x,)`" if len(node.inputs) == 1 else "")
-        )
+    problem = vjp_arity_problem(sent, len(node.inputs))
+    if problem:
+        raise TypeError(f"op {op.name!r}: {problem}")
     for x, gx in zip(node.inputs, sent):
         if gx is not None and np.shape(gx) != np.shape(x.data):
             raise ValueError(
