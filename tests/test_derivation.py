@@ -105,7 +105,7 @@ def test_a_toy_intermediate_is_in_the_layer_report(toy_table):
 def test_a_toy_intermediate_is_in_the_captions(toy_table):
     attn, x = _layer_and_input()
     attn(x)
-    captions = mt.viz.backward_frames(attn.tape).captions
+    captions = mt.viz.backward_frames(attn.tape, expand="attention").captions  # the core op by op
     softmax = next(c for c in captions if ": weights (softmax)" in c)
     assert "(by hand: dB = P * (dP - rowsum(dP * P)))" in softmax
     bias = next(c for c in captions if ": biased_scores (" in c)
