@@ -45,7 +45,7 @@ import numpy as np
 
 from .tape import Node, index_part_text, record
 
-__all__ = ["Op", "OPS", "define", "unbroadcast"]
+__all__ = ["Op", "OPS", "RESERVED_NAMES", "define", "unbroadcast"]
 
 # A placeholder in a formula template: {g}, {x}, {exponent}.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -163,6 +163,12 @@ class Op:
 #: Every op by name: the built-in ones below, then any you :func:`define`.
 OPS: dict[str, Op] = {}
 
+#: Built-in ops registered by modules that load later (``microtape.nn.tiled``
+#: on first use). Their names are reserved from the start, so ``define`` cannot
+#: take one before its owner is imported (and be silently replaced then).
+#: A module that registers a built-in op outside this file adds its name here.
+RESERVED_NAMES = frozenset({"tiled_attention"})
+
 _DEFAULT_INPUTS = {1: ("x",), 2: ("a", "b"), 3: ("a", "b", "c")}
 
 
@@ -171,6 +177,7 @@ def _op(name, forward, vjp, grads, latex, *, inputs=None, **fields):
     grads, latex = tuple(grads), tuple(latex)
     inputs = tuple(inputs or _DEFAULT_INPUTS[len(grads)])
     assert len(inputs) == len(grads) == len(latex), f"{name}: one name, formula and LaTeX per input"
+    assert name not in OPS or OPS[name].builtin, f"{name}: a user op has a built-in name (add it to RESERVED_NAMES)"
     op = Op(name, forward, vjp, inputs, grads, latex, **fields)
     OPS[name] = op
     return op
@@ -213,7 +220,7 @@ def define(
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"define(name={name!r}): expected a name like 'sigmoid' (letters, digits, _)")
-    if name in OPS and OPS[name].builtin:
+    if (name in OPS and OPS[name].builtin) or name in RESERVED_NAMES:
         raise ValueError(f"define({name!r}): {name!r} is a built-in op and cannot be redefined; choose another name")
     for what, fn in (("forward", forward), ("vjp", vjp)):
         if not callable(fn):
@@ -766,13 +773,30 @@ def _logsumexp_forward(x, axis=None, keepdims=False):
     # log Σ exp(x) = m + log Σ exp(x − m) with m the max: no exp can overflow,
     # and the largest term is exp(0) = 1, so the log never sees 0.
     peak = np.max(x, axis=axis, keepdims=True)
-    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    # Where the max is infinite it is the answer (a row of -inf gives -inf, a
+    # row holding +inf gives +inf, as in PyTorch); shifting by it would make
+    # inf - inf = NaN, so those rows are shifted by 0 and the exp/log say it.
+    shift = np.where(np.isinf(peak), 0.0, peak)
+    with np.errstate(over="ignore", divide="ignore"):  # exp(+inf) = inf, log(0) = -inf: the edge values
+        total = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
     return total if keepdims else np.squeeze(total, axis=axis)
 
 
 def _logsumexp_vjp(g, ans, x, axis=None, keepdims=False):
     # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
-    return (_kept_axes(g, axis, keepdims) * np.exp(x - _kept_axes(ans, axis, keepdims)),)
+    result = _kept_axes(ans, axis, keepdims)
+    with np.errstate(invalid="ignore"):  # inf - inf where the result is infinite: replaced below
+        weights = np.exp(x - result)
+    infinite = np.isinf(result)
+    if np.any(infinite):
+        # At an infinite result softmax's limit is max's gradient: the entries
+        # equal to the max (the +inf ones; in a row of -inf, all) share it.
+        # (PyTorch gives NaN there.)
+        winners = x == result
+        with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
+            share = winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
+        weights = np.where(infinite, share, weights)
+    return (_kept_axes(g, axis, keepdims) * weights,)
 
 
 logsumexp = _op(
@@ -781,6 +805,7 @@ logsumexp = _op(
     _logsumexp_vjp,
     ["broadcast({g}) * softmax({x})"],
     [r"\bar x = \bar y\, \mathrm{softmax}(x)"],
+    note="a row of -inf gives -inf and one holding +inf gives +inf, where the entries equal to the max share g",
     example_params={"axis": -1, "keepdims": False},
 )
 
@@ -811,16 +836,27 @@ log_softmax = _op(
 #: gelu(x) = x/2 · (1 + tanh(c (x + k x³))),  c = √(2/π),  k = 0.044715.
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_K = 0.044715
+# Beyond |x| = 20, tanh(c (x + k x³)) is exactly ±1 in float64 (and float32):
+# the cube is taken of x clipped there, so it cannot overflow (x³ does above
+# ~5.6e102) and the numbers inside the range are unchanged.
+_GELU_SATURATED = 20.0
+
+
+def _gelu_tanh(x):
+    """``(t, x clipped)``: t = tanh(c (x + k x³)), computed on x clipped to where tanh saturates."""
+    clipped = np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
+    return np.tanh(GELU_C * (clipped + GELU_K * clipped * clipped * clipped)), clipped
 
 
 def _gelu_forward(x):
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + GELU_K * x * x * x)))
+    return 0.5 * x * (1.0 + _gelu_tanh(x)[0])
 
 
 def _gelu_vjp(g, ans, x):
     # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
     #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
-    t = np.tanh(GELU_C * (x + GELU_K * x * x * x))
+    # (past the clip 1 − t² is exactly 0, so the clipped x changes nothing there)
+    t, x = _gelu_tanh(x)
     slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_K * x * x)
     return (g * slope,)
 

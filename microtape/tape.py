@@ -40,6 +40,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .boundary import check_seed, check_user_forward, check_user_vjp, gradient_like, sum_into_grad
+
 __all__ = [
     "Tape",
     "Node",
@@ -115,7 +117,7 @@ class Node:
         Works with or without an active :class:`Tape`: the graph is found by
         following ``inputs``. Leaves accumulate (``+=``) across calls.
         """
-        gradients(self, grad, tape=Tape.of(self)).accumulate()
+        _gradients(self, grad, Tape.of(self), False, "backward").accumulate()
 
     def zero_grad(self):
         self.grad = None
@@ -141,6 +143,8 @@ def record(op, inputs, params=None, name=None):
         data = op.forward(first.data)
     else:
         data = op.forward(*[node.data for node in inputs])
+    if not op.builtin:
+        data = check_user_forward(op, inputs, data)
     cls = first.__class__
     out = object.__new__(cls)  # a bare node (no __init__): every field is set below
     out.data = cls._output_data(data)
@@ -194,6 +198,8 @@ class Gradients(Mapping):
             grad = self._grads[node]
         except KeyError:
             raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
+        if grad.__class__ is not float and grad.__class__ is not np.ndarray:
+            grad = gradient_like(node.data, grad)  # numpy's 0-d arithmetic gives np.float64: an array again
         if grad.__class__ is np.ndarray and grad.flags.writeable:
             grad = grad.view()
             grad.flags.writeable = False
@@ -223,6 +229,10 @@ class Gradients(Mapping):
     def accumulate(self):
         """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
 
+        All or nothing: every sum is computed and checked first, and only then
+        is any ``.grad`` written, so a ``.grad`` that cannot take the sum (a
+        string, the wrong shape) fails the call with every ``.grad`` as it was.
+
         One VJP may hand the same array (or views of it) to several nodes —
         add's ``g`` goes to both operands, reshape's is a view. Leaves (what
         people change in place: zeroing, clipping) each get memory of their
@@ -232,9 +242,12 @@ class Gradients(Mapping):
         """
         grads = self._grads
         shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
+        written = []
         for node, g in grads.items():
+            if g.__class__ is not float and g.__class__ is not np.ndarray:
+                g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
             if node.grad is not None:
-                node.grad = node.grad + g
+                written.append((node, sum_into_grad(node, g)))
                 continue
             if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
                 if node.op is None:
@@ -242,6 +255,8 @@ class Gradients(Mapping):
                 else:
                     g = g.view()
                     g.flags.writeable = False
+            written.append((node, g))
+        for node, g in written:
             node.grad = g
 
     def step_at(self, index):
@@ -256,26 +271,50 @@ def gradients(output, grad=None, *, tape=None, steps=False):
     """The gradient of ``output`` with respect to every node on its path — writing nothing.
 
     ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
-    Scalar). The order of the equations comes from ``tape`` when given (or the
-    innermost active tape, if it recorded ``output``), else from the graph.
+    Scalar; a given seed must be finite). The order of the equations comes
+    from ``tape`` when given (anything computed before that tape began is then
+    a leaf), else from the graph: the innermost active tape's order when it
+    recorded the whole computation, a search of the graph otherwise — so a
+    call inside a ``with Tape()`` that opened midway still follows everything.
     Returns a :class:`Gradients` mapping ``{node: gradient}``. No ``.grad`` is
     written, nothing is recorded, and calling it twice gives the same answer.
     ``steps=True`` also keeps every step (for walks, frames and reports).
+
+    The dtype rule: every gradient has the dtype of the value it belongs to
+    (a float32 leaf used with float64 values gets a float32 gradient).
     """
+    return _gradients(output, grad, tape, steps, "gradients")
+
+
+def _gradients(output, grad, tape, steps, caller):
+    """:func:`gradients`, with ``caller`` (``"backward"``, ``"Tape.backward"``…) naming the entry point in errors."""
     if not isinstance(output, Node):
-        raise TypeError(f"gradients(output): expected a Scalar or Tensor, got {type(output).__name__}")
+        raise TypeError(f"{caller}(output): expected a Scalar or Tensor, got {type(output).__name__}")
+    from_active = False
     if tape is None:
         active = _active_tapes.get()
-        tape = active[-1] if active and active[-1]._position(output) is not None else Tape.of(output)
+        from_active = bool(active) and active[-1]._position(output) is not None
+        tape = active[-1] if from_active else Tape.of(output)
     elif not isinstance(tape, Tape):
-        raise TypeError(f"gradients(tape=...): expected a microtape Tape, got {type(tape).__name__}")
+        raise TypeError(f"{caller}(tape=...): expected a microtape Tape, got {type(tape).__name__}")
     elif output.op is not None and tape._position(output) is None:
-        raise ValueError(f"gradients(output): {output!r} was not recorded on this tape")
-    seed = _seed_gradient(output, grad)
+        raise ValueError(f"{caller}(output): {output!r} was not recorded on this tape")
+    seed = check_seed(output, grad, caller)
     grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+    if from_active and _began_before(tape, grads):
+        # The active tape opened after part of this computation: its order
+        # would stop there and treat computed values as leaves. Follow the graph.
+        tape = Tape.of(output)
+        grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
     if steps:
         taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
     return Gradients(grads, tape, output, seed, taken, completed)
+
+
+def _began_before(tape, grads):
+    """True when a computed node got a gradient but is not on ``tape`` (it was computed before the tape began)."""
+    recorded = set(tape._nodes)
+    return any(node.op is not None and node not in recorded for node in grads)
 
 
 def _reverse(equations, output, seed, keep_steps=False):
@@ -305,16 +344,18 @@ def _reverse(equations, output, seed, keep_steps=False):
         else:
             sent = op.vjp(g, node.data, *[x.data for x in inputs])
         if not op.builtin:
-            _check_user_vjp(op, node, sent)
+            sent = check_user_vjp(op, node, sent)
         position = 0  # a counter, not enumerate(): this is the hottest loop of a Scalar backward
         for x in inputs:
             if x.requires_grad:
                 gx = sent[position]
                 if gx is None:
                     raise TypeError(
-                        f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
-                        "its input in that position must be a constant"
+                        f"op {op.name!r} gives no gradient for input {op.inputs[position]!r} ({x!r:.60}), "
+                        "which requires one; its input in that position must be a constant"
                     )
+                if gx.__class__ is not float and (gx.__class__ is not np.ndarray or gx.dtype != x.data.dtype):
+                    gx = gradient_like(x.data, gx)  # the dtype rule: a gradient has its value's type and dtype
                 previous = grads.get(x)
                 grads[x] = gx if previous is None else previous + gx
                 if keep_steps:
@@ -324,51 +365,6 @@ def _reverse(equations, output, seed, keep_steps=False):
             completed[node] = index
             steps.append((index, g, tuple(sent)))
     return grads, steps, completed
-
-
-def _check_user_vjp(op, node, sent):
-    """A user-defined VJP must return one gradient per input, each of that input's shape."""
-    if not isinstance(sent, (tuple, list)) or len(sent) != len(node.inputs):
-        raise TypeError(
-            f"op {op.name!r}: its vjp must return a tuple of {len(node.inputs)} gradient(s), one per input, "
-            f"got {type(sent).__name__}"
-            + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
-            + ("; for one input write `return (grad_x,)`" if len(node.inputs) == 1 else "")
-        )
-    for x, gx in zip(node.inputs, sent):
-        if gx is not None and np.shape(gx) != np.shape(x.data):
-            raise ValueError(
-                f"op {op.name!r}: its vjp returned a gradient of shape {np.shape(gx)} for an input of "
-                f"shape {np.shape(x.data)}; a gradient has the shape of its input"
-            )
-
-
-def _seed_gradient(root, grad):
-    """Check (or make) the gradient that starts the reverse pass."""
-    if not root.requires_grad:
-        raise ValueError(
-            f"backward(): {root!r} does not require a gradient — no input of the "
-            "computation had requires_grad=True, so there is nothing to differentiate"
-        )
-    data = root.data
-    if data.__class__ is float:
-        if grad is None:
-            return 1.0
-        if isinstance(grad, (int, float)) and not isinstance(grad, bool):
-            return float(grad)
-        raise TypeError(f"backward(grad=...): expected a number for a Scalar, got {type(grad).__name__}")
-    if grad is None:
-        return np.ones_like(data)
-    grad = np.asarray(getattr(grad, "data", grad))
-    if grad.shape != data.shape:
-        raise ValueError(
-            f"backward(grad=...): grad has shape {grad.shape} but the output has shape "
-            f"{data.shape}; pass a gradient of the output's shape"
-        )
-    if not np.issubdtype(grad.dtype, np.number) or np.issubdtype(grad.dtype, np.complexfloating):
-        raise TypeError(f"backward(grad=...): expected a real-valued array, got dtype {grad.dtype}")
-    # A copy: the caller's array must never become (or alias) some node's .grad.
-    return np.array(grad, dtype=data.dtype)
 
 
 def _memory_of(array):
@@ -588,7 +584,7 @@ class Tape:
 
     def gradients(self, output, grad=None, *, steps=False):
         """:func:`gradients` in this tape's order (writes nothing)."""
-        return gradients(output, grad, tape=self, steps=steps)
+        return _gradients(output, grad, self, steps, "Tape.gradients")
 
     def backward(self, output, grad=None):
         """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
@@ -598,7 +594,7 @@ class Tape:
         treated as a leaf. ``grad`` defaults to ones of the output's shape. A
         pass that fails midway changes no ``.grad``.
         """
-        gradients(output, grad, tape=self).accumulate()
+        _gradients(output, grad, self, False, "Tape.backward").accumulate()
 
     def backward_steps(self, output, grad=None):
         """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
@@ -606,7 +602,7 @@ class Tape:
         Each step holds the equation, the complete gradient of its output and
         what its VJP sends to each input.
         """
-        return iter(gradients(output, grad, tape=self, steps=True).steps)
+        return iter(_gradients(output, grad, self, True, "Tape.backward_steps").steps)
 
 
 def _own_name(node, wanted):
