@@ -9,13 +9,16 @@ wires them in::
 It prints the configuration, a progress line on stderr (a redrawn bar on a
 terminal, plain lines in a log), the held-out accuracy and the files it
 wrote (:mod:`microtape.train.pictures`). Exit status: 0 when the trained
-layer's backward check passes, 1 when a row of it fails, 2 for a bad option.
+layer's backward check passes, 1 when a row of it fails or the run diverged
+(the message says at which step), 2 for a bad option (every size and the
+learning rate are checked against :data:`~microtape.train.loop.LIMITS`
+before any work).
 """
 
 import sys
 
 from ..cli_args import UsageError, non_negative_int, output_folder, positive_float, positive_int
-from .loop import DEFAULT_STEPS, TrainConfig, train
+from .loop import DEFAULT_STEPS, ConfigError, Diverged, TrainConfig, train
 from .progress import Progress
 from .tasks import TASKS
 
@@ -52,19 +55,20 @@ def add_arguments(parser):
 
 
 def config_from(args):
-    """The :class:`TrainConfig` the options describe; a combination that makes no sense is a UsageError."""
+    """The :class:`TrainConfig` the options describe; a value out of range, or a combination that makes no
+    sense, is a UsageError naming the option (checked before any work: ``--length`` sizes the task as 10^length).
+    """
     if args.embed % args.heads:
         raise UsageError(f"--heads {args.heads}: must divide --embed {args.embed}")
-    if args.held_out >= 10**args.length // 2:
-        raise UsageError(
-            f"--held-out {args.held_out}: too many for sequences of {args.length} digits "
-            f"(there are only {10**args.length} of them; keep it under half)"
-        )
-    return TrainConfig(
-        task=args.task, steps=args.steps, length=args.length, embed=args.embed, heads=args.heads,
-        ff_dim=args.ff_dim, layers=args.layers, batch=args.batch, lr=args.lr, seed=args.seed,
-        eval_every=args.eval_every, held_out=args.held_out,
-    )  # fmt: skip
+    try:
+        return TrainConfig(
+            task=args.task, steps=args.steps, length=args.length, embed=args.embed, heads=args.heads,
+            ff_dim=args.ff_dim, layers=args.layers, batch=args.batch, lr=args.lr, seed=args.seed,
+            eval_every=args.eval_every, held_out=args.held_out,
+        )  # fmt: skip
+    except ConfigError as error:
+        value = f"{error.value:g}" if isinstance(error.value, float) else error.value
+        raise UsageError(f"--{error.field.replace('_', '-')} {value}: {error.reason}") from None
 
 
 def run(args):
@@ -79,7 +83,12 @@ def run(args):
         f"{config.batch} sequences, Adam lr={config.lr:g}, seed={config.seed}, {config.dtype}"
     )
     progress = Progress(config.steps)
-    result = train(config, progress=progress.update)
+    try:
+        result = train(config, progress=progress.update)
+    except Diverged as error:
+        progress.close()
+        print(f"microtape train: {error} (--lr {config.lr:g})", file=sys.stderr)
+        return 1
     progress.close()
     reached = "reached" if result.held_out_accuracy >= 0.99 else "did NOT reach"
     print(
