@@ -15,7 +15,7 @@ TORCH  ?= torch==2.13.0
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77"
-	$(BIN)/pip install --quiet -e '.[notebooks,dev,train]'
+	$(BIN)/pip install --quiet -e '.[notebooks,dev,train,progress]'
 	touch $(STAMP)
 
 dot:

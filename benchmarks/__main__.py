@@ -21,7 +21,22 @@ import shutil
 import sys
 import time
 
-from ._harness import WorkerFailed, megabytes, rate, run_worker, seconds, spread, table
+from microtape.progress import Quiet, progress
+
+from . import _harness
+from ._harness import WorkerFailed, megabytes, rate, seconds, spread, table
+
+#: Moved once per finished worker; main() replaces it by a real bar (on a terminal, with tqdm).
+_workers = Quiet()
+
+
+def run_worker(module, spec, python=None, timeout=900):
+    """:func:`benchmarks._harness.run_worker`, counted on the progress bar."""
+    try:
+        return _harness.run_worker(module, spec, python=python, timeout=timeout)
+    finally:
+        _workers.update()
+
 
 # (B, T, E, H): the tiny case, then the sizes of issue 7's table.
 ATTENTION_SIZES = [(1, 8, 16, 2), (4, 32, 64, 4), (8, 128, 256, 8), (4, 512, 512, 8), (1, 2048, 256, 4)]
@@ -49,11 +64,12 @@ def _attention_budget(size, quick):
 class Report:
     """Collects what is printed, so it can also be written as Markdown."""
 
-    def __init__(self):
+    def __init__(self, write=print):
         self.parts = []
+        self.write = write  # a progress bar's write(): the text goes above the bar
 
     def say(self, text=""):
-        print(text, flush=True)
+        self.write(text)
         self.parts.append(text)
 
     def text(self):
@@ -716,9 +732,15 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=DTYPES, help="attention in this dtype only")
     args = parser.parse_args(argv)
 
+    global _workers
+    with progress(desc="benchmark workers", unit="worker", leave=False) as _workers:
+        return _run(args)
+
+
+def _run(args):
     started = time.perf_counter()
     torch_python = _torch_python(args)
-    report = Report()
+    report = Report(_workers.write)
     report.say("# microtape benchmarks" + (" (--quick)" if args.quick else ""))
     report.say()
     machine(report, torch_python)

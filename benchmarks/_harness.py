@@ -1,7 +1,8 @@
 """What every benchmark shares: isolated worker processes, timing, statistics, tables.
 
-The parent process (``python -m benchmarks``) never imports numpy, microtape,
-micrograd or torch. It starts one worker process per measurement::
+The parent process (``python -m benchmarks``) measures nothing itself and
+never imports micrograd or torch (it imports microtape only for its progress
+bar). It starts one worker process per measurement::
 
     python -m benchmarks.<module> '<json spec>'
 

@@ -10,8 +10,8 @@ learn to reverse (or sort) short digit sequences::
 
 ``tasks`` makes the data, ``model`` the network (embedding + sinusoidal
 positions, post-norm encoder layers, a linear head), ``loop`` trains it with
-:class:`microtape.optim.Adam` (float32, seeded), ``progress`` draws the
-progress line, ``pictures`` writes the results, ``command`` is
+:class:`microtape.optim.Adam` (float32, seeded), ``pictures`` writes the
+results, ``command`` is
 ``microtape train``.
 """
 

@@ -6,8 +6,9 @@ wires them in::
     microtape train --task reverse --out DIR      # about 600 steps, a few seconds
     microtape train --task sort --out DIR --steps 2000
 
-It prints the configuration, a progress line on stderr (a redrawn bar on a
-terminal, plain lines in a log), the held-out accuracy and the files it
+It prints the configuration, a progress bar on stderr (tqdm's, through
+:mod:`microtape.progress`: on a terminal only, so a log gets no redrawn lines),
+the held-out accuracy and the files it
 wrote (:mod:`microtape.train.pictures`). Exit status: 0 when the trained
 layer's backward check passes, 1 when a row of it fails or the run diverged
 (the message says at which step), 2 for a bad option (every size and the
@@ -18,8 +19,8 @@ before any work).
 import sys
 
 from ..cli_args import UsageError, non_negative_int, output_folder, positive_float, positive_int
+from ..progress import progress
 from .loop import DEFAULT_STEPS, ConfigError, Diverged, TrainConfig, train
-from .progress import Progress
 from .tasks import TASKS
 
 __all__ = ["add_arguments", "run"]
@@ -82,14 +83,17 @@ def run(args):
         f"heads={config.heads}, ff_dim={config.ff_dim}, layers={config.layers}, {config.steps} steps of "
         f"{config.batch} sequences, Adam lr={config.lr:g}, seed={config.seed}, {config.dtype}"
     )
-    progress = Progress(config.steps)
     try:
-        result = train(config, progress=progress.update)
+        with progress(total=config.steps, desc=config.task, unit="step") as bar:
+
+            def show(step, loss, accuracy):
+                bar.set_postfix(loss=f"{loss:.4f}", acc=f"{100 * accuracy:.1f}%", refresh=False)
+                bar.update(step - bar.n)
+
+            result = train(config, progress=show)
     except Diverged as error:
-        progress.close()
         print(f"microtape train: {error} (--lr {config.lr:g})", file=sys.stderr)
         return 1
-    progress.close()
     reached = "reached" if result.held_out_accuracy >= 0.99 else "did NOT reach"
     print(
         f"Held-out token accuracy: {100 * result.held_out_accuracy:.2f}% on {config.held_out} unseen sequences "

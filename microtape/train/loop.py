@@ -181,8 +181,8 @@ def one_blas_thread():
 def train(config=None, progress=None):
     """Train a :class:`TinyTransformer` on ``config.task``; returns a :class:`TrainResult`.
 
-    ``progress(step, loss, accuracy)`` is called after every step (see
-    :class:`microtape.train.progress.Progress`). BLAS runs on one thread
+    ``progress(step, loss, accuracy)`` is called after every step (``microtape
+    train`` moves a :func:`microtape.progress.progress` bar with it). BLAS runs on one thread
     meanwhile (:func:`one_blas_thread`).
     """
     config = config or TrainConfig()

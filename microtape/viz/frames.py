@@ -27,6 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..progress import progress
 from .graph import check_options, warn_if_collapsed
 from .layout import Layout, widest
 from .paint import Painter, paint
@@ -142,6 +143,11 @@ def _sends(painter, i):
     return "sends " + ";  ".join(parts) if parts else ""
 
 
+def _drawing(frames, count):
+    # dot takes ~0.1 s a frame: a big tape's hundreds of frames get a bar (on a terminal or in Jupyter).
+    return progress(frames, total=count, desc="drawing frames", unit="frame", leave=False, at_least=50)
+
+
 class BackwardFrames:
     """The frames of a backward pass: ``frames[k]`` is a ``graphviz.Digraph``.
 
@@ -181,7 +187,7 @@ class BackwardFrames:
         """Every frame as an SVG string (drawn once, then kept)."""
         if self._svgs is None:
             with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-                self._svgs = list(pool.map(svg, self.digraphs))
+                self._svgs = list(_drawing(pool.map(svg, self.digraphs), len(self)))
         return list(self._svgs)
 
     def save(self, out_dir, format="svg"):
@@ -202,7 +208,7 @@ class BackwardFrames:
                     path.write_text(text, encoding="utf-8")
             else:
                 with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-                    list(pool.map(render, self.digraphs, paths, [format] * len(paths)))
+                    list(_drawing(pool.map(render, self.digraphs, paths, [format] * len(paths)), len(self)))
         except GraphvizNotFound as error:
             for k, digraph in enumerate(self.digraphs):
                 render(digraph, out / f"frame_{k:0{width}d}.dot", "dot")
