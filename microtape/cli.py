@@ -19,7 +19,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_args import Parser, UsageError, non_negative_int, output_file, output_folder, positive_int
+from .cli_args import (
+    Parser,
+    UsageError,
+    non_negative_int,
+    output_file,
+    output_folder,
+    positive_int,
+    probability,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -82,8 +90,13 @@ def _heatmap(args):
     from .viz.demo import render_heatmap
 
     _check_seq_size(args.seq, "heatmap")
+    if "dropped" in args.which and args.dropout == 0:
+        raise UsageError(
+            "--which dropped: the default attention has no dropout, so nothing is dropped; "
+            "add --dropout P (for example --dropout 0.1)"
+        )
     which = tuple(args.which) if len(args.which) > 1 else args.which[0]
-    path = render_heatmap(args.file, which=which, seq=args.seq)
+    path = render_heatmap(args.file, which=which, seq=args.seq, dropout=args.dropout)
     print(f"Wrote {path}")
     return 0
 
@@ -149,6 +162,12 @@ def build_parser():
         help="what to draw (several: one row each)",
     )
     heatmap.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
+    heatmap.add_argument(
+        "--dropout",
+        type=probability,
+        default=DEMO["dropout"],
+        help=f"dropout probability of the attention weights (default: {DEMO['dropout']}; --which dropped needs > 0)",
+    )
     heatmap.set_defaults(run=_heatmap)
 
     from .exercises import command as exercises_command

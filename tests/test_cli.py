@@ -59,6 +59,16 @@ def test_check_options_cross_causal_fd():
     assert microtape("check", "--causal", "--dropout", "0.2", "--dtype", "float32").returncode == 0
 
 
+def test_heatmap_of_dropped_weights_needs_dropout(tmp_path):
+    # Without dropout the "dropped" weights are the weights: say so instead of drawing them.
+    done = microtape("heatmap", str(tmp_path / "none.png"), "--which", "dropped")
+    assert done.returncode == 2 and "no dropout" in done.stderr and "--dropout" in done.stderr
+    assert not (tmp_path / "none.png").exists()
+    done = microtape("heatmap", str(tmp_path / "d.png"), "--which", "weights", "dropped", "--dropout", "0.2")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "d.png").stat().st_size > 1000
+
+
 def test_graph_and_heatmap_write_one_picture_each(tmp_path):
     done = microtape("graph", str(tmp_path / "g.svg"), "--backward")
     assert done.returncode == 0, done.stderr
@@ -117,6 +127,8 @@ def test_console_script_is_the_same_program():
         (["heatmap", "--seq", "0"], "--seq"),
         (["graph", "picture.txt"], "file"),
         (["heatmap", "picture.dot"], "file"),
+        (["heatmap", "--which", "dropped"], "no dropout"),
+        (["heatmap", "--dropout", "1.5"], "--dropout"),
         (["check", "--seed", "-1"], "--seed"),
         (["check", "--embed", "100000", "--heads", "1"], "embed"),
         (["train", "--steps", "0"], "--steps"),

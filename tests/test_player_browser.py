@@ -93,7 +93,7 @@ def assert_showing(browser, frames, k):
     slider, caption, shown, source = state(browser)
     assert slider == k and shown == [k], (slider, shown, k)
     assert caption == frames.captions[k]
-    assert caption.startswith(f"step {k} of {len(frames) - 1}:")  # one numbering: slider = caption
+    assert caption.startswith(f"step {k} of steps 0–{len(frames) - 1}:")  # one numbering: slider = caption
     assert source == frames.paths[k].name
 
 

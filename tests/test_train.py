@@ -54,6 +54,19 @@ def _tiny(**options):
     return TrainConfig(**{**tiny, **options})
 
 
+def test_attention_before_and_after_training_share_one_colour_scale():
+    from microtape.train.pictures import attention_figures
+
+    result = train(_tiny())
+    figures = attention_figures(result)
+    top = max(result.attention_before.max(), result.attention_after.max())
+    for when, figure in figures.items():
+        limits = {ax.images[0].get_clim() for ax in figure.axes if ax.images}
+        assert limits == {(0.0, top)}, when
+        title = figure._suptitle.get_text().replace("\n", " ")
+        assert f"{when} training" in title and "one colour scale for these 2 pictures" in title
+
+
 def test_same_config_same_curve_and_another_seed_another():
     first, again = train(_tiny()), train(_tiny())
     assert first.history == again.history

@@ -30,9 +30,13 @@ def test_one_frame_per_step_and_graph_step_draws_the_same_frame():
     for k in range(4):
         # graph(step=k) and frame k show the same boxes, texts and states (the frame adds positions).
         assert boxes_and_states(frames[k].source) == boxes_and_states(graph(tape, step=k).source)
-        assert frames.captions[k].startswith(f"step {k} of 3: ")
-    assert frames.captions[0].startswith("step 0 of 3: y (tanh) receives grad 1; sends ∂y/∂e = g·(1 - tanh(e)**2)")
-    assert frames.captions[2] == "step 2 of 3: d (pow) receives grad 0.07065; sends ∂y/∂a += g·2·a**(2-1) = " \
+        assert frames.captions[k].startswith(f"step {k} of steps 0–3: ")
+        # The frozen graph says the same step, in the same words: 4 frames are steps 0–3, not "of 3".
+        assert f"step {k} of steps 0–3" in graph(tape, step=k).source
+    assert frames.captions[0].startswith(
+        "step 0 of steps 0–3: y (tanh) receives grad 1; sends ∂y/∂e = g·(1 - tanh(e)**2)"
+    )
+    assert frames.captions[2] == "step 2 of steps 0–3: d (pow) receives grad 0.07065; sends ∂y/∂a += g·2·a**(2-1) = " \
         "0.07065·2·2**(2-1) = 0.2826"  # fmt: skip
     assert "every leaf has its gradient" in frames.captions[-1]
     assert a.grad is None
@@ -44,7 +48,7 @@ def test_attention_frames_count_boxes_once_and_caption_them_by_their_names():
     count = len(frames)
     assert count < len(attn.tape)  # reshape chains are one step
     assert frames.engine_steps == sorted(frames.engine_steps) and frames.engine_steps[-1] == len(attn.tape) - 1
-    assert all(c.startswith(f"step {k} of {count - 1}: ") for k, c in enumerate(frames.captions))
+    assert all(c.startswith(f"step {k} of steps 0–{count - 1}: ") for k, c in enumerate(frames.captions))
     # Each box is one step: K_heads^T (met between the V chain's steps) comes once.
     assert sum(1 for c in frames.captions if ": K_heads^T (" in c) == 1
     # A Linear's W.T is the transpose, drawn in the weight's box, and says so.
@@ -100,8 +104,10 @@ def test_summary_frames():
                     h = (h * 0.9).tanh()
     frames = backward_frames(tape, detail="summary")
     assert len(frames) == 3  # one frame per module box
-    assert frames.captions[0].startswith("step 0 of 2: block2 (summary of 10 ops) receives grad 1 at its output;")
-    assert frames.captions[1].startswith("step 1 of 2: block1 (summary of 10 ops) receives grad 0.")
+    assert frames.captions[0].startswith(
+        "step 0 of steps 0–2: block2 (summary of 10 ops) receives grad 1 at its output;"
+    )
+    assert frames.captions[1].startswith("step 1 of steps 0–2: block1 (summary of 10 ops) receives grad 0.")
 
 
 def test_frames_of_a_collapsed_graph_warn_once():

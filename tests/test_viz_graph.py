@@ -302,6 +302,21 @@ def test_tensor_edges_use_the_listing_names_and_shapes():
     assert labels[(find_box(source, "q_proj.bias"), find_box(source, "Q"))] == ["d(q_proj.bias) = dQ summed to [16]"]
 
 
+def test_the_weight_edge_carries_the_gradient_of_the_weight_as_stored():
+    # A Linear stores weight [out, in] and computes x @ W.T; the W.T is drawn in W's box, so the edge
+    # from that box must carry dW [out, in] = dy^T @ x, not d(W^T) [in, out] = x^T @ dy.
+    layer = mt.nn.Linear(3, 5, seed=0)
+    x = mt.Tensor(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        layer(x)
+    source = graph(tape, backward=True, parameters=layer).source
+    weight = find_box(source, "weight")
+    (text,) = [t for (tail, _), found in edge_labels(source).items() if tail == weight for t in found]
+    assert text.startswith("dweight = ") and text.endswith("^T @ x  [5,3]"), text
+    assert "weight^T" not in text
+    assert layer.weight.shape == (5, 3)
+
+
 PLACEHOLDER = re.compile(r"(?<![\w.\[])(a|b|x|p|g|keep|factor|exponent|constant)(?![\w\[(])")
 
 
@@ -409,7 +424,7 @@ def test_step_states_follow_the_backward_pass():
     current = graph(tape, step=1).source
     assert attr(nodes(current)["n2"], "penwidth") == "3"
     assert "grad" not in label(nodes(current)["x1"])  # nothing has reached b yet
-    assert "step 1 of 3" in current
+    assert "step 1 of steps 0–3" in current
     # Edges whose step has not run yet show the formula without numbers.
     labels = edge_labels(current)
     assert labels[("x1", "n0")] == ["∂y/∂b = g·a"] and labels[("n2", "n3")][0].endswith("= 0.07065")
@@ -532,13 +547,45 @@ def test_large_graph_is_summarised_connected_with_a_message():
     boxes = nodes(source)
     assert len(boxes) <= 150
     assert [label(boxes[f"s{m}"]).split(" ")[0] for m in range(5)] == [f"block{m}" for m in range(5)]
-    assert "80 ops: mul ×40, tanh ×40" in label(boxes["s0"])
+    assert "80 ops: 40 mul, 40 tanh" in label(boxes["s0"])
     assert reaches_all(source, "s4")
     assert "detail='full'" in source and "expand=" in source  # the note on the picture
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         small = graph(tape, max_nodes=10_000).source
     assert "s0" not in nodes(small)
+
+
+def block_summary():
+    layer = mt.nn.TransformerEncoderLayer(16, 4, 32, seed=0)
+    layer(np.random.default_rng(0).standard_normal((2, 5, 16)))
+    return graph(layer, detail="summary")
+
+
+BLOCK_STEPS = ("out_proj", "residual1", "norm1", "linear1", "hidden", "linear2", "residual2", "norm2")
+
+
+def test_transformer_block_summary_names_the_modules():
+    # Steps between sublayers (the residual sums, the activation) are drawn as themselves: none is
+    # folded into the module before it, and no summary is called "(outside)".
+    source = block_summary().source
+    titles = {label_lines(text)[0] for box, text in nodes(source).items() if box.startswith(("s", "n"))}
+    assert titles == {"q_proj", "k_proj", "v_proj", "attention", *BLOCK_STEPS}
+    assert "(outside)" not in source
+    assert label_lines(nodes(source)[find_box(source, "residual1")])[1] == "add [2,5,16]"
+    assert "3 ops: 1 transpose, 1 matmul, 1 add" in label(nodes(source)[find_box(source, "linear2")])
+    # A line that stands for several values says so in words ("×2" said not what was doubled).
+    assert ' [label="2 uses"]' in source and "×2" not in source
+
+
+@needs_dot
+def test_transformer_block_summary_draws_the_modules_in_forward_order():
+    digraph = block_summary()
+    source, placed = digraph.source, layout(digraph)
+    at = {name: placed["nodes"][find_box(source, name)] for name in ("q_proj", "k_proj", "v_proj", *BLOCK_STEPS)}
+    assert at["q_proj"][0] < at["k_proj"][0] < at["v_proj"][0]
+    heights = [at[name][1] for name in BLOCK_STEPS]  # top to bottom: dot's y grows upwards
+    assert heights == sorted(heights, reverse=True) and len(set(heights)) == len(heights)
 
 
 def test_summaries_show_their_first_and_last_ops_and_gradient_norms():

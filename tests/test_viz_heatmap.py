@@ -260,6 +260,16 @@ def test_cells_dropout_zeroed_carry_a_dot():
     assert "· = dropped by dropout" in fig._suptitle.get_text().replace("\n", " ")
 
 
+def test_dropped_weights_without_dropout_are_refused(layer):
+    # The layer ran without dropout: a "weights after dropout" picture would suggest something was dropped.
+    with pytest.raises(ValueError, match="without dropout"):
+        attention_heatmaps(layer, which="dropped")
+    evaluated = mt.nn.MultiHeadAttention(8, 2, dropout=0.3, seed=0).eval()
+    evaluated(np.random.default_rng(0).standard_normal((1, 5, 8)))
+    with pytest.raises(ValueError, match="dropout=0.3, training=False"):
+        attention_heatmaps(evaluated, which="dropped")
+
+
 def test_weights_and_dropped_weights_share_one_scale():
     attn = dropout_layer()
     axes = image_axes(attention_heatmaps(attn, which=("weights", "dropped")))
@@ -306,14 +316,63 @@ def test_gradient_maps_show_row_sums():
     attn.backward(rng.standard_normal((1, 5, 8)))
     fig = attention_heatmaps(attn, which=("grad_weights", "grad_scores"))
     axes = image_axes(fig)
+    hidden = attn.last_mask <= -1e4
     for ax, expected in zip(axes, [*attn.grad_weights()[0], *attn.grad_scores()[0]], strict=True):
         column = np.ma.getdata(ax.images[1].get_array())[:, 0]
-        sums = expected.sum(axis=-1)
-        sums[np.abs(sums) <= 1e-12 * np.abs(expected).max(axis=-1)] = 0.0
+        # Sums over the cells that exist: a masked key is no part of its query's row.
+        visible = np.where(hidden, 0.0, expected)
+        sums = visible.sum(axis=-1)
+        sums[np.abs(sums) <= 1e-12 * np.abs(visible).max(axis=-1)] = 0.0
         np.testing.assert_array_equal(column, sums)
         written = [t.get_text() for t in ax.texts if t.get_gid() == "row-sum"]
         assert len(written) == 5
+        # The colour scale is over the visible cells too, and the sums are drawn on it.
+        peak = np.abs(attn.grad_weights()[0][:, ~hidden] if ax in axes[:2] else attn.grad_scores()[0][:, ~hidden])
+        assert ax.images[0].get_clim() == (-peak.max(), peak.max()) == ax.images[1].get_clim()
+    # dP is not zero where the mask hides a key: summing those cells would change the margin.
+    assert not np.allclose(attn.grad_weights()[0].sum(-1), np.where(hidden, 0.0, attn.grad_weights()[0]).sum(-1))
     # Each row of dS sums to zero (softmax ignores a shift of a row): the margin says 0, not 1e-17.
     for ax in axes[2:]:
         assert {t.get_text() for t in ax.texts if t.get_gid() == "row-sum"} == {"0"}
     assert any(t.get_text() != "0" for t in axes[0].texts if t.get_gid() == "row-sum")
+
+
+def test_paired_pictures_share_one_scale_and_say_so():
+    # A uniform map and a sharp one: drawn alone, each reaches the top of its own scale.
+    flat = np.full((1, 2, 5, 5), 0.2)
+    sharp = np.broadcast_to(np.eye(5), (1, 2, 5, 5))
+    before, after = mt.viz.paired_heatmaps({"before": flat, "after": sharp})
+    for fig in (before, after):
+        assert {ax.images[0].get_clim() for ax in image_axes(fig)} == {(0.0, 1.0)}
+        assert "one colour scale for these 2 pictures: 0 to 1" in fig._suptitle.get_text().replace("\n", " ")
+    assert image_axes(attention_heatmaps(flat))[0].images[0].get_clim() == (0.0, 0.2)  # what sharing changes
+    # Masked cells stay out of the shared scale.
+    spike = flat.copy()
+    spike[0, 0, 0, 4] = 5.0  # causal: key 4 is hidden from query 0
+    (fig, _) = mt.viz.paired_heatmaps({"a": spike, "b": flat}, mask=CAUSAL)
+    assert image_axes(fig)[0].images[0].get_clim() == (0.0, 0.2)
+    with pytest.raises(TypeError, match="share one linear scale"):
+        mt.viz.paired_heatmaps({"a": flat, "b": sharp}, vmax=2.0)
+    with pytest.raises(TypeError, match="at least two"):
+        mt.viz.paired_heatmaps({"a": flat})
+
+
+@pytest.mark.parametrize(
+    ("size", "which", "annotate", "written"),
+    [
+        (10, "weights", "auto", True),  # weight maps up to 10 × 10 by default
+        (11, "weights", "auto", False),
+        (16, "weights", True, True),  # any map up to 16 × 16 on request
+        (16, "grad_scores", True, True),
+        (16, "grad_scores", "auto", False),
+        (17, "weights", True, False),  # never above 16 × 16, and the title says so
+    ],
+)
+def test_numbers_are_written_as_the_readme_promises(size, which, annotate, written):
+    maps = softmax_rows(np.random.default_rng(0), (1, 1, size, size))
+    fig = attention_heatmaps(maps, which=which, annotate=annotate)
+    (ax,) = image_axes(fig)
+    cells = [t for t in ax.texts if t.get_gid() not in ("row-sum", "row-sum-title")]
+    assert len(cells) == (size * size if written else 0)
+    if size > 16:
+        assert f"numbers not written: {size}×{size} is more than 16×16" in fig._suptitle.get_text().replace("\n", " ")

@@ -105,3 +105,29 @@ def test_bad_sources_and_indices_are_refused():
     for kwargs, match in [({"row": 13}, r"row=13\): expected an integer in 0..12"), ({"head": 2}, "head=2")]:
         with pytest.raises(ValueError, match=match):
             mt.viz.online_softmax(attn, **kwargs)
+
+
+def test_online_softmax_shows_each_rescale_where_a_later_block_raises_the_max():
+    attn = mt.nn.MultiHeadAttention(16, 2, block_size=4, seed=0)
+    x = 3 * np.random.default_rng(0).standard_normal((1, 16, 16))
+    attn(x)
+    standard = attn.twin(None)
+    standard(x)
+    scores = standard.tape.variable("weights").inputs[0].data  # [heads, queries, keys]
+    found = {True: None, False: None}
+    for head in range(2):
+        for row in range(16):
+            running = np.maximum.accumulate([scores[head, row, j : j + 4].max() for j in range(0, 16, 4)])
+            jumps = [(old, new) for old, new in zip(running, running[1:]) if new > old]
+            found[bool(jumps)] = found[bool(jumps)] or (head, row, jumps)
+    (head, row, jumps), (calm_head, calm_row, _) = found[True], found[False]
+    fig = mt.viz.online_softmax(attn, row=row, head=head)
+    left, right = fig.axes[:2]
+    marks = [t.get_text() for t in left.texts if t.get_gid() == "rescale"]
+    factors = [t.get_text() for t in right.texts if t.get_gid() == "rescale"]
+    assert marks == [f"max jumps +{new - old:.3g}" for old, new in jumps]
+    assert factors == [f"old terms ×α = {np.exp(old - new):.3g}" for old, new in jumps]
+    assert "the sum so far is rescaled by α" in fig.texts[0].get_text()
+    calm = mt.viz.online_softmax(attn, row=calm_row, head=calm_head)
+    assert not [t for ax in calm.axes for t in ax.texts if t.get_gid() == "rescale"]
+    assert "nothing is rescaled" in calm.texts[0].get_text()

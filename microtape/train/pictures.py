@@ -10,15 +10,15 @@ This module lets you write a training run's pictures and checks into a folder::
   on the training batches and on the held-out sequences;
 * ``attention_before.png``, ``attention_after.png`` — the first layer's
   attention weights on one held-out sequence, one panel per head
-  (``mt.viz.attention_heatmaps``); for ``reverse`` the trained heads light up
-  the anti-diagonal;
+  (``mt.viz.paired_heatmaps``: one colour scale for both, said in the titles);
+  for ``reverse`` the trained heads light up the anti-diagonal;
 * ``layer_report.txt`` / ``.html`` — :func:`microtape.check.layer_report` of
   the trained first layer (copied to float64, checked to 1e-10) on the
   held-out sequence's embedding;
 * ``history.json`` — the curve as numbers (the same command writes the same file).
 
 (Every picture comes from ``microtape.viz``: ``training_curve`` and
-``attention_heatmaps``.)
+``paired_heatmaps``.)
 """
 
 import json
@@ -29,15 +29,22 @@ import numpy as np
 from ..check import layer_report
 from ..nn import TransformerEncoderLayer
 
-__all__ = ["attention_figure", "trained_layer_report", "write_outputs"]
+__all__ = ["attention_figures", "trained_layer_report", "write_outputs"]
 
 
-def attention_figure(weights, probe, title):
-    """The first layer's attention on the probe sequence, one panel per head (``mt.viz.attention_heatmaps``)."""
-    from ..viz import attention_heatmaps
+def attention_figures(result):
+    """``{"before": Figure, "after": Figure}``: the first layer's attention on the probe, on one colour scale.
 
+    One scale for both (``mt.viz.paired_heatmaps``), so what training changed is what the colours show.
+    """
+    from ..viz import paired_heatmaps
+
+    task, probe = result.config.task, result.probe
     tokens = [str(int(digit)) for digit in probe[0]]
-    return attention_heatmaps(weights, tokens=tokens, title=title)
+    title = f"{task}: attention of layer 0 on a held-out sequence, {{}} training"
+    pictures = {title.format("before"): result.attention_before, title.format("after"): result.attention_after}
+    before, after = paired_heatmaps(pictures, tokens=tokens)
+    return {"before": before, "after": after}
 
 
 def trained_layer_report(result, layer_index=0):
@@ -71,11 +78,9 @@ def write_outputs(result, out):
     )
     paths["loss curve"] = out / "loss_curve.png"
     fig.savefig(paths["loss curve"], dpi=110)
-    task, probe = result.config.task, result.probe
-    for when, weights in (("before", result.attention_before), ("after", result.attention_after)):
-        title = f"{task}: attention of layer 0 on a held-out sequence, {when} training"
+    for when, figure in attention_figures(result).items():
         paths[f"attention {when}"] = out / f"attention_{when}.png"
-        attention_figure(weights, probe, title).savefig(paths[f"attention {when}"], dpi=110)
+        figure.savefig(paths[f"attention {when}"], dpi=110)
     report = trained_layer_report(result)
     paths["layer report"] = out / "layer_report.txt"
     paths["layer report"].write_text(str(report) + "\n")

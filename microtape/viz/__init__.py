@@ -10,6 +10,7 @@ This package lets you see what the tape recorded::
     frames = mt.viz.backward_frames(tape, out_dir="frames")   # one picture per step + index.html
     fig = mt.viz.attention_heatmaps(attn)           # a matplotlib Figure, one panel per head
     fig = mt.viz.attention_heatmaps(attn, which="grad_scores")
+    figs = mt.viz.paired_heatmaps({"before": w0, "after": w1})   # one colour scale for both
     fig = mt.viz.tile_schedule(attn)                # tiled attention: which tiles ran, in what order
     fig = mt.viz.training_curve(history)            # loss and accuracy of a training run
 
@@ -30,6 +31,7 @@ from .figure import new_figure
 from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
 from .heatmap import attention_heatmaps
+from .pairs import paired_heatmaps
 from .render import GraphvizNotFound, render, svg
 from .tiles import online_softmax, tile_schedule
 
@@ -37,6 +39,7 @@ __all__ = [
     "graph",
     "backward_frames",
     "attention_heatmaps",
+    "paired_heatmaps",
     "render",
     "svg",
     "BackwardFrames",

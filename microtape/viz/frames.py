@@ -4,7 +4,7 @@ This module lets you watch gradients flow, one box at a time::
 
     frames = mt.viz.backward_frames(tape)          # BackwardFrames, one Digraph per step
     frames[3]                                      # the graph after step 3 (shows in Jupyter)
-    frames.captions[3]                             # "step 3 of 20: scores (matmul) receives …"
+    frames.captions[3]                             # "step 3 of steps 0–20: scores (matmul) receives …"
     frames.save("frames/")                         # frame_000.svg, … and index.html
     frames                                         # in Jupyter: the player, inline
 
@@ -35,7 +35,7 @@ from .picture import to_digraph
 from .player import fragment, page
 from .program import collect, trace_backward
 from .render import GraphvizNotFound, fit_svg, render, svg
-from .text import flatten, grad_lines, norm_text
+from .text import flatten, grad_lines, norm_text, step_text
 from .view import MAX_NODES, View
 
 __all__ = ["backward_frames", "BackwardFrames"]
@@ -114,7 +114,7 @@ def _caption(painter, count):
         grads = [trace.grad_out[e] for e in exits]
         noise = max(trace.noise(program.equations[e]) for e in exits)
         received = grad_lines(grads[0], noise)[0] if len(grads) == 1 else norm_text(flatten(grads), noise)
-        text = f"step {k} of {count - 1}: {what} receives {received} at its output; its first op {node_name} "
+        text = f"{step_text(k, count)}: {what} receives {received} at its output; its first op {node_name} "
         text += _sends(painter, i) or "sends nothing on"
     else:
         if box.leaves:
@@ -123,7 +123,7 @@ def _caption(painter, count):
         else:
             ops = "→".join(program.equations[m].op.name for m in box.equations)
             what = f"{program.name(program.equations[box.equations[-1]])} ({ops})"
-        text = f"step {k} of {count - 1}: {what} receives " + " ".join(grad_lines(trace.grad_out[i], trace.noise(node)))
+        text = f"{step_text(k, count)}: {what} receives " + " ".join(grad_lines(trace.grad_out[i], trace.noise(node)))
         sends = _sends(painter, i)
         if sends:
             text += "; " + sends

@@ -32,8 +32,9 @@ Long maps: ``vmax=`` caps the colour scale; ``norm="row"`` scales each row
 to its largest weight, ``norm="log"`` uses a logarithmic scale. The default
 (``"auto"``) is linear up to 16 keys and row-scaled above, where one
 always-1 cell (the first query of a causal map) would wash the rest out.
-Numbers are written in the cells of maps up to 16 × 16 (``annotate``); above
-that the title says they were left out.
+Numbers are written in the cells of weight maps up to 10 × 10 by default
+(``annotate="auto"``), of any map up to 16 × 16 with ``annotate=True``, and
+never above 16 × 16 (the title says they were left out).
 
 You may pass the numbers directly instead of a layer: an array
 ``[B, H, Tq, Tk]``, ``[H, Tq, Tk]`` or ``[Tq, Tk]``; ``which`` then only says
@@ -179,7 +180,7 @@ def attention_heatmaps(
             if write:
                 _annotate(ax, data[k], shown[k], hidden[k], image)
             if w in GRADIENTS:
-                _row_sums(ax, data[k], image, write=Tq <= ANNOTATE_UP_TO)
+                _row_sums(ax, data[k], hidden[k], image, write=Tq <= ANNOTATE_UP_TO)
         for ax in axes[len(head_list) :]:
             block.delaxes(ax)
         bar = block.colorbar(
@@ -261,6 +262,14 @@ def _array_for(source, which, is_layer):
     if which == "weights":
         return weights
     if which == "dropped":
+        if getattr(source, "dropout_keep", True) is None:
+            # Without dropout the "weights after dropout" are the weights: a picture of them would
+            # suggest that something was dropped.
+            raise ValueError(
+                "attention_heatmaps(which='dropped'): the last forward ran without dropout "
+                f"(dropout={getattr(source, 'dropout', 0.0)}, training={getattr(source, 'training', None)}), "
+                "so nothing was dropped; run a forward in training mode with dropout > 0, or use which='weights'"
+            )
         dropped = getattr(source, "dropped_attention_weights", None)
         if dropped is None:
             dropped = _tape_value(source, "dropped_weights", grad=False)
@@ -414,12 +423,17 @@ def _mark_dropped(ax, cells, size):
         ax.plot(cols, rows, linestyle="none", marker="o", markersize=marker, color=DROPPED_MARK, gid="dropped")
 
 
-def _row_sums(ax, data, image, write):
-    """A margin column Σ: each row's sum, on the map's own colour scale (numbers for up to 16 rows)."""
+def _row_sums(ax, data, hidden, image, write):
+    """A margin column Σ: each row's sum over its visible cells, on the map's colour scale (numbers up to 16 rows).
+
+    Masked cells are left out: a key hidden from a query is no part of its
+    row (``dP`` is not zero there, but nothing flows through it).
+    """
     rows, keys = data.shape
-    sums = data.sum(axis=-1)
+    visible = np.where(hidden, 0.0, data)
+    sums = visible.sum(axis=-1)
     # A row sum that is 0 in exact arithmetic (each row of dS) comes out as rounding noise.
-    sums = np.where(np.abs(sums) <= 1e-12 * np.max(np.abs(data), axis=-1), 0.0, sums)
+    sums = np.where(np.abs(sums) <= 1e-12 * np.max(np.abs(visible), axis=-1), 0.0, sums)
     left = keys - 0.5 + 0.35
     ax.imshow(sums[:, None], cmap=image.cmap, norm=image.norm, extent=(left, left + 1, rows - 0.5, -0.5),
               interpolation="nearest", aspect="auto")  # fmt: skip

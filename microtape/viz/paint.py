@@ -33,7 +33,7 @@ import numpy as np
 
 from ..ops import OPS
 from .picture import Arrow, Fork, Picture, Shape
-from .text import flatten, fmt, grad_lines, grad_name, norm_text, number, shape_text, value_lines
+from .text import flatten, fmt, grad_lines, grad_name, norm_text, number, shape_text, step_text, value_lines
 from .view import SHAPE_OPS
 
 __all__ = ["paint", "Painter", "describe"]
@@ -91,8 +91,8 @@ class Painter:
         rankdir = rankdir or ("LR" if len(shapes) <= 12 else "TB")
         note = view.note
         if self.backward and not self.whole:
-            step_text = f"step {self.step} of {self.last_step}"
-            note = f"{step_text}; {note}" if note else step_text
+            said = step_text(self.step, self.last_step + 1)
+            note = f"{said}; {note}" if note else said
         keys = self.legend(shapes) if legend else []
         forks = [self.fork(junction, arrows) for junction in view.junctions]
         return Picture(shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below)
@@ -263,7 +263,7 @@ class Painter:
         counts = {}
         for i in members:
             counts[program.equations[i].op.name] = counts.get(program.equations[i].op.name, 0) + 1
-        lines = [(title, "name"), (f"{len(members)} ops: " + ", ".join(f"{k} ×{n}" for k, n in counts.items()), "info")]
+        lines = [(title, "name"), (f"{len(members)} ops: " + ", ".join(f"{n} {k}" for k, n in counts.items()), "info")]
         lines.append((self._equation_text(members[0]), "info"))
         if len(members) > 2:
             lines.append((f"⋮  {len(members) - 2} more", "info"))
@@ -312,7 +312,7 @@ class Painter:
         trace = self.trace
         count = len(link.uses)
         summarised = self.view.by_id[link.tail].summarised or self.view.by_id[link.head].summarised
-        label = f"×{count}" if summarised and count > 1 else None
+        label = f"{count} uses" if summarised and count > 1 else None  # values read along this one line
         if not self.backward or link.constant:
             return Arrow(link.tail, link.head, label, None, link.constant)
         steps = [trace.step_of.get(i) for i, _ in link.uses]
@@ -329,6 +329,17 @@ class Painter:
             return Arrow(link.tail, link.head, label, state)
         i, position = link.uses[0]
         return Arrow(link.tail, link.head, self.formula(i, position, numbers=finished), state)
+
+    def _folded_leaf(self, x):
+        """The leaf whose box shows ``x`` when ``x`` is a reshape/transpose chain folded into it, else None."""
+        i = self.program.index.get(x)
+        j = self.view.fold_of.get(i) if i is not None else None
+        return None if j is None else self.program.leaves[j]
+
+    def _fold_ops(self, x):
+        """The ops of the folded chain that ends at ``x``, from the leaf on."""
+        i = self.program.index[x]
+        return [self.program.equations[m].op.name for m in sorted(m for m, r in enumerate(self.view.rep) if r == i)]
 
     def _sent(self, i, position):
         s = self.trace.step_of.get(i)
@@ -353,6 +364,13 @@ class Painter:
         names[node.op.output] = program.name(node)
         names.update({key: _param_text(value) for key, value in (node.params or {}).items()})
         text = _tidy(node.op.formula_for(position, names), scalar)
+        owned = self._folded_leaf(x)
+        if owned is not None and not scalar:
+            # The edge starts at the leaf's box (a Linear's W.T is drawn in W's box): it carries the
+            # gradient of the leaf as the student stores it, [out, in], not that of its transpose.
+            leaf_target = grad_name(program.name(owned), False, loss)
+            leaf_joins = " += " if self.trace.uses.get(owned, 0) > 1 else " = "
+            return f"{leaf_target}{leaf_joins}{_moved_back(text, self._fold_ops(x))}  {shape_text(owned.data)}"
         if not scalar:
             if node.op.name in BROADCASTING and np.shape(x.data) != np.shape(node.data):
                 return f"{target}{joins}{text} summed to {shape_text(x.data)}"
@@ -371,6 +389,23 @@ class Painter:
                 text += f" = {with_numbers}"
             text += f" = {result}"
         return text
+
+
+_TRANSPOSED_PRODUCT = re.compile(r"^(\S+)\^T @ (\S+)$")
+
+
+def _moved_back(text, ops):
+    """The gradient of a folded chain's result, written as the gradient of the leaf it started from.
+
+    One transpose: ``(a^T @ g)^T`` is ``g^T @ a`` (a Linear's ``dW = dy^T @ x``);
+    anything else is the gradient moved back through the chain.
+    """
+    if ops == ["transpose"]:
+        product = _TRANSPOSED_PRODUCT.match(text)
+        if product:
+            return f"{product.group(2)}^T @ {product.group(1)}"
+        return f"({text})^T"
+    return f"({text}) moved back"
 
 
 def _tidy(text, scalar):

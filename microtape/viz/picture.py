@@ -178,6 +178,9 @@ def to_digraph(picture, layout=None):
     dot.attr(
         rankdir=picture.rankdir,
         newrank="true",
+        # dot's last crossing pass, over the whole graph at once, may undo the order rows keep inside
+        # clusters (v_proj drawn before q_proj in a Transformer block's summary): skip it.
+        remincross="false",
         fontname="Helvetica",
         fontsize="11",
         nodesep="0.18",

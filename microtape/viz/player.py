@@ -9,7 +9,7 @@ browser or a notebook::
 The controls: a slider, ◀ prev / next ▶, play, and a zoom button; the arrow
 keys step too (on the page anywhere, in a notebook once the player has the
 focus). The slider, the caption and the picture always change together, and
-they count the same steps (``step k of N``). "Fit" (the default) scales the
+they count the same steps (``step k of steps 0–N``). "Fit" (the default) scales the
 picture to the window — width and the height left below the controls — so
 the whole graph, and with it the current step, is in view; "100 %" shows it
 at its natural size and scrolls so the current step's box stays in view

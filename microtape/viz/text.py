@@ -31,6 +31,7 @@ __all__ = [
     "visible",
     "peak",
     "flatten",
+    "step_text",
 ]
 
 SMALL_ENTRIES = 9  # arrays up to 3×3 are printed in full
@@ -155,3 +156,12 @@ def visible(text):
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else chr(0x2400 + ord(c)) if ord(c) < 0x20 else "␡" for c in text)
+
+
+def step_text(k, count):
+    """``step 2 of steps 0–3``: one numbering for ``graph(step=k)``, ``frames[k]``, the slider and the captions.
+
+    Steps are counted from 0 like the frames of a list; saying the range
+    keeps "step 0 of 21" from reading as 21 steps when there are 22.
+    """
+    return f"step {k} of steps 0–{count - 1}"

@@ -133,7 +133,7 @@ def online_softmax(attn, row=0, head=0, batch=0):
     visible = scores > SUPPRESSED_BELOW
     final = m[-1]
 
-    fig = new_figure(figsize=(10, 3.8))
+    fig = new_figure(figsize=(10, 4.6), layout="constrained")
     left, right = fig.subplots(1, 2)
     keys = np.arange(scores.size)
     left.plot(keys[visible], scores[visible], "o", color="#9ecae1", label="score S_j of each key")
@@ -147,15 +147,47 @@ def online_softmax(attn, row=0, head=0, batch=0):
     right.axhline(rescaled[-1], color="#31a354", linestyle="--", linewidth=0.8, label="sum exp(S - m_final)")
     right.set_xlabel("key position")
     right.set_title("running sum l", fontsize=10)
+    rescales = _mark_rescales(left, right, last_keys, m, l)
     for ax in (left, right):
         ax.set_xlim(-0.5, ends[-1] - 0.5)
         for end in ends[:-1]:
             ax.axvline(end - 0.5, color="#bdbdbd", linewidth=0.6)
-        ax.legend(fontsize=7)
+        # Below the plot, so the legend never sits on the curves or their labels.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
     hidden = int(np.sum(~visible))
+    said = (
+        f"the max jumps {len(rescales)}× after the first block: the sum so far is rescaled by α = exp(m_old − m_new)"
+        if rescales
+        else "no later block raises the max: nothing is rescaled"
+    )
     fig.suptitle(
         f"online softmax of query {row} (batch {batch}, head {head}), key blocks of {schedule.block_size}"
-        + (f"; {hidden} masked keys not drawn" if hidden else ""),
+        + (f"; {hidden} masked keys not drawn" if hidden else "")
+        + f"\n{said}",
         fontsize=10,
     )
     return fig
+
+
+def _mark_rescales(left, right, last_keys, m, l):
+    """Where a later block raises the running max: an arrow on m, and the factor α that shrinks l there.
+
+    Returns the factors ``α = exp(m_old − m_new)``, one per jump.
+    """
+    factors = []
+    for k in range(1, len(m)):
+        if not (np.isfinite(m[k - 1]) and m[k] > m[k - 1]):
+            continue
+        alpha = float(np.exp(m[k - 1] - m[k]))
+        factors.append(alpha)
+        x = last_keys[k]
+        left.annotate("", xy=(x, m[k]), xytext=(x, m[k - 1]), arrowprops=dict(arrowstyle="->", color="#cb181d"))
+        left.annotate(
+            f"max jumps +{m[k] - m[k - 1]:.3g}", xy=(x, (m[k] + m[k - 1]) / 2), xytext=(-6, 0),
+            textcoords="offset points", ha="right", va="center", fontsize=7, color="#cb181d", gid="rescale",
+        )  # fmt: skip
+        right.annotate(
+            f"old terms ×α = {alpha:.3g}", xy=(x, l[k]), xytext=(-6, 8), textcoords="offset points",
+            ha="right", fontsize=7, color="#cb181d", gid="rescale",
+        )  # fmt: skip
+    return factors

@@ -165,6 +165,10 @@ class View:
         """
         clusters = self.clusters
         keys = [None if _within(path, self.expand) else path for path in clusters]
+        if any(clusters):
+            # Steps between modules (a residual sum, an activation) are drawn as themselves: a summary
+            # of "everything outside the modules" would name no module and join unrelated steps.
+            keys = [None if not path else key for path, key in zip(clusters, keys, strict=True)]
         summarised = [i for i, key in enumerate(keys) if key is not None]
         limit = self.max_nodes // 2
         while len({keys[i] for i in summarised}) > limit and any("." in keys[i] for i in summarised):
@@ -173,9 +177,9 @@ class View:
         if len({keys[i] for i in summarised}) > limit:
             for i in summarised:
                 keys[i] = ""
-        if len({keys[i] for i in summarised}) == 1 and summarised:
-            # No module structure: keep both ends of the chain, cut the middle into stretches.
-            common = keys[summarised[0]]
+        common = keys[summarised[0]] if summarised else None
+        if len({keys[i] for i in summarised}) == 1 and summarised and (not common or len(summarised) > limit):
+            # No module structure (or one big module): keep both ends of the chain, cut the middle into stretches.
             ends = CHAIN_ENDS if len(summarised) > 2 * CHAIN_ENDS + STRETCHES else 0
             middle = summarised[ends : len(summarised) - ends]
             size = max(1, math.ceil(len(middle) / STRETCHES))
@@ -468,12 +472,24 @@ def _clusters(program, group):
         sources = {top[k] for k in (program.index.get(x) for x in node.inputs) if k is not None}
         if len(sources) > 1:
             merges = True  # the results of several modules meet here
-        elif len(sources) == 1 and i > 0 and top[i - 1] in sources and top[i - 1]:
+        elif len(sources) == 1 and i > 0 and top[i - 1] in sources and top[i - 1] and _feeds_outside(program, i):
             top[i] = joins[i] = top[i - 1]
     if merges:
         for i, path in joins.items():
             paths[i] = path
     return paths
+
+
+def _feeds_outside(program, i):
+    """True when equation ``i``'s result is read only by equations outside every module (or by none).
+
+    A sample's loss, computed after the sample's scope closed, feeds the sum
+    of the losses; a residual sum after a sublayer (``x + self_attn(x)``) or
+    an activation between two Linears feeds the next module, and is a step of
+    its own, not part of the module before it.
+    """
+    equations = program.equations
+    return all(not equations[k].module for k in program.consumers[i])
 
 
 def _by_module(paths):
