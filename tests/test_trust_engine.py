@@ -15,22 +15,6 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape.ops import OPS
-
-
-@pytest.fixture
-def define():
-    """``mt.ops.define`` that forgets the ops a test made (the registry is global)."""
-    made = []
-
-    def make(name, *args, **kwargs):
-        op = mt.ops.define(name, *args, **kwargs)
-        made.append(name)
-        return op
-
-    yield make
-    for name in made:
-        OPS.pop(name, None)
 
 
 @pytest.fixture(autouse=True)
