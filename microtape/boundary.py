@@ -157,14 +157,13 @@ def sum_into_grad(node, g):
                 f"backward: {node!r} has .grad = {_what_it_is(old)}, which cannot take a gradient; expected a "
                 "real number or None (set .grad = None to start afresh)"
             )
-        return old + g
+        return float(old + g)
     if not isinstance(old, np.ndarray) or old.dtype.kind not in "fiu" or old.shape != node.data.shape:
         raise TypeError(
             f"backward: {node!r:.80} has .grad = {_what_it_is(old)}, which cannot take a gradient; expected "
             f"a real array of shape {node.data.shape} or None (set .grad = None to start afresh)"
         )
-    total = old + g
-    return total if total.dtype == node.data.dtype else total.astype(node.data.dtype)
+    return np.asarray(old + g, dtype=node.data.dtype)  # 0-d sums come back as arrays, in the value's dtype
 
 
 def _is_node(value):

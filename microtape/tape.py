@@ -242,22 +242,34 @@ class Gradients(Mapping):
         """
         grads = self._grads
         shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
-        written = []
-        for node, g in grads.items():
-            if g.__class__ is not float and g.__class__ is not np.ndarray:
-                g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
-            if node.grad is not None:
-                written.append((node, sum_into_grad(node, g)))
-                continue
-            if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
-                if node.op is None:
-                    g = g.copy()
-                else:
-                    g = g.view()
-                    g.flags.writeable = False
-            written.append((node, g))
-        for node, g in written:
-            node.grad = g
+        summed = []  # sums into an existing .grad, written last: the one step that can fail comes first
+        try:
+            for node, g in grads.items():
+                if node.grad is not None:
+                    summed.append((node, sum_into_grad(node, g)))
+                    continue
+                kind = g.__class__
+                if kind is np.ndarray:
+                    if shared[_memory_of(g)] > 1:
+                        if node.op is None:
+                            g = g.copy()
+                        else:
+                            g = g.view()
+                            g.flags.writeable = False
+                elif kind is not float:
+                    g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
+                node.grad = g
+        except Exception:
+            # Undo: every .grad this loop wrote (before the node that failed) was None.
+            failed, kept = node, {id(n) for n, _ in summed}
+            for earlier in grads:
+                if earlier is failed:
+                    break
+                if id(earlier) not in kept:
+                    earlier.grad = None
+            raise
+        for node, total in summed:
+            node.grad = total
 
     def step_at(self, index):
         """The step of the equation at tape position ``index`` (None if the pass skipped it)."""
