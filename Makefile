@@ -1,16 +1,16 @@
 # The two commands of the README: `make demo` and `make test`.
-# For teachers: `make assignment` and `make grade-sample` (the otter autograder, grading/).
+# For teachers: `make assignment` and `make grade-sample` (grading/: the boxed grader, a Gradescope bundle).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
-GRADING_STAMP = $(VENV)/.installed-grading
+DOCS_STAMP = $(VENV)/.installed-docs
 OUT    ?= demo-output
 # The CPU build of PyTorch used only as a reference in cross-checks. Always this
 # exact pin: a bare `torch` pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-torch bench lint format dot browser clean assignment grade-sample
+.PHONY: demo test test-torch bench lint format dot sandbox browser clean assignment grade-sample docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 
 dot:
 	@bash scripts/ensure-dot.sh
+
+# Students' code is checked inside bubblewrap (the exercise checker, `microtape grade`).
+sandbox:
+	@bash scripts/ensure-bwrap.sh
 
 # The frames player (index.html) is tested in a real headless Chromium: this
 # installs Debian's chromium + chromium-driver when missing (and allowed), and
@@ -32,28 +36,36 @@ browser: $(STAMP)
 demo: $(STAMP) dot
 	$(BIN)/microtape demo --out $(OUT)
 
-test: $(STAMP) dot browser
-	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch" -q -p no:cacheprovider tests
+test: $(STAMP) dot sandbox browser
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch and not docs" -q -p no:cacheprovider tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
 test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'
 	MICROTAPE_REQUIRE_TORCH=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m torch -q -p no:cacheprovider tests
 
-# The autograder is an optional extra (grading), installed only for these targets:
-# `make test` stays light.
-$(GRADING_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[grading]'
-	touch $(GRADING_STAMP)
-
-# grading/source/microtape_lab.ipynb -> grading/dist/student (hand out) + grading/dist/autograder (hidden tests).
-assignment: $(GRADING_STAMP)
+# grading/source/microtape_lab.ipynb -> grading/dist: the student notebook, and the autograder
+# bundle (a fresh instructor secret, microtape's wheel, Gradescope's setup.sh and run_autograder).
+assignment: $(STAMP)
 	$(BIN)/python grading/autograde.py assign
 
-# Grade grading/samples/* with `otter run` (no Docker; 10 s per exercise, 300 s per submission),
-# print the score table, fail if a score differs from grading/expected_scores.json.
-grade-sample: assignment
-	$(BIN)/python grading/autograde.py grade
+# Grade grading/samples/* with `microtape grade` (boxed, hidden trials from the bundle's secret),
+# fail if a score differs from grading/expected_scores.json, then run the bundle's entry script on
+# a sample in a fresh virtual environment, as Gradescope would.
+grade-sample: assignment sandbox
+	$(BIN)/python grading/autograde.py grade --bundle
+
+# The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
+# The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the
+# pages whose code changed. Then the site is opened in headless Chromium (tests/test_docs_site.py).
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP) dot browser
+	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m docs -q -p no:cacheprovider tests/test_docs_site.py
+	@echo "The site: docs/_build/html/index.html"
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
@@ -68,4 +80,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build
+	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb

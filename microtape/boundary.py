@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_user_forward", "check_user_vjp", "check_seed", "sum_into_grad", "gradient_like"]
+__all__ = ["check_user_forward", "check_user_vjp", "vjp_arity_problem", "check_seed", "sum_into_grad", "gradient_like"]
 
 
 def check_user_forward(op, inputs, data):
@@ -48,19 +48,30 @@ def check_user_forward(op, inputs, data):
     )
 
 
+def vjp_arity_problem(sent, count):
+    """Why ``sent`` is not what a VJP of ``count`` inputs returns (a tuple of ``count`` gradients), or None.
+
+    The one rule for user-defined VJPs: the tape applies it when it runs one,
+    and the exercise checker when it grades one.
+    """
+    if isinstance(sent, (tuple, list)) and len(sent) == count:
+        return None
+    return (
+        f"its vjp must return a tuple of {count} gradient(s), one per input, got {type(sent).__name__}"
+        + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
+        + ("; for one input write `return (grad_x,)`" if count == 1 else "")
+    )
+
+
 def check_user_vjp(op, node, sent):
     """A user-defined VJP must return one real gradient per input, each of that input's shape.
 
     Returns the gradients as the reverse pass uses them: floats for Scalar
     inputs, arrays in the input's dtype for Tensor inputs (the dtype rule).
     """
-    if not isinstance(sent, (tuple, list)) or len(sent) != len(node.inputs):
-        raise TypeError(
-            f"op {op.name!r}: its vjp must return a tuple of {len(node.inputs)} gradient(s), one per input, "
-            f"got {type(sent).__name__}"
-            + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
-            + ("; for one input write `return (grad_x,)`" if len(node.inputs) == 1 else "")
-        )
+    problem = vjp_arity_problem(sent, len(node.inputs))
+    if problem:
+        raise TypeError(f"op {op.name!r}: {problem}")
     return tuple(_user_gradient(op, name, x, gx) for name, x, gx in zip(op.inputs, node.inputs, sent))
 
 

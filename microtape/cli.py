@@ -7,6 +7,7 @@
     microtape graph [options] FILE    one graph of the default attention (forward, backward, or a frozen step)
     microtape heatmap [options] FILE  one heatmap figure of the default attention
     microtape exercises ...           list, hand out and check the classroom derivative exercises
+    microtape grade DIR [-j N] [--csv FILE]   grade a folder of submissions, boxed, on hidden trials
     microtape train [--task reverse|sort] [--out DIR]   train a tiny Transformer; loss curve, attention, layer report
 
 Each sub-command lives with the part of the package it shows: this file only
@@ -113,7 +114,7 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises,train}", parser_class=Parser
+        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises,grade,train}", parser_class=Parser
     )
 
     demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
@@ -175,6 +176,12 @@ def build_parser():
     exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
     exercises_command.add_arguments(exercises)
     exercises.set_defaults(run=exercises_command.run)
+
+    from .exercises import gradebook
+
+    grade = commands.add_parser("grade", help="grade a folder of submissions (boxed, hidden trials), write a gradebook")
+    gradebook.add_arguments(grade)
+    grade.set_defaults(run=gradebook.run)
 
     from .train import command as train_command
 

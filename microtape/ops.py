@@ -45,7 +45,7 @@ import numpy as np
 
 from .tape import Node, index_part_text, record
 
-__all__ = ["Op", "OPS", "RESERVED_NAMES", "define", "unbroadcast"]
+__all__ = ["Op", "OPS", "RESERVED_NAMES", "define", "unbroadcast", "softmax_backward"]
 
 # A placeholder in a formula template: {g}, {x}, {exponent}.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -577,12 +577,20 @@ def _rowdot(a, b, axis):
     return np.expand_dims(np.einsum("...i,...i->...", a, b), axis)
 
 
+def softmax_backward(g, p, axis=-1, row_sum=None):
+    """``P ⊙ (dP − rowsum(dP ⊙ P))``: softmax's VJP, written once (the analytic chain and the tiled kernel call it).
+
+    The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row. A
+    caller that already knows ``rowsum(dP ⊙ P)`` (the tiled kernel's ``D``,
+    with its row axis kept) passes it as ``row_sum``. One new array.
+    """
+    grad_x = g - (_rowdot(g, p, axis) if row_sum is None else row_sum)
+    grad_x *= p
+    return grad_x
+
+
 def _softmax_vjp(g, ans, x, axis=-1):
-    # The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row:
-    # p * (g - rowsum(g * p)), computed in one new array.
-    grad_x = g - _rowdot(g, ans, axis)
-    grad_x *= ans
-    return (grad_x,)
+    return (softmax_backward(g, ans, axis),)
 
 
 softmax = _op(

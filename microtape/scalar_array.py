@@ -29,6 +29,7 @@ reshape the entries keep the name of the array that computed them).
 
 import numpy as np
 
+from . import ops
 from .array_methods import ArrayMethods
 from .scalar import Scalar
 
@@ -109,10 +110,9 @@ class ScalarArray(ArrayMethods):
         return ScalarArray(np.max(self.items, axis=axis, keepdims=keepdims))
 
     def softmax(self, axis=-1, name=None):
-        """Softmax composed from primitives: shift by the max, exp, normalise."""
-        shifted = self - self.max(axis=axis, keepdims=True)
-        exps = shifted.exp()
-        return ScalarArray((exps / exps.sum(axis=axis, keepdims=True)).items, name)
+        """The op's stable softmax (shift by the max, exp, normalise), run on the Scalars: each step recorded."""
+        # On an object array numpy calls each Scalar's own -, exp and /: the one forward, traced scalar by scalar.
+        return ScalarArray(ops.softmax.forward(self.items, axis=axis), name)
 
     def backward(self, grad=None):
         """Backpropagate ``sum(grad * self)`` (``grad`` defaults to ones)."""

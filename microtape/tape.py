@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .boundary import check_seed, check_user_forward, check_user_vjp, gradient_like, sum_into_grad
+from .boundary import check_seed, check_user_forward, check_user_vjp, gradient_like, sum_into_grad, vjp_arity_problem
 
 __all__ = [
     "Tape",
@@ -52,6 +52,7 @@ __all__ = [
     "record",
     "module_scope",
     "current_tapes",
+    "vjp_arity_problem",
 ]
 
 # The active tapes and the module path, per thread and per async task: a tape

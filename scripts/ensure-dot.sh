@@ -7,16 +7,7 @@ if command -v dot >/dev/null 2>&1; then
 fi
 echo "Graphviz's 'dot' is not installed; trying to install it..."
 if command -v apt-get >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        SUDO=""
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        SUDO=none
-    fi
-    if [ "$SUDO" != none ]; then
-        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
-    fi
+    bash "$(dirname "$0")/apt-install.sh" graphviz
 elif command -v brew >/dev/null 2>&1; then
     brew install graphviz
 fi

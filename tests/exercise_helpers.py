@@ -22,10 +22,10 @@ def as_dict(name, returned):
 
 
 def as_returned(name, values):
-    """``{output name: array}`` back into what the exercise returns (a tuple, or one array)."""
+    """``{output name: array}`` back into what the exercise returns (a tuple, or one array; a VJP a 1-tuple)."""
     outputs = [output.name for output in ex.get(name).outputs]
     if len(outputs) == 1:
-        return values[outputs[0]]
+        return (values[outputs[0]],) if ex.get(name).is_vjp else values[outputs[0]]
     return tuple(values[output] for output in outputs)
 
 

@@ -65,9 +65,8 @@ def build(k_len=None, mask=False, causal=False, dropout=0.0, dtype=np.float64, h
 
 
 def expected_labels(cross=False, dropout=False):
-    core = list(CORE)
-    if dropout:
-        core.insert(1, "dP_dropped")
+    # Backward order, step by step: with dropout, the context step sends dP~ and dV, then dropout sends dP.
+    core = ["dC", "dP_dropped", "dV", "dP", "dS", "dQ", "dK"] if dropout else list(CORE)
     return core + PARAMETERS + (["dq", "dk", "dv"] if cross else ["dx"])
 
 

@@ -60,19 +60,19 @@ def test_stub_is_a_prompt_and_reports_not_started(name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
 def test_reference_solution_passes(name, hidden):
-    result = ex.check(name, SOLUTIONS[name], hidden=hidden)
+    result = ex.check(name, SOLUTIONS[name], hidden=hidden, secret="test secret")
     assert result.ok, result.message
     assert result.status == "right" and result.score == result.max_score == ex.get(name).max_score
     assert result.trials_run == len(ex.get(name).cases(hidden))
     assert result.max_abs_error < 1e-11
     assert result.message.startswith(f"✓ {name}")
-    assert ex.assert_correct(name, SOLUTIONS[name], hidden=hidden).ok
+    assert ex.assert_correct(name, SOLUTIONS[name], hidden=hidden, secret="test secret").ok
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_more_trials_and_other_seeds_pass(name):
     assert ex.check(name, SOLUTIONS[name], trials=12, seed=7).ok
-    assert ex.check(name, SOLUTIONS[name], trials=12, seed=3, hidden=True).ok
+    assert ex.check(name, SOLUTIONS[name], trials=12, seed=3, hidden=True, secret="test secret").ok
 
 
 @pytest.mark.parametrize(("name", "mistake_name"), MISTAKES)
@@ -89,7 +89,7 @@ def test_each_known_mistake_is_diagnosed_as_itself(name, mistake_name):
     with pytest.raises(AssertionError, match="hint"):
         ex.assert_correct(name, student)
     # The hidden trials catch it too.
-    assert not ex.check(name, student, hidden=True).ok
+    assert not ex.check(name, student, hidden=True, secret="test secret").ok
 
 
 def _outputs_changed(name, mistake):
@@ -204,7 +204,7 @@ def test_required_kinds_of_mistake_are_covered():
 def _package_functions():
     """Every function defined in a module of microtape.exercises, with its module's name."""
     found = []
-    for module_name in ["checker", "registry", "scores", "trials", "command", "runner", *ex.LAB]:
+    for module_name in ["checker", "registry", "scores", "trials", "command", "remote", "sandbox", *ex.LAB]:
         module = importlib.import_module(f"microtape.exercises.{module_name}")
         for attribute, value in vars(module).items():
             if inspect.isfunction(value) and value.__module__ == module.__name__:

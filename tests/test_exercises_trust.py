@@ -64,7 +64,7 @@ UNSTABLE = {
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
 def test_an_unstabilised_exp_is_rejected(name, hidden):
     with np.errstate(all="ignore"):
-        result = ex.check(name, UNSTABLE[name], hidden=hidden)
+        result = ex.check(name, UNSTABLE[name], hidden=hidden, secret="test secret")
     assert not result.ok
     assert result.mistakes == ("exp_not_stabilised",), result.message
     assert "Subtract each row's maximum" in result.message
@@ -95,7 +95,7 @@ def ignores_eps(x, gamma, grad_y, eps):
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
 def test_a_layer_norm_that_ignores_eps_is_rejected(hidden):
-    result = ex.check("layernorm_backward", ignores_eps, hidden=hidden)
+    result = ex.check("layernorm_backward", ignores_eps, hidden=hidden, secret="test secret")
     assert not result.ok and result.mistakes == ("eps_ignored",), result.message
     assert result.status == "partly right" and result.right_outputs == ("grad_beta",)
     epsilons = {case["eps"] for case in ex.get("layernorm_backward").cases(hidden)}
@@ -111,8 +111,8 @@ def test_dropout_with_p_written_in_is_rejected(drop):
         return SOLUTIONS["attention_dropout_backward"](q, k, v, mask, drop, grad_c)
 
     for hidden in (False, True):
-        assert not ex.check("dropout_backward", fixed_p, hidden=hidden).ok
-        assert not ex.check("attention_dropout_backward", fixed_p_attention, hidden=hidden).ok
+        assert not ex.check("dropout_backward", fixed_p, hidden=hidden, secret="test secret").ok
+        assert not ex.check("attention_dropout_backward", fixed_p_attention, hidden=hidden, secret="test secret").ok
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -147,7 +147,7 @@ def test_an_answer_fitted_to_the_visible_trials_fails_the_hidden_ones():
         return table.get(p.shape, np.zeros_like(p))
 
     assert ex.check("softmax_backward", memorised).ok
-    assert not ex.check("softmax_backward", memorised, hidden=True).ok
+    assert not ex.check("softmax_backward", memorised, hidden=True, secret="test secret").ok
 
 
 # ---------------------------------------------------------------- one float32 policy
@@ -163,7 +163,7 @@ def test_float32_is_rejected_everywhere_as_a_precision_problem(name, cast_back):
     assert result.kinds == ("precision",), result.message
     assert "a precision problem, not the maths" in result.message
     assert "go through the chain" not in result.message
-    hidden = ex.check(name, student, hidden=True)
+    hidden = ex.check(name, student, hidden=True, secret="test secret")
     assert not hidden.ok and hidden.kinds == ("precision",)
 
 

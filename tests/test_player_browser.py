@@ -9,7 +9,6 @@ change together, that every file the page refers to exists and loads, and
 that the current step's box is in view.
 """
 
-import os
 import re
 import shutil
 import time
@@ -17,48 +16,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import HEIGHT, WIDTH, chromium
 
 import microtape as mt
 from microtape.viz import backward_frames
 from microtape.viz.picture import STATE
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (`make browser` installs it)")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+pytest.importorskip("selenium.webdriver", reason="selenium is not installed (`make browser` installs it)")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-
-WIDTH, HEIGHT = 1400, 1000
-# Without the networking flags Chromium stalls on a closed network.
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-)
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not binary or not driver:
-        pytest.skip("no Chromium and chromedriver on PATH (`make browser` installs Debian's chromium, chromium-driver)")
     if not shutil.which("dot"):
         pytest.skip("Graphviz's dot is not installed: no frames to show")
-    os.environ.setdefault("SE_AVOID_STATS", "true")
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.add_argument(f"--window-size={WIDTH},{HEIGHT}")
-    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-    chrome.set_window_size(WIDTH, HEIGHT)
+    chrome = chromium(tmp_path_factory.mktemp("chromium-profile"))
     yield chrome
     chrome.quit()
 

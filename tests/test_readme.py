@@ -28,6 +28,7 @@ RUN_ELSEWHERE = {
     "Pictures": "test_readme_pictures.py",
     "Tiled (flash) attention": "test_readme_tiled.py",
     "A Transformer block that learns": "test_train.py",
+    "Grading a class": "test_readme_grading.py",
 }
 
 

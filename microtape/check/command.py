@@ -26,7 +26,8 @@ from ..nn import masks
 from ..nn.attention import MultiHeadAttention
 from ..nn.attention_call import check_memory
 from .mistakes import MISTAKES
-from .report import DEFAULT_FD_SAMPLES, attention_report
+from .options import DEFAULT_FD_SAMPLES
+from .report import attention_report
 from .tiled_report import TILED_MISTAKES, tiled_report
 
 __all__ = ["add_arguments", "run", "build_example"]

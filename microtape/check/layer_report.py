@@ -33,7 +33,6 @@ is left behind is the layer's last forward.
 """
 
 import inspect
-import numbers
 
 import numpy as np
 
@@ -46,11 +45,11 @@ from .layer_fd import LayerPoint
 from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .report import DEFAULT_FD_SAMPLES, EPS, attention_report
+from .options import ReportOptions
+from .report import EPS, attention_report
 from .rows import (
     ConfiguredReport,
     add_finite_differences,
-    default_tolerance,
     inherits_from,
     make_row,
     upstream_gradient,
@@ -95,21 +94,12 @@ def _part_of(name):
     return "attention" if ALIASES.get(name, name) in MISTAKES else None
 
 
-def _parse_mistakes(mistakes, layer):
-    """``[(where, name)]`` for the mistakes asked for, each in the places it applies to."""
-    if mistakes is None:
-        return []
-    names = [mistakes] if isinstance(mistakes, str) else mistakes
-    try:
-        names = list(names)
-    except TypeError:
-        raise TypeError(f"layer_report(mistakes=...): expected a name or a set of names, got {mistakes!r}") from None
+def _parse_mistakes(names, layer):
+    """``[(where, name)]`` for the mistake ``names`` (parsed by :class:`ReportOptions`), each in its places."""
     known = ", ".join([*LAYER_MISTAKES, *MISTAKES])
     where_of = dict(places(layer))
     chosen = []
     for text in names:
-        if not isinstance(text, str):
-            raise TypeError(f"layer_report(mistakes=...): expected names (strings), got {text!r}")
         where, _, name = text.rpartition(".")
         name = ALIASES.get(name, name)
         part = _part_of(name)
@@ -201,28 +191,6 @@ def _row_of(layer, where, mistake):
 # ---------------------------------------------------------------- arguments
 
 
-def _tolerance(tolerance, dtype):
-    if tolerance is None:
-        return default_tolerance(dtype)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not 0 < tolerance < 1:
-        raise ValueError(f"layer_report(tolerance={tolerance!r}): expected a number between 0 and 1")
-    return float(tolerance)
-
-
-def _fd_samples(finite_differences):
-    if finite_differences in (False, None):
-        return 0
-    if finite_differences is True:
-        return DEFAULT_FD_SAMPLES
-    if isinstance(finite_differences, numbers.Integral) and not isinstance(finite_differences, bool):
-        if finite_differences > 0:
-            return int(finite_differences)
-    raise ValueError(
-        f"layer_report(finite_differences={finite_differences!r}): expected True, False or a positive number "
-        "of entries to sample per row"
-    )
-
-
 def _row_specs(layer):
     if isinstance(layer, LayerNorm):
         return layernorm_rows()
@@ -276,17 +244,18 @@ def layer_report(
             f"layer_report(layer, ...): expected a layer with a hand-derived backward (LayerNorm, FeedForward, "
             f"TransformerEncoderLayer, TransformerDecoderLayer or MultiHeadAttention), got {type(layer).__name__}"
         )
-    tolerance = _tolerance(tolerance, layer.dtype)
-    fd_samples = _fd_samples(finite_differences)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"layer_report(seed={seed!r}): expected an integer")
+    options = ReportOptions.parse(
+        "layer_report", layer.dtype, tolerance=tolerance, finite_differences=finite_differences, seed=seed,
+        mistakes=mistakes,
+    )  # fmt: skip
+    tolerance, fd_samples = options.tolerance, options.fd_samples
     try:
         arguments = inspect.signature(layer.forward).bind(*inputs, **forward_kwargs).arguments
     except TypeError as error:
         raise TypeError(
             f"layer_report: {type(layer).__name__}.forward does not take these arguments ({error})"
         ) from None
-    chosen = _parse_mistakes(mistakes, layer)
+    chosen = _parse_mistakes(options.mistakes, layer)
     _check_needs(layer, chosen, arguments)
     checked = layer.check_call(*inputs, **forward_kwargs)  # every argument checked before the forward runs
     output_shape = np.shape(checked[0] if isinstance(checked, tuple) else checked)

@@ -21,8 +21,7 @@ there is inherited here (the report's ``inherits``).
 import re
 from typing import NamedTuple
 
-from ..nn import analytic
-from .report import CHAIN_FORMULAS, COMPUTED_FROM, CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW
+from ..nn import derivation
 
 __all__ = ["RowSpec", "layernorm_rows", "feedforward_rows", "post_norm_rows", "computed_from"]
 
@@ -145,20 +144,10 @@ _DY = re.compile(r"\bdy\b")
 
 def attention_rows(sublayer, incoming, self_attention, dropout):
     """An attention sublayer's rows (attention_report's), prefixed ``<sublayer>.``; ``dy`` becomes ``incoming``."""
-    specs = []
-    for label, name, formula, latex in analytic.CHAIN:
-        if name == "dropped_weights" and not dropout:
-            continue
-        if label in CHAIN_FORMULAS:
-            formula, latex = CHAIN_FORMULAS[label][dropout]
-        specs.append((label, name, formula, latex))
-    specs += PARAMETER_ROWS
-    specs += [SELF_INPUT_ROW] if self_attention else CROSS_INPUT_ROWS
     rows = []
-    for label, name, formula, latex in specs:
-        sources = tuple(f"{sublayer}.{s}" for s in COMPUTED_FROM.get(label, ()))
-        if label not in COMPUTED_FROM:
-            sources = (f"d_{sublayer}",)  # computed from the attention's upstream gradient alone
+    for label, name, formula, latex, sources in derivation.attention_rows(self_attention, dropout):
+        # A row computed from the attention's upstream gradient alone depends on d_<sublayer>.
+        sources = tuple(f"{sublayer}.{s}" for s in sources) or (f"d_{sublayer}",)
         rows.append(RowSpec(f"{sublayer}.{label}", f"{sublayer}.{name}", _DY.sub(incoming, formula), latex, sources))
     return rows
 

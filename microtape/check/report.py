@@ -32,18 +32,16 @@ chain reading the layer's cache), which writes no ``.grad``. What it leaves
 behind is the layer's last forward (``attn.tape``).
 """
 
-import numbers
-
 import numpy as np
 
-from ..nn import analytic, masks
+from ..nn import derivation, masks
 from ..nn.attention import MultiHeadAttention
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
+from .options import DEFAULT_FD_SAMPLES, ReportOptions
 from .rows import (
     ConfiguredReport,
     add_finite_differences,
-    default_tolerance,
     inherits_from,
     make_row,
     upstream_gradient,
@@ -51,82 +49,12 @@ from .rows import (
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
-#: Entries per row that ``finite_differences=True`` samples.
-DEFAULT_FD_SAMPLES = 3
-
 ROLES = ("query", "key", "value")
 
-#: Parameter rows, in backward order: out_proj is the last layer of the
-#: forward, so its gradients come first. (label, parameter, formula, LaTeX)
-PARAMETER_ROWS = [
-    ("dW_o", "out_proj.weight", "dW_o = sum_rows dy^T merged", r"dW_o = \sum dy^{\top} C_{\mathrm{merged}}"),
-    ("db_o", "out_proj.bias", "db_o = sum_rows dy", r"db_o = \sum_{\mathrm{rows}} dy"),
-    (
-        "dW_q",
-        "q_proj.weight",
-        "dW_q = sum_rows merge(dQ)^T x_q",
-        r"dW_q = \sum \mathrm{merge}(dQ)^{\top} x_q",
-    ),
-    ("db_q", "q_proj.bias", "db_q = sum_rows merge(dQ)", r"db_q = \sum_{\mathrm{rows}} \mathrm{merge}(dQ)"),
-    (
-        "dW_k",
-        "k_proj.weight",
-        "dW_k = sum_rows merge(dK)^T x_k",
-        r"dW_k = \sum \mathrm{merge}(dK)^{\top} x_k",
-    ),
-    ("db_k", "k_proj.bias", "db_k = sum_rows merge(dK)", r"db_k = \sum_{\mathrm{rows}} \mathrm{merge}(dK)"),
-    (
-        "dW_v",
-        "v_proj.weight",
-        "dW_v = sum_rows merge(dV)^T x_v",
-        r"dW_v = \sum \mathrm{merge}(dV)^{\top} x_v",
-    ),
-    ("db_v", "v_proj.bias", "db_v = sum_rows merge(dV)", r"db_v = \sum_{\mathrm{rows}} \mathrm{merge}(dV)"),
-]
-
-#: Input rows. Self-attention: one input feeds all three projections, so its
-#: gradient is the sum of three paths. Cross-attention: one row per role.
-SELF_INPUT_ROW = (
-    "dx",
-    "x",
-    "dx = merge(dQ) W_q + merge(dK) W_k + merge(dV) W_v",
-    r"dx = \mathrm{merge}(dQ) W_q + \mathrm{merge}(dK) W_k + \mathrm{merge}(dV) W_v",
-)
-CROSS_INPUT_ROWS = [
-    ("dq", "query", "dq = merge(dQ) W_q", r"dq = \mathrm{merge}(dQ)\, W_q"),
-    ("dk", "key", "dk = merge(dK) W_k", r"dk = \mathrm{merge}(dK)\, W_k"),
-    ("dv", "value", "dv = merge(dV) W_v", r"dv = \mathrm{merge}(dV)\, W_v"),
-]
-
-#: Two formulas of the chain read differently with dropout off / on.
-CHAIN_FORMULAS = {
-    "dP": (
-        ("dP = dC V^T", r"dP = dC\, V^{\top}"),
-        ("dP = dP~ * keep   (keep = 1/(1-p) kept, 0 dropped)", r"dP = d\tilde P \odot \mathrm{keep}"),
-    ),
-    "dV": (("dV = P^T dC", r"dV = P^{\top} dC"), ("dV = P~^T dC", r"dV = \tilde P^{\top} dC")),
-}
-
-#: Which rows are computed from which (directly): a wrong row spoils these, and
+#: Which rows are computed from which (directly), read off the derivation table
+#: (:func:`microtape.nn.derivation.computed_from`): a wrong row spoils these, and
 #: everything computed from them in turn. dW_o and db_o come from dy alone.
-COMPUTED_FROM = {
-    "dP_dropped": ("dC",),
-    "dP": ("dC", "dP_dropped"),
-    "dV": ("dC",),
-    "dS": ("dP",),
-    "dQ": ("dS",),
-    "dK": ("dS",),
-    "dW_q": ("dQ",),
-    "db_q": ("dQ",),
-    "dW_k": ("dK",),
-    "db_k": ("dK",),
-    "dW_v": ("dV",),
-    "db_v": ("dV",),
-    "dx": ("dQ", "dK", "dV"),
-    "dq": ("dQ",),
-    "dk": ("dK",),
-    "dv": ("dV",),
-}
+COMPUTED_FROM = derivation.computed_from()
 
 
 #: ``INHERITS["dQ"]``: the rows an error in ``dQ`` propagates to.
@@ -154,46 +82,12 @@ class AttentionReport(ConfiguredReport):
 # ---------------------------------------------------------------- arguments
 
 
-def _parse_mistakes(mistakes):
-    if mistakes is None:
-        return ()
-    if isinstance(mistakes, str):
-        mistakes = [mistakes]
-    try:
-        names = list(mistakes)
-    except TypeError:
-        raise TypeError(
-            f"attention_report(mistakes=...): expected a name or a set of names, got {type(mistakes).__name__}"
-        ) from None
-    chosen = []
-    for name in names:
-        name = ALIASES.get(name, name)
+def _known_mistakes(names):
+    chosen = tuple(dict.fromkeys(ALIASES.get(name, name) for name in names))
+    for name in chosen:
         if name not in MISTAKES:
             raise ValueError(f"attention_report(mistakes=...): unknown mistake {name!r}; known: {', '.join(MISTAKES)}")
-        if name not in chosen:
-            chosen.append(name)
-    return tuple(chosen)
-
-
-def _parse_tolerance(tolerance, dtype):
-    if tolerance is None:
-        return default_tolerance(dtype)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not 0 < tolerance < 1:
-        raise ValueError(f"attention_report(tolerance={tolerance!r}): expected a number between 0 and 1")
-    return float(tolerance)
-
-
-def _parse_fd(finite_differences):
-    if finite_differences is False or finite_differences is None:
-        return 0
-    if finite_differences is True:
-        return DEFAULT_FD_SAMPLES
-    if isinstance(finite_differences, numbers.Integral) and finite_differences > 0:
-        return int(finite_differences)
-    raise ValueError(
-        f"attention_report(finite_differences={finite_differences!r}): expected True, False or a "
-        "positive number of entries to sample per row"
-    )
+    return chosen
 
 
 def _shape_of(value):
@@ -259,11 +153,11 @@ def attention_report(
     """
     if not isinstance(attn, MultiHeadAttention):
         raise TypeError(f"attention_report(attn, ...): expected a MultiHeadAttention, got {type(attn).__name__}")
-    chosen = _parse_mistakes(mistakes)
-    tolerance = _parse_tolerance(tolerance, attn.dtype)
-    fd_samples = _parse_fd(finite_differences)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"attention_report(seed={seed!r}): expected an integer")
+    options = ReportOptions.parse(
+        "attention_report", attn.dtype, tolerance=tolerance, finite_differences=finite_differences, seed=seed,
+        mistakes=mistakes,
+    )  # fmt: skip
+    chosen, tolerance, fd_samples = _known_mistakes(options.mistakes), options.tolerance, options.fd_samples
     _check_mistakes_apply(attn, chosen, query, key, mask)
     # Every argument is checked before the forward runs.
     call = attn.check_call(query, key, value, mask)
@@ -293,28 +187,18 @@ def attention_report(
         row.step, row.note = taped.completed_at.get(name), note
         rows.append(row)
 
-    # The attention core, in the order of the hand-derived chain (a tiled layer's tape has no
+    # Every row the derivation table describes, in backward order (a tiled layer's tape has no
     # score-sized steps: its core is one row, so only dC, dV, dQ, dK are lined up).
-    for label, name, formula, latex in analytic.CHAIN:
-        if (name == "dropped_weights" and keep is None) or name not in taped:
-            continue
-        if label in CHAIN_FORMULAS:
-            formula, latex = CHAIN_FORMULAS[label][keep is not None]
-        add_row(label, name, formula, latex)
-
-    # Each projection's parameters, out_proj first.
-    for label, name, formula, latex in PARAMETER_ROWS:
-        add_row(label, name, formula, latex)
-
-    # The inputs: dk and dv stay apart even when key and value are one object.
-    for label, name, formula, latex in [SELF_INPUT_ROW] if self_attention else CROSS_INPUT_ROWS:
-        add_row(label, name, formula, latex)
+    specs = derivation.attention_rows(self_attention, keep is not None)
+    for label, name, formula, latex, _ in specs:
+        if name in taped:
+            add_row(label, name, formula, latex)
 
     fd_text = None
     if fd_samples:
         fd_tolerance = max(1e-6, 10 * tolerance)
         names = tape.names()
-        intermediates = {name: names[name].data for _, name, _, _ in analytic.CHAIN if name in names}
+        intermediates = {spec[1]: names[spec[1]].data for spec in specs if spec[1] in names}
         point = AttentionPoint(cache, attn.last_mask, upstream, intermediates, self_attention)
         parameters = dict(attn.named_parameters())
         rng = np.random.default_rng(seed)
@@ -361,8 +245,12 @@ def attention_report(
         gradients=taped.reverse_pass,
         analytic=dict(by_hand),
         fd_text=fd_text,
-        inherits=INHERITS,
+        inherits=inherits_from(_computed_from(specs)),
     )
+
+
+def _computed_from(specs):
+    return {label: sources for label, _, _, _, sources in specs if sources}
 
 
 def _describe(config, total_mask):

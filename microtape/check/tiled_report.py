@@ -35,16 +35,15 @@ first tile where it matters. The report runs on copies of the layer
 (``attn.twin``), so ``attn`` itself is left exactly as it was.
 """
 
-import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..nn import tiled
+from ..nn import derivation, tiled
 from ..nn.attention import MultiHeadAttention
-from .report import CROSS_INPUT_ROWS, PARAMETER_ROWS, SELF_INPUT_ROW
-from .rows import ConfiguredReport, default_tolerance, inherits_from, make_row, upstream_gradient
+from .options import ReportOptions
+from .rows import ConfiguredReport, inherits_from, make_row, upstream_gradient
 
 __all__ = ["TiledReport", "TiledMistake", "TILED_MISTAKES", "tiled_report", "MAX_TILES"]
 
@@ -189,19 +188,13 @@ def _parse(attn, block_size, mistakes, tolerance, seed):
             )
     elif isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size <= 0:
         raise ValueError(f"tiled_report(block_size={block_size!r}): expected a positive integer")
-    names = [mistakes] if isinstance(mistakes, str) else list(mistakes or ())
-    unknown = [name for name in names if name not in TILED_MISTAKES]
+    options = ReportOptions.parse("tiled_report", attn.dtype, tolerance=tolerance, seed=seed, mistakes=mistakes)
+    unknown = [name for name in options.mistakes if name not in TILED_MISTAKES]
     if unknown:
         raise ValueError(
             f"tiled_report(mistakes=...): unknown mistake {unknown[0]!r}; known: {', '.join(TILED_MISTAKES)}"
         )
-    if tolerance is None:
-        tolerance = default_tolerance(attn.dtype)
-    elif isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not 0 < tolerance < 1:
-        raise ValueError(f"tiled_report(tolerance={tolerance!r}): expected a number between 0 and 1")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"tiled_report(seed={seed!r}): expected an integer")
-    return int(block_size), tuple(dict.fromkeys(names)), float(tolerance)
+    return int(block_size), options.mistakes, options.tolerance
 
 
 def _check_schedule(schedule, chosen):
@@ -317,7 +310,7 @@ def tiled_report(
     grad_out, grad_scores = grads["context"], reference["scaled_scores"]
     row_delta = link["delta"](grad_out, out)
     add_row("D", "D", row_delta, np.einsum("...k,...k->...", reference["weights"], weights), ["O"])
-    scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = derivation.score_scale(q.shape[-1])
     totals = {"dQ": np.zeros_like(q), "dK": np.zeros_like(k), "dV": np.zeros_like(v)}
     parts = {"dQ": [], "dK": [], "dV": []}
     for step in tiled.backward_steps(grad_out, q, k, v, lse, row_delta, schedule, kernel_mask, dropout, links):
@@ -336,8 +329,7 @@ def tiled_report(
         add_row(f"{quantity} total", quantity, totals[quantity], reference[name], parts[quantity])
 
     # The layer itself (its own tape, not the walk): every parameter and input gradient.
-    inputs = [SELF_INPUT_ROW] if call.self_attention else CROSS_INPUT_ROWS
-    for label, name, formula, latex in PARAMETER_ROWS + inputs:
+    for label, name, formula, latex, _ in derivation.parameter_rows() + derivation.input_rows(call.self_attention):
         rows.append(make_row(label, name, formula, latex, grads[name], reference[name], atol=tolerance, rtol=tolerance))
 
     config = {

@@ -90,6 +90,9 @@ _CHANGES = {
     "grad_k_not_transposed": ("grad_k",),
     "softmax_skipped": ("grad_q", "grad_k"),
     "exp_not_stabilised": ("grad_q", "grad_k", "grad_v"),
+    "global_max": ("grad_q", "grad_k", "grad_v"),
+    "rowsum_without_keepdims": ("grad_q", "grad_k"),
+    "scale_one_over_d": ("grad_q", "grad_k", "grad_v"),
 }
 
 #: The link each mistake swaps (see microtape.nn.analytic.LINKS).
@@ -101,6 +104,9 @@ _LINKS = {
     "grad_v_not_transposed": {"context": lambda dc, p, v: (analytic.context_backward(dc, p, v)[0], p @ dc)},
     "grad_k_not_transposed": {"scores": wrong.scores_with_k_not_transposed},
     "softmax_skipped": {"softmax": lambda dp, p: dp},
+    # On a square [T, T] trial the row sums, shape [T], broadcast as a row; elsewhere numpy raises.
+    "rowsum_without_keepdims": {"softmax": lambda dp, p: p * (dp - np.sum(dp * p, axis=-1))},
+    "scale_one_over_d": {"scores": lambda ds, q, k, scale: analytic.scores_backward(ds, q, k, scale * scale)},
 }
 
 
@@ -111,6 +117,10 @@ def _with_mistake(mistake, q, k, v, grad_c):
         weights = core.weights_of(q / core.scale_of(q), k)  # Q √d Kᵀ / √d = Q Kᵀ: the scale forgotten
     elif mistake == "exp_not_stabilised":
         weights = core.unstable_weights(q @ np.swapaxes(k, -1, -2) * core.scale_of(q))
+    elif mistake == "global_max":
+        weights = core.global_max_weights(q @ np.swapaxes(k, -1, -2) * core.scale_of(q))
+    elif mistake == "scale_one_over_d":
+        weights = core.weights_of(q * core.scale_of(q), k)  # (Q/√d) Kᵀ / √d = Q Kᵀ / d
     else:
         weights = core.weights_of(q, k)
     every = core.by_hand(q, k, v, grad_c, weights, links=_LINKS.get(mistake))
@@ -185,6 +195,27 @@ register(
                 core.variant(_with_mistake, "softmax_skipped"),
             ),
             core.unstable_exp_mistake(_with_mistake),
+            Mistake(
+                "global_max",
+                "global_max",
+                "your softmax subtracts the largest score of the whole array, not each row's own: on a row "
+                "far below it every exp underflows to 0, and 0 / 0 is NaN. Subtract s.max(axis=-1, keepdims=True).",
+                core.variant(_with_mistake, "global_max"),
+            ),
+            Mistake(
+                "rowsum_without_keepdims",
+                "missing_keepdims",
+                "your rowsum(dP ⊙ P) lost its axis (no keepdims=True), so numpy broadcast the row sums along "
+                "the wrong axis: entry (i, j) subtracted the sum of row j. Use np.sum(dP * P, axis=-1, keepdims=True).",
+                core.variant(_with_mistake, "rowsum_without_keepdims"),
+            ),
+            Mistake(
+                "scale_one_over_d",
+                "wrong_scale",
+                "you scaled by 1/d; scaled dot-product attention divides by √d: P = softmax(Q Kᵀ / √d) in the "
+                "forward, and dQ = dS K / √d, dK = dSᵀ Q / √d in the backward.",
+                core.variant(_with_mistake, "scale_one_over_d"),
+            ),
         ),
     )
 )

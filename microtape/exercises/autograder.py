@@ -1,21 +1,20 @@
-"""What an autograder's tests call: one assertion per output, each worth its points.
+"""Assertions for tests in a student's own kernel: one per output, with a time limit.
 
-This module lets an nbgrader or otter test cell grade one output of one
-exercise, with partial credit and a time limit::
+This module lets a hand-written test cell (nbgrader-style) check one output
+of one exercise::
 
     >>> import microtape.exercises as ex
     >>> def dropout_backward(grad_y, mask, p):
     ...     return grad_y * mask / (1 - p)
-    >>> ex.assert_output("dropout_backward", dropout_backward, "grad_x")   # hidden trials: passes silently
+    >>> ex.assert_output("dropout_backward", dropout_backward, "grad_x")   # passes silently
 
-A course's assignment (``grading/source/microtape_lab.ipynb`` in the
-repository) has one hidden test per output, each worth one point, so an
-answer with two of three outputs right earns two points. The check behind
-them runs once per function (remembered), on the hidden trials, under a time
-limit: a function that never returns costs ``time_limit`` seconds once, not
-once per output, and every test of it fails with "not checked" — as do
-``exit()`` and a ``KeyboardInterrupt`` raised by the student's code, which
-here fail their own exercise instead of stopping the grading run.
+Such a test runs where the student's code runs, so it is feedback, not a
+grade: a cell can rebind it. A recorded grade comes from ``microtape grade``,
+which runs the student's code in a box and compares outside it. The check
+behind these runs once per function (remembered), under a time limit: a
+function that never returns costs ``time_limit`` seconds once, not once per
+output, and every test of it fails with "not checked" — as do ``exit()`` and
+a ``KeyboardInterrupt`` raised by the student's code.
 """
 
 import weakref
@@ -33,7 +32,7 @@ DEFAULT_TIME_LIMIT = 10.0
 _checked = weakref.WeakKeyDictionary()
 
 
-def _check(name, student_fn, hidden, time_limit, seed):
+def _check(name, student_fn, hidden, time_limit, seed, secret):
     """The check, where even a KeyboardInterrupt from the student's code is a verdict.
 
     In a notebook a KeyboardInterrupt stops the cell (check re-raises it);
@@ -41,7 +40,7 @@ def _check(name, student_fn, hidden, time_limit, seed):
     this exercise only.
     """
     try:
-        return check(name, student_fn, hidden=hidden, time_limit=time_limit, seed=seed)
+        return check(name, student_fn, hidden=hidden, time_limit=time_limit, seed=seed, secret=secret)
     except KeyboardInterrupt:
         exercise = get(name)
         outputs = {output.name: False for output in exercise.outputs}
@@ -49,34 +48,34 @@ def _check(name, student_fn, hidden, time_limit, seed):
         return CheckResult(name, False, message, status="not checked", outputs=outputs, max_score=exercise.max_score)
 
 
-def _result(name, student_fn, hidden, time_limit, seed=0):
+def _result(name, student_fn, hidden, time_limit, seed=0, secret=None):
     try:
         memory = _checked.setdefault(student_fn, {})
     except TypeError:  # not weak-referenceable (a builtin): check without remembering
-        return _check(name, student_fn, hidden, time_limit, seed)
+        return _check(name, student_fn, hidden, time_limit, seed, secret)
     stopped = [result for result in memory.values() if result.name == name and result.status == "not checked"]
     if stopped:
         return stopped[0]  # it already ran past the limit (or exited): do not wait for it again
-    key = (name, hidden, seed)
+    key = (name, hidden, seed, secret)
     if key not in memory:
-        memory[key] = _check(name, student_fn, hidden, time_limit, seed)
+        memory[key] = _check(name, student_fn, hidden, time_limit, seed, secret)
     return memory[key]
 
 
-def assert_output(name, student_fn, output, *, hidden=True, time_limit=DEFAULT_TIME_LIMIT):
+def assert_output(name, student_fn, output, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT, secret=None):
     """Pass when ``output`` of ``student_fn`` is right on every (hidden) trial; else ``AssertionError``.
 
     The message says why (the checker's feedback, with its hint). Returns
     nothing, so that a doctest-style test (otter's) expects no output.
     """
     get(name).output(output)  # a clear error for a misspelt output name
-    result = _result(name, student_fn, hidden, time_limit)
+    result = _result(name, student_fn, hidden, time_limit, secret=secret)
     if not result.outputs.get(output):
         raise AssertionError(f"{name}: {output} is not right ({result.status}).\n{result.message}")
 
 
-def assert_right(name, student_fn, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT):
+def assert_right(name, student_fn, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT, secret=None):
     """Pass when every output is right (the visible trials by default); else ``AssertionError``."""
-    result = _result(name, student_fn, hidden, time_limit)
+    result = _result(name, student_fn, hidden, time_limit, secret=secret)
     if not result.ok:
         raise AssertionError(result.message)

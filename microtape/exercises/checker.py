@@ -23,8 +23,9 @@ and :attr:`CheckResult.status` says ``"right"``, ``"partly right"``,
 ``exit()``, or did not return within ``time_limit`` seconds).
 
 The visible trials are the ones a notebook shows; ``hidden=True`` runs other
-trials (other seeds, shapes, ``eps`` and ``p``, and large scores where a
-softmax must be stabilised) — what an autograder's hidden tests use.
+trials (other shapes, ``eps`` and ``p``, and large scores where a softmax must
+be stabilised), their numbers drawn from the teacher's ``secret`` — what
+``microtape grade`` uses.
 
 Precision
 ---------
@@ -48,6 +49,8 @@ output's answer, a constant multiple, all zeros). A hint is printed only when
 one of these comparisons holds — never on a guess.
 """
 
+import functools
+import hashlib
 import html
 import inspect
 import signal
@@ -59,6 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..tape import vjp_arity_problem
 from .registry import KINDS, get
 
 __all__ = [
@@ -68,6 +72,8 @@ __all__ = [
     "Problem",
     "Diagnosis",
     "TimeLimitExceeded",
+    "NotChecked",
+    "NotAnArray",
     "time_limit",
     "STATUSES",
     "RTOL",
@@ -96,6 +102,20 @@ class TimeLimitExceeded(BaseException):
     A ``BaseException``, like ``KeyboardInterrupt``: a student's
     ``except Exception`` must not swallow it.
     """
+
+
+class NotChecked(Exception):
+    """The student's code left without an answer (it exited, or its process ended); ``str`` says how."""
+
+
+class NotAnArray:
+    """A returned value that is not numbers (it came back from the box described, not as an object)."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __repr__(self):
+        return f"<{self.what}>"
 
 
 @dataclass(frozen=True)
@@ -202,12 +222,14 @@ class CheckResult:
 # ---------------------------------------------------------------- the public API
 
 
-def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None):
+def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None):
     """Check ``student_fn`` against the tape on seeded random inputs.
 
     ``trials`` defaults to the exercise's number of trials (more cycle through
     them with fresh random numbers); ``hidden=True`` uses the hidden trials,
-    which differ from the visible ones. ``time_limit`` (seconds, for all the
+    which differ from the visible ones and whose numbers are drawn from
+    ``secret`` (a string or bytes the teacher keeps: nobody without it can
+    know them; ``microtape grade`` always grades with one). ``time_limit`` (seconds, for all the
     trials together) stops a function that does not return — it needs the
     main thread of a Unix process, as in a notebook, a script or
     ``microtape exercises check``; elsewhere it is not enforced.
@@ -232,6 +254,7 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
         isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0
     ):
         raise ValueError(f"check(time_limit={time_limit!r}): expected a positive number of seconds, or None")
+    key = _trial_key(seed, hidden, secret)
 
     verdict = _Verdict(exercise, hidden)
     signature_problem = _signature_problem(exercise, student_fn)
@@ -242,11 +265,8 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     trials = int(trials)
     label = "hidden trial" if hidden else "trial"
     for trial in range(trials):
-        case = cases[trial % len(cases)]
-        inputs = exercise.make_inputs(np.random.default_rng([int(seed), trial, int(hidden)]), case)
-        args = [inputs[parameter] for parameter in exercise.parameters]
+        args, expected = _trial(name, hidden, key, trial)
         where = f"{label} {trial + 1} of {trials}: " + _describe(exercise.parameters, args)
-        expected = [np.asarray(value, dtype=np.float64) for value in exercise.tape_gradients(inputs)]
 
         try:
             with clock.running():
@@ -262,16 +282,16 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
             verdict.crashed(_exception_message(name, student_fn, error, where), trial, error)
             break
         except TimeLimitExceeded as error:
+            seconds = f"{time_limit:g} s" if time_limit else str(error).removeprefix("no answer within ")
             message = (
-                f"✗ {name}: not checked — your function did not return within {time_limit:g} s "
+                f"✗ {name}: not checked — your function did not return within {seconds} "
                 f"({where}). Look for a loop that never ends."
             )
             return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
-        except SystemExit as error:
-            message = (
-                f"✗ {name}: not checked — your function called exit() or sys.exit({_exit_code(error)}) "
-                f"instead of returning ({where}). Return your answer instead."
-            )
+        except (SystemExit, NotChecked) as error:
+            how = error if isinstance(error, NotChecked) else (
+                f"your function called exit() or sys.exit({_exit_code(error)}) instead of returning")  # fmt: skip
+            message = f"✗ {name}: not checked — {how} ({where}). Return your answer instead."
             return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
         except Exception as error:  # the student's bug, reported with its place
             verdict.crashed(_exception_message(name, student_fn, error, where), trial, error)
@@ -287,14 +307,49 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     return verdict.finish(trials_run=verdict.trials_run)
 
 
-def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None):
+def _trial_key(seed, hidden, secret):
+    """What seeds the trials: the seed, and for hidden trials the instructor's secret too."""
+    if not hidden:
+        return (int(seed),)
+    if secret is None:
+        raise ValueError(
+            "check(hidden=True): the hidden trials are drawn from the teacher's secret — pass "
+            "secret=... (a string or bytes kept away from students; `make assignment` makes one)"
+        )
+    if isinstance(secret, str):
+        secret = secret.encode("utf-8")
+    if not isinstance(secret, bytes) or not secret:
+        raise TypeError(f"check(secret=...): expected a non-empty string or bytes, got {type(secret).__name__}")
+    digest = hashlib.sha256(secret).digest()
+    return (int(seed), *(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _trial(name, hidden, key, trial):
+    """``(args, expected)`` of one trial, made once: read-only arrays (the student gets copies).
+
+    Cached, so a class's submissions share the tape's answers: a grading run
+    computes each trial's expected values once, not once per student.
+    """
+    exercise = get(name)
+    cases = exercise.cases(hidden)
+    inputs = exercise.make_inputs(np.random.default_rng([*key, trial, int(hidden)]), cases[trial % len(cases)])
+    expected = [np.asarray(value, dtype=np.float64) for value in exercise.tape_gradients(inputs)]
+    args = [inputs[parameter] for parameter in exercise.parameters]
+    for array in [*expected, *args]:
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+    return args, expected
+
+
+def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None):
     """Like :func:`check`, but raise ``AssertionError`` with the feedback when wrong.
 
-    For autograder tests (nbgrader, otter): ``assert_correct("softmax_backward",
-    softmax_backward, hidden=True)``. Returns the :class:`CheckResult` when
+    For hand-written tests (nbgrader-style): ``assert_correct("softmax_backward",
+    softmax_backward, hidden=True, secret=...)``. Returns the :class:`CheckResult` when
     correct.
     """
-    result = check(name, student_fn, trials=trials, seed=seed, hidden=hidden, time_limit=time_limit)
+    result = check(name, student_fn, trials=trials, seed=seed, hidden=hidden, time_limit=time_limit, secret=secret)
     if not result.ok:
         raise AssertionError(result.message)
     return result
@@ -311,7 +366,7 @@ class _Verdict:
         self.hidden = hidden
         self.right = {output.name: True for output in exercise.outputs}
         self.trials_run = 0
-        self.first = None  # (trial, message, problems, exception) of the first failing trial
+        self.first = None  # (trial, message or where, problems, exception) of the first failing trial
         self.later_crash = None
         self.worst = 0.0
 
@@ -330,8 +385,9 @@ class _Verdict:
         for problem in problems:
             self.right[problem.output] = False
         if problems and self.first is None:
-            message = _failure_message(self.exercise.name, where, problems, right)
-            self.first = (trial, message, problems, None)
+            # The message is written at the end, when it is known which outputs stayed right
+            # on *every* trial: the headline must say what the score table says.
+            self.first = (trial, where, problems, None)
         if not problems:
             self.worst = max(self.worst, error)
 
@@ -355,9 +411,11 @@ class _Verdict:
                                outputs=dict(self.right), score=score, max_score=exercise.max_score,
                                hidden=self.hidden)  # fmt: skip
         trial, message, problems, exception = self.first
+        right = [output.name for output in exercise.outputs if self.right[output.name]]
+        if problems:
+            message = _failure_message(name, message, problems, right)
         if self.later_crash:
             message += "\n  and later: " + " ".join(self.later_crash.lstrip("✗ ").split("\n")[:2])
-        right = [output.name for output in exercise.outputs if self.right[output.name]]
         status = "partly right" if right else "wrong"
         message += "\n  " + _score_line(exercise, self.right, score, trials_run)
         mistakes = tuple(dict.fromkeys(d.name for p in problems for d in p.diagnoses))
@@ -463,26 +521,35 @@ def _describe(parameters, args):
 
 
 def _exception_message(name, student_fn, error, where):
-    lines = [f"✗ {name} raised {type(error).__name__} ({where}):", f"    {error}"]
-    code = getattr(student_fn, "__code__", None)
-    frames = traceback.extract_tb(error.__traceback__)
-    mine = [frame for frame in frames if code is not None and frame.filename == code.co_filename]
-    if mine:
-        frame = mine[-1]
-        code_line = (frame.line or "").strip()
-        lines.append(f"  at line {frame.lineno} of {frame.name}" + (f":  {code_line}" if code_line else ""))
+    kind = getattr(error, "type_name", type(error).__name__)  # a StudentError from the box names the real type
+    lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
+    location = getattr(error, "location", None) or _where_raised(student_fn, error)
+    if location:
+        lineno, function, code_line = location
+        lines.append(f"  at line {lineno} of {function}" + (f":  {code_line}" if code_line else ""))
     text = str(error)
-    if isinstance(error, ValueError) and "broadcast" in text:
+    if kind == "ValueError" and "broadcast" in text:
         lines.append(
             "  note: numpy could not line up two shapes. Print the shapes on that line; a sum "
             "without keepdims=True loses an axis, and .T reverses *all* axes of a batch."
         )
-    elif isinstance(error, ValueError) and "matmul" in text:
+    elif kind == "ValueError" and "matmul" in text:
         lines.append(
             "  note: a matrix product's inner sizes differ. Write the shape of each operand next "
             "to it: the transpose is probably on the other operand (use swapaxes(-1, -2) for batches)."
         )
     return "\n".join(lines)
+
+
+def _where_raised(student_fn, error):
+    """``(line number, function, code line)`` of the student's last frame in the traceback, or None."""
+    code = getattr(student_fn, "__code__", None)
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [frame for frame in frames if code is not None and frame.filename == code.co_filename]
+    if not mine:
+        return None
+    frame = mine[-1]
+    return frame.lineno, frame.name, (frame.line or "").strip()
 
 
 def _unpack(exercise, returned):
@@ -495,6 +562,13 @@ def _unpack(exercise, returned):
             None,
             f"your function returned None — is the `return` missing? Expected {listing if count > 1 else names[0]}.",
         )
+    if exercise.is_vjp:
+        # The rule mt.ops applies to every VJP it runs: a tuple with one gradient per input.
+        problem = vjp_arity_problem(returned, count)
+        if problem:
+            return None, f"{problem} — {listing} (mt.ops.define's op would refuse it when it runs backward)."
+    if isinstance(returned, NotAnArray):
+        return None, f"returned {returned.what}; expected {listing if count > 1 else 'one array, ' + names[0]}."
     if isinstance(returned, dict):
         missing = [n for n in names if n not in returned]
         if missing:
@@ -516,6 +590,8 @@ def _unpack(exercise, returned):
     for output, value in zip(exercise.outputs, values, strict=True):
         if value is None:
             return None, f"{output.name} is None; expected an array shaped like {output.like}."
+        if isinstance(value, NotAnArray):
+            return None, f"{output.name} is a {value.what}; expected a float array shaped like {output.like}."
         try:
             array = np.asarray(value)
         except Exception:  # ragged lists and the like

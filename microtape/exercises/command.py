@@ -7,10 +7,13 @@
     microtape exercises check my_answers.py       # check every exercise it defines
     microtape exercises check my_answers.py --name softmax_backward --timeout 5
 
-``check`` runs the student's file in a *child process* (see
-:mod:`microtape.exercises.runner`), never in this one, with a time limit
-(``--timeout`` seconds for running the file, and again for each exercise).
-It prints each exercise's feedback, then a score table with partial credit.
+``check`` runs the student's file in a *boxed child process* (see
+:mod:`microtape.exercises.sandbox`), never in this one, with a time limit
+(``--timeout`` seconds for running the file, and again for each exercise);
+this process alone draws the trials, computes the tape's answers and
+compares. It prints each exercise's feedback, then a score table with
+partial credit. The hidden trials are not reachable from here: they are the
+instructor's (``microtape grade --secret``).
 
 Exit status of ``check``:
 
@@ -27,21 +30,14 @@ Exit status of ``check``:
 """
 
 import argparse
-import importlib.util
-import json
-import os
-import selectors
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
 from pathlib import Path
 
-from .checker import CheckResult
+from .checker import CheckResult, check
 from .registry import EXERCISES, get
+from .remote import BoxedSubmission
 
-__all__ = ["add_arguments", "run", "load_student_file", "check_file", "EXIT_CODES", "DEFAULT_TIMEOUT"]
+__all__ = ["add_arguments", "run", "check_file", "EXIT_CODES", "DEFAULT_TIMEOUT"]
 
 #: What each exit status of `microtape exercises check` means.
 EXIT_CODES = {
@@ -52,8 +48,6 @@ EXIT_CODES = {
 }
 #: Seconds for running the student's file, and again for each exercise's check.
 DEFAULT_TIMEOUT = 10.0
-#: Extra seconds the parent waits beyond the time limit (starting Python, importing numpy).
-_GRACE = 5.0
 #: How much of the student's own printed output is shown.
 _SHOWN_OUTPUT_LINES = 20
 
@@ -85,7 +79,6 @@ def add_arguments(parser):
         metavar="SECONDS",
         help=f"time limit for running the file, and for each exercise (default: {DEFAULT_TIMEOUT:g})",
     )
-    checker.add_argument("--hidden", action="store_true", help="use the hidden trials (what an autograder runs)")
     return parser
 
 
@@ -127,20 +120,6 @@ def _stub(names):
     return 0
 
 
-def load_student_file(path):
-    """Import a student's ``.py`` file as a fresh module and return it (in *this* process)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    module_name = f"microtape_student_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _usage(message):
     print(f"microtape exercises check: {message}", file=sys.stderr)
     return 2
@@ -163,7 +142,7 @@ def _check(args):
     from . import list_exercises
 
     names = wanted or list_exercises()
-    report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout, hidden=args.hidden)
+    report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout)
     return report.print(explicit=wanted is not None)
 
 
@@ -177,6 +156,7 @@ class FileReport:
         self.results = {}  # name -> CheckResult
         self.not_checked = {}  # name or "import" -> message
         self.output = ""  # what the student's code printed
+        self.notes = []  # notebook cells that failed (one line each)
 
     def _not_checked_result(self, name, message):
         exercise = get(name)
@@ -233,80 +213,30 @@ class FileReport:
             print(f"| {line}", file=sys.stderr)
 
 
-def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, grace=_GRACE):
-    """Check the exercise functions of a student's file in a child process; returns a :class:`FileReport`.
+def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None):
+    """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
-    The child gets ``timeout`` seconds to run the file and ``timeout`` more
-    for each exercise (enforced inside it by an alarm, and from here by
-    stopping it if it goes silent for longer than that plus ``grace`` seconds).
+    The student's code runs only in a boxed child (see
+    :mod:`microtape.exercises.sandbox`): this process draws the trials,
+    computes the tape's answers and compares, and the child only ever gets
+    input arrays and sends back output arrays. The child gets ``timeout``
+    seconds to run the file and ``timeout`` more for each exercise; a child
+    that overstays is killed, and started again for the next exercise.
     """
     report = FileReport(str(file), list(names))
-    settings = {"names": list(names), "trials": trials, "seed": seed, "timeout": float(timeout), "hidden": hidden}
-    read_end, write_end = os.pipe()
-    with tempfile.TemporaryFile() as printed:
-        command = [sys.executable, "-m", "microtape.exercises.runner", str(write_end), json.dumps(settings), str(file)]
-        child = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=printed, stderr=subprocess.STDOUT, pass_fds=(write_end,)
-        )
-        os.close(write_end)
-        try:
-            _collect(report, child, read_end, timeout, grace)
-        finally:
-            os.close(read_end)
-            if child.poll() is None:
-                child.kill()
-            child.wait()
-        printed.seek(0)
-        report.output = printed.read().decode("utf-8", errors="replace")
+    try:
+        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout)
+    except (OSError, ValueError) as error:
+        report.not_checked["import"] = str(error)
+        return report
+    with submission:
+        if submission.load_error:
+            report.not_checked["import"] = submission.load_error
+        else:
+            report.defined = [name for name in names if name in submission.defined]
+            report.notes = submission.notes
+            for name in report.defined:
+                function = submission.function(name, seconds=timeout)
+                report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
+        report.output = submission.printed()
     return report
-
-
-def _collect(report, child, read_end, timeout, grace):
-    """Read the child's reports until it finishes, stopping it when it overstays a time limit."""
-    selector = selectors.DefaultSelector()
-    selector.register(read_end, selectors.EVENT_READ)
-    buffer = b""
-    current = "import"
-    deadline = time.monotonic() + timeout + grace
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            child.kill()
-            if current is None:
-                return  # everything reported; it only did not exit (e.g. a thread left running)
-            limit = f"{timeout:g} s"
-            where = "running the file" if current == "import" else current
-            report.not_checked[current] = f"{where} did not finish within {limit} (the process was stopped)"
-            return
-        if not selector.select(timeout=remaining):
-            continue
-        chunk = os.read(read_end, 65536)
-        if not chunk:  # the child closed the pipe: it has ended
-            if current is not None:
-                code = child.wait()
-                where = "running the file" if current == "import" else current
-                report.not_checked[current] = f"the process ended while {where} (exit status {code}) before reporting"
-            return
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            message = json.loads(line)
-            event = message.pop("event")
-            if event == "loaded":
-                report.defined = message["defined"]
-                current = None
-            elif event == "start":
-                current = message["name"]
-                deadline = time.monotonic() + timeout + grace
-                continue
-            elif event == "result":
-                name = message["name"]
-                report.results[name] = CheckResult(
-                    name, message["ok"], message["message"], status=message["status"], outputs=message["outputs"],
-                    score=message["score"], max_score=message["max_score"], mistakes=tuple(message["mistakes"]),
-                )  # fmt: skip
-                current = None
-            elif event == "not_checked":
-                report.not_checked[message["stage"]] = message["message"]
-                current = None
-            deadline = time.monotonic() + grace if current is None else deadline

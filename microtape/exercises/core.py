@@ -36,6 +36,7 @@ __all__ = [
     "taped",
     "weights_of",
     "unstable_weights",
+    "global_max_weights",
     "by_hand",
     "scale_of",
     "variant",
@@ -91,6 +92,13 @@ def unstable_weights(scores):
     """The softmax *without* subtracting the row max (a known mistake): overflows above ~709."""
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(scores)
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def global_max_weights(scores):
+    """The softmax shifted by the *global* maximum (a known mistake): rows far below it underflow to 0/0."""
+    with np.errstate(under="ignore", invalid="ignore"):
+        e = np.exp(scores - np.max(scores))
         return e / np.sum(e, axis=-1, keepdims=True)
 
 

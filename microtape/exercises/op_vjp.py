@@ -128,6 +128,7 @@ register(
         outputs=(Output("grad_x", "x", aliases=("dx",)),),
         visible=VISIBLE,
         hidden=HIDDEN,
+        is_vjp=True,
         mistakes=(
             Mistake(
                 "not_normalised",

@@ -60,6 +60,9 @@ KINDS = {
     "missing_eps": "eps left out",
     "ignored_argument": "an argument ignored",
     "unstable_exp": "exp overflows (softmax not stabilised)",
+    "global_max": "the global maximum subtracted, not each row's",
+    "missing_keepdims": "keepdims missing",
+    "wrong_scale": "1/d instead of 1/√d",
     # Found by the checker's generic comparisons (no exercise lists these):
     "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",
@@ -124,6 +127,7 @@ class Exercise:
     visible: tuple
     hidden: tuple
     stretch: bool = False
+    is_vjp: bool = False  # the student writes an op's VJP: graded by the rule mt.ops applies (a tuple)
 
     @property
     def parameters(self):

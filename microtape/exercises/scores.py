@@ -37,7 +37,7 @@ def not_defined(name):
     return CheckResult(name, False, message, status="not started", outputs=outputs, max_score=exercise.max_score)
 
 
-def score(namespace, names=None, *, hidden=False, time_limit=None):
+def score(namespace, names=None, *, hidden=False, time_limit=None, secret=None):
     """Check every exercise whose function ``namespace`` defines, and return the :class:`ScoreTable`.
 
     ``namespace`` is a dict of functions by name (``globals()`` in a
@@ -56,7 +56,7 @@ def score(namespace, names=None, *, hidden=False, time_limit=None):
     for name in names:
         fn = namespace.get(name)
         if callable(fn):
-            results.append(check(name, fn, hidden=hidden, time_limit=time_limit))
+            results.append(check(name, fn, hidden=hidden, time_limit=time_limit, secret=secret))
         else:
             results.append(not_defined(name))
     return ScoreTable(results)

@@ -3,8 +3,10 @@
 This module lets you compute the gradients of LayerNorm, the feed-forward
 block, the embedding lookup, the cross-entropy loss and a whole post-norm
 Transformer layer from the formulas alone. Like :mod:`microtape.nn.analytic`
-(attention's links, which it reuses) it imports nothing but numpy, so it is an
-*independent* check of what the tape computes; the layers'
+(attention's links, which it reuses) it composes the links by hand, never
+through the tape, so it is an *independent* check of what the tape computes
+(a primitive's own derivative — GELU's, softmax's — is the op registry's,
+written once beside its forward); the layers'
 ``backward(g, method="analytic")`` run it.
 
 Notation: ``dX`` is the gradient of the loss with respect to ``X``; rows are
@@ -37,10 +39,9 @@ be swapped through ``links=`` — the teaching mistakes of
 chain.
 """
 
-import math
-
 import numpy as np
 
+from .. import ops
 from .analytic import dropout_backward, linear_backward
 
 __all__ = [
@@ -57,10 +58,6 @@ __all__ = [
     "post_norm_backward",
     "link",
 ]
-
-# GELU's tanh-approximation constants, the same as the op's (microtape.ops.gelu).
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_K = 0.044715
 
 
 def _row_axes(weight):
@@ -94,11 +91,9 @@ def relu_backward(grad_hidden, pre_activation):
 
 
 def gelu_backward(grad_hidden, pre_activation):
-    """``a = gelu(z)`` (tanh approximation): returns ``dz = da ⊙ gelu'(z)``."""
-    z = pre_activation
-    t = np.tanh(_GELU_C * (z + _GELU_K * z * z * z))
-    slope = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_K * z * z)
-    return grad_hidden * slope
+    """``a = gelu(z)`` (tanh approximation): returns ``dz = da ⊙ gelu'(z)`` — the op's VJP, written once there."""
+    (grad_pre_activation,) = ops.gelu.vjp(grad_hidden, None, pre_activation)
+    return grad_pre_activation
 
 
 #: The activations a feed-forward block may use, by name: their backward links.
@@ -116,7 +111,7 @@ def residual_backward(grad_skip, grad_branch):
 
 
 #: The links of this module by name; a layer's ``links=`` replaces them (and
-#: attention's, see :data:`microtape.nn.analytic.LINKS`) for teaching mistakes.
+#: attention's, see :data:`microtape.nn.derivation.LINKS`) for teaching mistakes.
 LINKS = {
     "layernorm": layernorm_backward,
     "activation": activation_backward,
@@ -174,9 +169,7 @@ def cross_entropy_backward(logits, targets, ignore_index=None):
     ``N`` counts the targets that are not ``ignore_index``; ignored positions
     get a zero row.
     """
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    probabilities = np.exp(shifted)
-    probabilities /= probabilities.sum(axis=-1, keepdims=True)
+    probabilities = ops.softmax.forward(logits, axis=-1)  # the stable softmax, written once (the op's)
     counted = np.ones(targets.shape, dtype=bool) if ignore_index is None else targets != ignore_index
     onehot = np.zeros_like(probabilities)
     np.put_along_axis(onehot, np.where(counted, targets, 0)[..., None], 1.0, axis=-1)

@@ -18,7 +18,9 @@ The backward runs two ways, and they must agree: ``method="tape"`` is the
 tape's reverse pass (each op's VJP from :mod:`microtape.ops`);
 ``method="analytic"`` applies the hand-derived formulas of
 :mod:`microtape.nn.analytic` (``dP = dC Vᵀ``, ``dS = P ⊙ (dP − rowsum(dP ⊙
-P))``, …), which import nothing but numpy.
+P))``, …), composed by hand, never through the tape. Both walk the one
+derivation table of :mod:`microtape.nn.derivation`: each step's forward,
+its VJP per input and its formula, written once.
 
 Self or cross: ``forward(x)`` is self-attention, and so is ``forward(q, k,
 v)`` when ``q is k is v`` — the *same object*. Two different objects sharing
@@ -59,7 +61,7 @@ import numpy as np
 from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import analytic, attention_call, masks, tiled
-from .attention_chain import STEP_NAMES, attention_chain, attention_core
+from .attention_chain import attention_chain, attention_core, step_names
 from .checks import (
     child_seeds,
     float_dtype,
@@ -286,7 +288,8 @@ class MultiHeadAttention(RecordedLayer):
             )  # fmt: skip
             if not np.isfinite(output.data).all():
                 raise overflow_error(tape, "MultiHeadAttention.forward", self.dtype)
-        nodes = {node.name: node for node in tape.nodes if node.name in STEP_NAMES}
+        names = step_names()
+        nodes = {node.name: node for node in tape.nodes if node.name in names}
         total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
             tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,
@@ -429,7 +432,7 @@ class MultiHeadAttention(RecordedLayer):
         — what each projection sent back — and ``"x"`` for self-attention).
         ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
         hand-derived chain; ``links`` swaps links of the latter (teaching
-        mistakes, see :data:`microtape.nn.analytic.LINKS`). No state changes.
+        mistakes, see :data:`microtape.nn.derivation.LINKS`). No state changes.
 
         On the tiled path the tape's reverse pass runs the tiled backward (the
         ``tiled_attention`` row's VJP), and the analytic route the
@@ -473,9 +476,14 @@ class MultiHeadAttention(RecordedLayer):
         return np.array(grads["x"] if last.self_attention else grads["query"])
 
     def _named_tape_gradients(self, result):
-        """The reverse pass's gradients under the analytic route's names, with the step completing each."""
+        """The reverse pass's gradients under the analytic route's names, with the step completing each.
+
+        ``result`` is the reverse pass of this layer's tape or of a larger one
+        that recorded this layer's last forward (a Transformer layer's: its one
+        pass serves its attention's rows too); indices are on ``result.tape``.
+        """
         last = self._last
-        index_of = {node: i for i, node in enumerate(last.tape.nodes)}
+        index_of = {node: i for i, node in enumerate(result.tape.nodes)}
         grads = NamedGradients(reverse_pass=result)
         for name, node in last.nodes.items():
             grads[name], grads.completed_at[name] = result[node], index_of[node]
@@ -487,8 +495,10 @@ class MultiHeadAttention(RecordedLayer):
             index = index_of[product]
             grads[role], grads.completed_at[role] = result.step_at(index).grad_inputs[0], index
         if last.self_attention:
-            x = last.inputs["query"]
-            grads["x"], grads.completed_at["x"] = result[x], result.completed_at(x)
+            # What the three projections sent to x, summed in the order the pass adds them (v, k, then q);
+            # not result[x], which in a larger computation also holds x's other uses (a residual).
+            grads["x"] = grads["value"] + grads["key"] + grads["query"]
+            grads.completed_at["x"] = grads.completed_at["query"]
         return grads
 
     def _check_finite_gradients(self, grads, method):
@@ -529,7 +539,7 @@ class MultiHeadAttention(RecordedLayer):
 
 def _backward_order(names):
     """Gradient names from the output back to the inputs (the order the pass completes them)."""
-    forward = {name: i for i, name in enumerate(STEP_NAMES)}
+    forward = {name: i for i, name in enumerate(step_names())}
     steps = sorted((n for n in names if n in forward), key=lambda n: -forward[n])
     return steps + [n for n in names if n not in forward]
 

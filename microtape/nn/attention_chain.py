@@ -27,22 +27,20 @@ The steps, and the tape name of each::
     output         = merged Woᵀ + bo
 """
 
-import math
-
 from ..tape import module_scope
-from .analytic import merge_heads, split_heads
+from . import derivation
+from .derivation import HEADS, merge_heads, score_scale, split_heads
 from .linear import linear, linear_steps
 
-__all__ = ["attention_chain", "attention_core", "STEP_NAMES", "HEADS"]
+__all__ = ["attention_chain", "attention_core", "HEADS", "step_names"]
 
-HEADS = ("Q_heads", "K_heads", "V_heads")
 
-#: The names of the chain's steps, in forward order (the masked and dropout
-#: steps appear only when used).
-STEP_NAMES = (
-    "Q", "K", "V", "Q_heads", "K_heads", "V_heads", "scores", "scaled_scores", "causal_scores",
-    "masked_scores", "weights", "dropped_weights", "context", "merged", "output",
-)  # fmt: skip
+def step_names():
+    """The names of the chain's steps, in forward order (the masked and dropout steps appear only when used).
+
+    The core's are the derivation table's, read at each call: a new step there is named here too.
+    """
+    return ("Q", "K", "V", *HEADS, *derivation.step_names(derivation.ATTENTION), "merged", "output")
 
 
 def _named(value, name):
@@ -54,23 +52,20 @@ def _named(value, name):
 def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None, record=None):
     """Scaled dot-product attention of ``[N, Tq, D]`` queries over ``[N, Tk, D]`` keys and values.
 
-    ``causal_mask`` and ``mask`` are additive constants (``[Tq, Tk]``),
-    ``keep`` the saved dropout mask (``[N, Tq, Tk]``, scaled by ``1/(1-p)``).
-    Returns the context ``[N, Tq, D]``; with a ``record`` dict, also puts the
-    ``weights`` (before dropout) in it. Any number of leading axes works.
+    Runs the steps of the derivation table (:data:`microtape.nn.derivation.ATTENTION`),
+    one named row each. ``causal_mask`` and ``mask`` are additive constants
+    (``[Tq, Tk]``), ``keep`` the saved dropout mask (``[N, Tq, Tk]``, scaled
+    by ``1/(1-p)``). Returns the context ``[N, Tq, D]``; with a ``record``
+    dict, also puts the ``weights`` (before dropout) in it. Any number of
+    leading axes works.
     """
-    depth = q_heads.shape[-1]
-    scores = q_heads.matmul(k_heads.swapaxes(-1, -2, name="K_heads^T"), name="scores")
-    scores = scores.scale(1.0 / math.sqrt(depth), name="scaled_scores")
-    if causal_mask is not None:
-        scores = scores.add_constant(causal_mask, name="causal_scores")
-    if mask is not None:
-        scores = scores.add_constant(mask, name="masked_scores")
-    weights = scores.softmax(-1, name="weights")
+    heads = {"Q_heads": q_heads, "K_heads": k_heads, "V_heads": v_heads}
+    constants = {"scale": score_scale(q_heads.shape[-1]), "causal_mask": causal_mask, "mask": mask, "keep": keep}
+    table = derivation.ATTENTION
+    values = derivation.run_forward(table, heads, constants)
     if record is not None:
-        record["weights"] = weights
-    used = weights if keep is None else weights.dropout(keep, name="dropped_weights")
-    return used.matmul(v_heads, name="context")
+        record["weights"] = values["weights"]
+    return values[table[-1].name]
 
 
 def attention_chain(

@@ -35,7 +35,7 @@ from .attention import NamedGradients, read_only
 from .checks import gradient_array, gradient_overflow_error, input_array, overflow_error
 from .module import RecordedLayer
 
-__all__ = ["CheckedLayer", "LastForward", "Extras", "named", "sequence_array"]
+__all__ = ["CheckedLayer", "LastForward", "named", "sequence_array"]
 
 
 def named(value, name):
@@ -54,14 +54,6 @@ def sequence_array(value, argument, where, embed, dtype):
     if 0 in data.shape:
         raise ValueError(f"{where}: {argument} has shape {data.shape}; no axis may be empty")
     return input_array(data, argument, where, dtype)  # now the finite check
-
-
-class Extras(dict):
-    """``{name: gradient}`` from a sublayer's own reverse pass, and ``nodes``: the node of each name."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.nodes = {}
 
 
 @dataclass
@@ -135,10 +127,12 @@ class CheckedLayer(RecordedLayer):
     def _tape_extras(self, grads):
         """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
 
-        Returns an :class:`Extras`: ``{name: gradient}`` with ``.nodes``, the
-        tape node each gradient belongs to (None for one that is not a node).
+        ``grads`` holds the layer's named gradients and ``grads.reverse_pass``,
+        the one pass they came from: extras are read off it, never a second
+        pass. Returns a :class:`NamedGradients` with ``completed_at`` (indices
+        on this layer's tape).
         """
-        return Extras()
+        return NamedGradients()
 
     def _backward_names(self):
         """The names ``backward`` keeps (``last_gradients``): all of them unless a subclass says fewer."""
@@ -185,8 +179,7 @@ class CheckedLayer(RecordedLayer):
         if complete:
             extras = self._tape_extras(grads)
             grads.update(extras)
-            # A sublayer's steps are on this tape too: their positions here, for walks.
-            grads.completed_at.update({name: index_of.get(node) for name, node in extras.nodes.items()})
+            grads.completed_at.update(extras.completed_at)
         return grads
 
     def backward(self, grad_output, method="tape"):

@@ -51,7 +51,6 @@ rules are links (:data:`LINKS`) a teaching mistake can swap, as in
 :mod:`microtape.nn.analytic`.
 """
 
-import math
 import numbers
 from collections import deque
 from dataclasses import dataclass
@@ -59,10 +58,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import ops
 from ..ops import _op
 from ..plain import Plain
 from ..tensor import Tensor
-from . import analytic
+from . import derivation
+from .derivation import score_scale
 from .masks import NEG_INF
 
 __all__ = [
@@ -186,7 +187,7 @@ def score_tile(q, k, tile, mask=None, causal=False):
     masked scores to rounding.
     """
     scores = q[:, tile.rows] @ np.swapaxes(k[:, tile.cols], -1, -2)
-    scores *= 1.0 / math.sqrt(q.shape[-1])  # a Python float: float32 stays float32
+    scores *= score_scale(q.shape[-1])  # a Python float: float32 stays float32
     if causal and tile.cols.stop - 1 > tile.rows.start:  # the tile reaches above the diagonal
         i = np.arange(tile.rows.start, tile.rows.stop)[:, None]
         j = np.arange(tile.cols.start, tile.cols.stop)[None, :]
@@ -220,8 +221,8 @@ def delta(grad_out, out):
 
 
 def softmax_backward_with_delta(grad_weights, weights, row_delta):
-    """``dS = P ⊙ (dP − D)``: softmax's backward with the rowsum replaced by ``D``."""
-    return weights * (grad_weights - row_delta[..., None])
+    """``dS = P ⊙ (dP − D)``: softmax's backward (the op's) with the rowsum replaced by ``D``."""
+    return ops.softmax_backward(grad_weights, weights, row_sum=row_delta[..., None])
 
 
 #: The update rules by name; ``links={"accumulate": wrong}`` swaps one (teaching mistakes).
@@ -333,10 +334,10 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
 
     ``lse`` is the forward's ``L``, ``row_delta`` is ``D = rowsum(dO ⊙ O)``.
     The per-tile formulas are the hand-derived chain's links
-    (:mod:`microtape.nn.analytic`) on one tile, with ``D`` for the rowsum.
+    (:mod:`microtape.nn.derivation`) on one tile, with ``D`` for the rowsum.
     """
     link = {**LINKS, **(links or {})}
-    heads, scale, dtype = q.shape[0], 1.0 / math.sqrt(q.shape[-1]), np.result_type(q, k, v)
+    heads, scale, dtype = q.shape[0], score_scale(q.shape[-1]), np.result_type(q, k, v)
     for tile in schedule.backward_order():
         weights = score_tile(q, k, tile, mask, schedule.causal)
         weights -= lse[:, tile.rows, None]
@@ -344,10 +345,10 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
         grad_rows = grad_out[:, tile.rows]
         keep = None if dropout is None else dropout.keep(heads, tile.rows, tile.cols, dtype)
         used = weights if keep is None else weights * keep
-        grad_used, grad_v = analytic.context_backward(grad_rows, used, v[:, tile.cols])
-        grad_weights = grad_used if keep is None else analytic.dropout_backward(grad_used, keep)
+        grad_used, grad_v = derivation.context_backward(grad_rows, used, v[:, tile.cols])
+        grad_weights = grad_used if keep is None else derivation.dropout_backward(grad_used, keep)
         grad_scores = link["softmax"](grad_weights, weights, row_delta[:, tile.rows])
-        grad_q, grad_k = analytic.scores_backward(grad_scores, q[:, tile.rows], k[:, tile.cols], scale)
+        grad_q, grad_k = derivation.scores_backward(grad_scores, q[:, tile.rows], k[:, tile.cols], scale)
         yield BackwardStep(tile, grad_q, grad_k, grad_v)
 
 

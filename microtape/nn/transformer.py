@@ -41,9 +41,9 @@ import numpy as np
 from ..tape import module_scope
 from ..tensor import Tensor
 from . import analytic_blocks
-from .attention import MultiHeadAttention, read_only
+from .attention import MultiHeadAttention, NamedGradients, read_only
 from .attention_chain import attention_chain
-from .checked_layer import CheckedLayer, Extras, LastForward, named, sequence_array
+from .checked_layer import CheckedLayer, LastForward, named, sequence_array
 from .checks import child_seeds, float_dtype, positive_int, probability
 from .feedforward import check_activation, draw_keep, feedforward_cache, feedforward_chain, feedforward_names
 from .layernorm import LayerNorm, layer_norm
@@ -237,14 +237,14 @@ class _PostNormLayer(CheckedLayer):
         return attn
 
     def _tape_extras(self, grads):
-        extras = Extras()
+        # Each attention's inner steps (its dS, dP, ...) read off this layer's one reverse pass:
+        # its nodes are on this tape too, so no second pass over the attention's own tape.
+        extras = NamedGradients()
         for name in self.attentions:
-            attn = self._fresh_attention(name)
-            steps = attn.named_gradients(grads[name], "tape")
+            steps = self._fresh_attention(name)._named_tape_gradients(grads.reverse_pass)
             for step, value in steps.items():
                 extras[f"{name}.{step}"] = value
-                index = steps.completed_at.get(step)
-                extras.nodes[f"{name}.{step}"] = None if index is None else attn.tape.nodes[index]
+                extras.completed_at[f"{name}.{step}"] = steps.completed_at.get(step)
         return extras
 
     def _attention_backward(self, name):

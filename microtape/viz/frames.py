@@ -27,6 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..nn import derivation
 from ..progress import progress
 from .graph import check_options, warn_if_collapsed
 from .layout import Layout, widest
@@ -127,9 +128,18 @@ def _caption(painter, count):
         sends = _sends(painter, i)
         if sends:
             text += "; " + sends
+    text += _by_hand(node)
     if k == count - 1:
         text += "  — done: every leaf has its gradient"
     return text
+
+
+def _by_hand(node):
+    """An attention step's hand-derived formulas, as the derivation table writes them (or nothing)."""
+    if node.module is None or node.module.rpartition(".")[2] != "attention":
+        return ""
+    formulas = derivation.step_formulas(derivation.ATTENTION, node.name, [x.name for x in node.inputs])
+    return f"  (by hand: {';  '.join(formulas)})" if formulas else ""
 
 
 def _sends(painter, i):

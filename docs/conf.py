@@ -1,0 +1,115 @@
+"""Sphinx configuration of microtape's site: `make docs` builds it into docs/_build/html.
+
+The site is built offline: the notebooks are executed by MyST-NB (cached in
+docs/_build/.jupyter_cache, so a rebuild re-runs only the notebooks that
+changed), the maths is rendered by the MathJax that the pip package
+jupyter-server-mathjax bundles (copied next to the pages), and no page loads
+anything from the network. `-W` turns every warning into an error.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # the _ext helpers beside this file
+
+project = "microtape"
+author = "the microtape authors"
+copyright = "the microtape authors, MIT licence"
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinxarg.ext",
+]
+
+exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+
+
+def _copy_notebooks():
+    # The notebooks live in notebooks/ (where `make test` runs them); Sphinx reads only
+    # below docs/, so they are copied into docs/notebooks/ (ignored by git). A symlink
+    # would not do: MyST resolves links between notebooks through the real path.
+    target = HERE / "notebooks"
+    for source in sorted((HERE.parent / "notebooks").glob("*.ipynb")):
+        copy = target / source.name
+        if not copy.exists() or copy.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, copy)  # only when changed: Sphinx rereads what is newer
+
+
+_copy_notebooks()
+suppress_warnings = []
+
+# ---------------------------------------------------------------- MyST and the notebooks
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+nb_execution_mode = os.environ.get("MICROTAPE_DOCS_EXECUTE", "cache")
+nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True  # a notebook that fails fails the build
+nb_execution_show_tb = True
+nb_merge_streams = True
+nb_render_markdown_format = "myst"  # Markdown from a cell (the primitives' table) gets tables and $maths$
+# Widgets would load their JavaScript from a CDN: the site loads nothing from the network.
+nb_ipywidgets_js = {}
+
+# ---------------------------------------------------------------- API reference
+autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_member_order = "bysource"
+autosummary_generate = True
+autodoc_typehints = "none"
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+
+# ---------------------------------------------------------------- maths, offline
+# MathJax 2.7 as bundled by the pip package jupyter-server-mathjax (what Jupyter
+# serves): copied into _static/mathjax at the end of the build; the path below is
+# relative to _static. That bundle carries the combined configuration file and
+# only the STIX-Web fonts, so MathJax is told to use those (as Jupyter does).
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+mathjax2_config = {
+    "HTML-CSS": {"availableFonts": [], "webFont": "STIX-Web", "imageFont": None},
+    "tex2jax": {
+        "inlineMath": [["\\(", "\\)"]],
+        "displayMath": [["\\[", "\\]"]],
+        "processEscapes": True,
+        # MyST marks each page's section tex2jax_ignore and its maths with the class math:
+        # only the maths (and notebook outputs) are typeset, never a stray $ in the prose.
+        "ignoreClass": "tex2jax_ignore|mathjax_ignore",
+        "processClass": "tex2jax_process|mathjax_process|math|output_area",
+    },
+    "messageStyle": "none",
+}
+myst_update_mathjax = False  # it would write a MathJax 3 configuration; the one above is MathJax 2's
+
+# ---------------------------------------------------------------- theme
+html_theme = "pydata_sphinx_theme"
+html_title = "microtape"
+html_static_path = ["_static"]
+html_css_files = ["microtape.css"]
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "footer_start": ["copyright"],
+    "footer_end": [],
+    "navbar_end": ["navbar-icon-links"],
+}
+html_show_sourcelink = False
+
+
+def _copy_mathjax(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    import jupyter_server_mathjax
+
+    bundled = Path(jupyter_server_mathjax.__file__).parent / "static"
+    shutil.copytree(bundled, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+
+
+def setup(app):
+    app.connect("build-finished", _copy_mathjax)

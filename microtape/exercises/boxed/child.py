@@ -1,0 +1,227 @@
+"""The boxed child: run a student's code, then answer the grader's calls with arrays only.
+
+Started by :mod:`microtape.exercises.sandbox` as ``python -I -S -B child.py
+LIBDIR --fds R W``, with ``sys.path`` holding only the standard library, this
+folder and ``LIBDIR`` (numpy). It talks through two pipes, fd R (requests) and
+fd W (replies), in the format of ``wire.py``:
+
+``{"op": "load", "mode": "file" | "cells", "cells": [source, ...], "filename": ..., "names": [...]}``
+    run the submission — a ``.py`` file as one piece (stopping at the first
+    error), a notebook cell by cell (a cell that fails is noted and skipped) —
+    and reply ``{"event": "loaded", "defined": {name: signature}, "notes": [...]}``
+    or ``{"event": "load_failed", "message": ...}``.
+``{"op": "call", "name": ..., "args": [{"array": i} | {"value": x}, ...]}`` + arrays
+    call one exercise function; reply ``{"event": "returned", "kind": ...,
+    "items": [...]}`` + arrays, ``{"event": "raised", ...}`` or ``{"event": "exited", ...}``.
+
+It never sees an expected answer, and nothing it replies is believed beyond
+the arrays themselves: the grader compares them with its own tape.
+"""
+
+import builtins
+import inspect
+import linecache
+import os
+import signal
+import sys
+import traceback
+
+# `python -I` puts neither the script's folder nor the current one on the path: the
+# helper folder (wire, the stand-in microtape) and numpy's folder are the only additions.
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), sys.argv[1]]
+
+import numpy as np  # noqa: E402
+import wire  # noqa: E402
+
+#: The most values one call may return (a tuple, list or dict of outputs).
+MAX_ITEMS = 16
+#: Characters of a message that are sent back (an exception's text, a note).
+MAX_TEXT = 400
+
+
+class CellTimeLimit(BaseException):
+    """A notebook cell ran past its share of the time (raised by SIGALRM)."""
+
+
+def _text(value):
+    text = str(value).replace("\n", " ").strip()
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _strip_magics(source):
+    """A notebook cell without IPython's ``%magic`` and ``!shell`` lines (they are not Python)."""
+    lines = source.splitlines()
+    kept = ["pass  # (an IPython line)" if line.lstrip().startswith(("%", "!")) else line for line in lines]
+    return "\n".join(kept) + "\n"
+
+
+def _how_it_left(error, seconds=0.0):
+    if isinstance(error, SystemExit):
+        code = "" if error.code is None else repr(error.code)
+        return f"called exit() or sys.exit({code})"
+    if isinstance(error, KeyboardInterrupt):
+        return "raised KeyboardInterrupt"
+    if isinstance(error, CellTimeLimit):
+        return f"took longer than {seconds:g} s"
+    return f"raised {type(error).__name__}: {_text(error)}"
+
+
+def _compile(source, filename):
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec", dont_inherit=True)
+
+
+def load(request, namespace):
+    """Run the submission into ``namespace``; the reply header."""
+    cells, mode = request["cells"], request["mode"]
+    seconds = float(request.get("cell_seconds", 0))
+    notes = []
+    for number, source in enumerate(cells, start=1):
+        filename = request["filename"] if mode == "file" else f"{request['filename']} [cell {number}]"
+        where = "" if mode == "file" else f"cell {number}: "
+        try:
+            code = _compile(source if mode == "file" else _strip_magics(source), filename)
+        except (SyntaxError, ValueError) as error:
+            line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+            message = f"{where}{type(error).__name__}{line}: {getattr(error, 'msg', error)}"
+            if mode == "file":
+                return {"event": "load_failed", "message": message}
+            notes.append(message + " — cell skipped")
+            continue
+        if seconds > 0:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            exec(code, namespace)
+        except BaseException as error:  # the student's code: any way out is a note, never our crash
+            if mode == "file":
+                return {"event": "load_failed", "message": f"running the file {_how_it_left(error, seconds)}"}
+            notes.append(f"{where}{_how_it_left(error, seconds)} — the rest of the cell skipped")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    defined = {}
+    for name in request["names"]:
+        fn = namespace.get(name)
+        if callable(fn):
+            defined[name] = _signature(fn)
+    return {"event": "loaded", "defined": defined, "notes": notes[:20]}
+
+
+def _signature(fn):
+    """``[[name, kind, has_default], ...]`` or None when Python cannot tell (a builtin)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [[p.name, int(p.kind), p.default is not p.empty] for p in list(parameters)[:32]]
+
+
+def _as_array(value):
+    """``(array, None)`` when ``value`` is numbers, else ``(None, what it is)``."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # ragged lists, objects that refuse
+        return None, type(value).__name__
+    if array.dtype.hasobject or array.dtype.kind not in "biufc":
+        return None, f"{type(value).__name__} of dtype {array.dtype}"
+    return array, None
+
+
+def call(request, arrays, namespace):
+    """Call one exercise function on the request's arguments; ``(reply header, arrays)``."""
+    args = []
+    for spec in request["args"]:
+        if "array" in spec:
+            array = arrays[spec["array"]]
+            args.append(array[()] if spec.get("scalar") else array)
+        else:
+            args.append(spec["value"])
+    fn = namespace.get(request["name"])
+    try:
+        returned = fn(*args)
+    except (SystemExit, KeyboardInterrupt) as error:
+        return {"event": "exited", "how": _how_it_left(error)}, []
+    except BaseException as error:  # the student's bug, reported with its place
+        return _raised(error, request["name"]), []
+    if returned is None:
+        return {"event": "returned", "kind": "none", "items": []}, []
+    if isinstance(returned, dict):
+        kind, keys, values = "dict", [str(key) for key in returned], list(returned.values())
+    elif isinstance(returned, (tuple, list)):
+        kind, keys, values = type(returned).__name__, None, list(returned)
+    else:
+        kind, keys, values = "single", None, [returned]
+    if len(values) > MAX_ITEMS:
+        return {"event": "returned", "kind": "too_many", "count": len(values), "items": []}, []
+    items, out = [], []
+    for value in values:
+        if value is None:
+            items.append({"none": True})
+            continue
+        array, what = _as_array(value)
+        if array is None:
+            items.append({"describe": _text(what)})
+        else:
+            items.append({"array": len(out)})
+            out.append(array)
+    return {"event": "returned", "kind": kind, "keys": keys, "items": items}, out
+
+
+def _raised(error, name):
+    reply = {"event": "raised", "type": type(error).__name__, "message": _text(error)}
+    student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache]
+    student = [f for f in student if not f.filename.endswith("child.py")]
+    if student:
+        frame = student[-1]
+        reply.update(lineno=frame.lineno, function=frame.name, line=_text(frame.line or ""))
+    return reply
+
+
+def _only_the_first_process():
+    """A copy made by the student's ``os.fork()`` leaves here: only the process the grader started replies."""
+    if os.getpid() != FIRST_PID:
+        os._exit(0)
+
+
+FIRST_PID = os.getpid()
+
+
+def main():
+    at = sys.argv.index("--fds")
+    requests = os.fdopen(int(sys.argv[at + 1]), "rb", buffering=0)
+    replies = os.fdopen(int(sys.argv[at + 2]), "wb", buffering=0)
+
+    def read_exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = requests.read(n - len(data))
+            if not chunk:
+                raise EOFError("the grader closed the pipe")
+            data += chunk
+        return data
+
+    def ring(signum, frame):
+        raise CellTimeLimit()
+
+    signal.signal(signal.SIGALRM, ring)
+    builtins.exit = builtins.quit = sys.exit  # what `site` adds (the box runs without it)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    while True:
+        try:
+            request, arrays = wire.read_message(read_exactly)
+        except EOFError:
+            return 0
+        if request["op"] == "load":
+            reply, out = load(request, namespace), []
+        else:
+            reply, out = call(request, arrays, namespace)
+        _only_the_first_process()
+        for stream in (sys.stdout, sys.stderr):  # what the student printed, before the reply
+            try:
+                stream.flush()
+            except Exception:  # closed or replaced by the student's code: not our concern
+                pass
+        replies.write(wire.encode(reply, out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
