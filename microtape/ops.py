@@ -850,21 +850,22 @@ GELU_K = 0.044715
 _GELU_SATURATED = 20.0
 
 
-def _gelu_tanh(x):
-    """``(t, x clipped)``: t = tanh(c (x + k x³)), computed on x clipped to where tanh saturates."""
-    clipped = np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
-    return np.tanh(GELU_C * (clipped + GELU_K * clipped * clipped * clipped)), clipped
+def _saturating(x):
+    """``x`` clipped to ±20, where tanh(c (x + k x³)) is already exactly ±1: its cube cannot overflow."""
+    return np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
 
 
 def _gelu_forward(x):
-    return 0.5 * x * (1.0 + _gelu_tanh(x)[0])
+    inner = _saturating(x)
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (inner + GELU_K * inner * inner * inner)))
 
 
 def _gelu_vjp(g, ans, x):
     # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
     #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
     # (past the clip 1 − t² is exactly 0, so the clipped x changes nothing there)
-    t, x = _gelu_tanh(x)
+    x = _saturating(x)
+    t = np.tanh(GELU_C * (x + GELU_K * x * x * x))
     slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_K * x * x)
     return (g * slope,)
 
