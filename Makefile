@@ -57,7 +57,7 @@ grade-sample: assignment sandbox
 
 # The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
 # The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the
-# pages whose code changed. Then the site is opened in headless Chromium (tests/test_docs_site.py).
+# pages whose code changed (all of them when microtape/ changed). Then the site is opened in headless Chromium (tests/test_docs_site.py).
 $(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[docs]'
 	touch $(DOCS_STAMP)

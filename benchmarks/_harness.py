@@ -12,8 +12,8 @@ object on its last line of output; :func:`run_worker` returns it as a dict.
 """
 
 import json
-import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -91,24 +91,11 @@ def time_calls(fn, repeats, budget, min_repeats=3, warmup=1):
     return {"cpu": cpu, "wall": wall}
 
 
-def quantile(values, q):
-    """The ``q`` quantile of ``values`` (linear interpolation, like numpy's default)."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def summary(times):
-    """Median, quartiles, min, max and count of a list of times."""
-    return {
-        "median": quantile(times, 0.5),
-        "q1": quantile(times, 0.25),
-        "q3": quantile(times, 0.75),
-        "min": min(times),
-        "max": max(times),
-        "n": len(times),
-    }
+    """Median, quartiles, min, max and count of a list of times (quartiles interpolated, as numpy's default)."""
+    # statistics.quantiles' "inclusive" method is numpy's linear interpolation; one time is its own quartiles.
+    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else times * 3
+    return {"median": median, "q1": q1, "q3": q3, "min": min(times), "max": max(times), "n": len(times)}
 
 
 # ---------------------------------------------------------------- formatting
@@ -148,7 +135,10 @@ def spread(stats):
 
 
 def table(headers, rows):
-    """A Markdown table (readable as plain text too)."""
+    """A Markdown table (readable as plain text too).
+
+    Ten lines of our own rather than tabulate: one table shape, and `make bench` needs no extra package for it.
+    """
     cells = [[str(c) for c in row] + [""] * (len(headers) - len(row)) for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     lines = [

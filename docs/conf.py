@@ -2,11 +2,12 @@
 
 The site is built offline: the notebooks are executed by MyST-NB (cached in
 docs/_build/.jupyter_cache, so a rebuild re-runs only the notebooks that
-changed), the maths is rendered by the MathJax that the pip package
+changed, or all of them when the package changed), the maths is rendered by the MathJax that the pip package
 jupyter-server-mathjax bundles (copied next to the pages), and no page loads
 anything from the network. `-W` turns every warning into an error.
 """
 
+import hashlib
 import os
 import shutil
 import sys
@@ -49,7 +50,20 @@ suppress_warnings = []
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 nb_execution_mode = os.environ.get("MICROTAPE_DOCS_EXECUTE", "cache")
-nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
+
+
+def _source_digest():
+    # What the pages show depends on the package, not only on the pages: a change to
+    # microtape/ re-executes every notebook (a cache of its own) and rereads every page
+    # (the CLI page from the parser, the API from the docstrings) — see setup() below.
+    digest = hashlib.sha256()
+    for path in sorted((HERE.parent / "microtape").rglob("*.py")):
+        digest.update(path.relative_to(HERE.parent).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+microtape_source = _source_digest()
+nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache" / microtape_source)
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True  # a notebook that fails fails the build
 nb_execution_show_tb = True
@@ -112,4 +126,6 @@ def _copy_mathjax(app, exception):
 
 
 def setup(app):
+    # A config value that rebuilds the environment when it changes: the package's digest.
+    app.add_config_value("microtape_source", "", "env")
     app.connect("build-finished", _copy_mathjax)

@@ -12,6 +12,10 @@ global ``--debug`` flag shows one). Inside a command, raise
 :class:`UsageError` for a combination of options that makes no sense.
 Exit status 1 is kept for "the command ran and found a failure" (a
 derivative row that disagrees, a student answer that is wrong).
+
+argparse does all the parsing; these are only its ``type=`` functions, since
+its own ``type=int`` takes ``0`` or ``-3`` for a size and says only "invalid
+int value" where we say what was expected.
 """
 
 import argparse

@@ -263,3 +263,20 @@ def test_every_reference_solution_is_right_in_the_box(capsys):
     """
     assert _run("check", str(ROOT / "instructor" / "solutions.py")) == 0
     assert capsys.readouterr().out.count("✓") == len(NAMES)
+
+
+def test_without_bubblewrap_the_command_says_so(tmp_path, capsys, monkeypatch):
+    """Only the limits, no namespaces: said on stderr; as root, graded code is not run at all."""
+    import os
+
+    from microtape.exercises import sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    path = _write(tmp_path, RIGHT_SOFTMAX)
+    status = _run("check", str(path))
+    captured = capsys.readouterr()
+    assert "isolation: resource limits and an own session only" in captured.err
+    if os.geteuid() == 0:
+        assert status == 3 and "refusing to run graded code as root without bubblewrap" in captured.out
+    else:
+        assert status == 0

@@ -47,7 +47,7 @@ def _assert_cheat_fails(report, target="softmax_backward"):
 
 def test_the_box_is_bubblewrap():
     """The isolation these tests rely on (``make test`` installs bubblewrap)."""
-    assert "bubblewrap" in sandbox.isolation(), sandbox.isolation()
+    assert sandbox.isolation().startswith("isolation: bubblewrap"), sandbox.isolation()
 
 
 # ---------------------------------------------------------------- 1. asking the engine for the answer
@@ -91,9 +91,15 @@ def test_asking_the_engine_for_the_answer_scores_0(tmp_path, cheat):
     assert "not available to graded code" in message or "No module named" in message, message
 
 
-def test_a_forbidden_import_at_the_top_is_named(tmp_path):
+def test_a_forbidden_import_is_named(tmp_path):
     report = _grade(tmp_path, "import microtape.tape\n")
-    assert "microtape.tape" in report.not_checked["import"], report.not_checked
+    assert report.not_checked["import"] == (
+        "running the file imports microtape.tape, which is not in the box "
+        "(graded code has only the standard library, numpy and mt.ops.define)"
+    )
+    inside = _grade(tmp_path, "def softmax_backward(p, grad_p):\n    import torch\n")
+    message = inside.results["softmax_backward"].message
+    assert "No module named 'torch': graded code has only the standard library, numpy" in message, message
 
 
 def test_a_notebooks_feedback_calls_run_and_do_nothing_in_the_box(tmp_path):
@@ -297,3 +303,21 @@ def _secret(tmp_path):
     path = tmp_path / "secret.txt"
     path.write_text("the instructor's own\n")
     return path
+
+
+def test_the_box_has_no_network(tmp_path):
+    """A submission that could reach this machine (or anywhere) could fetch answers: it reaches nothing."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        cheat = f"""
+        import socket
+        def softmax_backward(p, grad_p):
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+            except OSError:
+                return np.zeros_like(p)  # no way out: nothing to fetch
+            return p * (grad_p - (grad_p * p).sum(-1, keepdims=True))
+        """
+        _assert_cheat_fails(_grade(tmp_path, cheat))

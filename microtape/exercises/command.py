@@ -36,6 +36,7 @@ from pathlib import Path
 from .checker import CheckResult, check
 from .registry import EXERCISES, get
 from .remote import BoxedSubmission
+from .sandbox import isolation
 
 __all__ = ["add_arguments", "run", "check_file", "EXIT_CODES", "DEFAULT_TIMEOUT"]
 
@@ -142,6 +143,8 @@ def _check(args):
     from . import list_exercises
 
     names = wanted or list_exercises()
+    if not isolation().startswith("isolation: bubblewrap"):  # say it when the box is only the limits
+        print(isolation(), file=sys.stderr)
     report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout)
     return report.print(explicit=wanted is not None)
 

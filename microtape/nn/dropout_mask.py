@@ -26,6 +26,8 @@ The hash is SplitMix64's finaliser, applied three times: once per forward
 (``key``, ``call``), once per row (``n``, ``i``) and once per entry (``j``).
 It is a bijection of 64-bit integers that flips about half the output bits
 for any changed input bit — good enough for dropout, and pure numpy.
+(numpy's Philox generator is counter-based too, but it hands out a stream:
+one tile would need an ``advance`` per row, so the hash is written here.)
 """
 
 import math

@@ -14,7 +14,8 @@ picture to the window — width and the height left below the controls — so
 the whole graph, and with it the current step, is in view; "100 %" shows it
 at its natural size and scrolls so the current step's box stays in view
 (each frame knows where that box is: ``focus``, fractions of the picture).
-No server and no libraries: the page opens from disk.
+No server and no libraries: the page opens from disk. (ipywidgets would need
+a running kernel; :meth:`~microtape.viz.BackwardFrames.widget` is that variant.)
 """
 
 import html

@@ -39,6 +39,10 @@ MAX_ITEMS = 16
 MAX_TEXT = 400
 
 
+#: What a missing module means here: the box holds only these, on purpose.
+ONLY = "graded code has only the standard library, numpy and mt.ops.define"
+
+
 class CellTimeLimit(BaseException):
     """A notebook cell ran past its share of the time (raised by SIGALRM)."""
 
@@ -63,6 +67,8 @@ def _how_it_left(error, seconds=0.0):
         return "raised KeyboardInterrupt"
     if isinstance(error, CellTimeLimit):
         return f"took longer than {seconds:g} s"
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        return f"imports {error.name}, which is not in the box ({ONLY})"
     return f"raised {type(error).__name__}: {_text(error)}"
 
 
@@ -167,7 +173,8 @@ def call(request, arrays, namespace):
 
 
 def _raised(error, name):
-    reply = {"event": "raised", "type": type(error).__name__, "message": _text(error)}
+    text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
+    reply = {"event": "raised", "type": type(error).__name__, "message": text}
     student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache]
     student = [f for f in student if not f.filename.endswith("child.py")]
     if student:
