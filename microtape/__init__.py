@@ -3,7 +3,9 @@
 A :class:`Tape` records every operation — on single :class:`Scalar` numbers
 or whole :class:`Tensor` arrays — and :func:`gradients` runs the reverse
 pass over it (a pure function: ``backward()`` adds its result into
-``.grad``). ``microtape.ops`` holds every primitive (and lets you define
+``.grad``; with ``create_graph=True`` it records itself, so :func:`hvp`
+and :func:`hessian` differentiate twice, and :func:`jvp` runs forward
+mode). ``microtape.ops`` holds every primitive (and lets you define
 your own), ``microtape.nn`` builds layers from them, ``microtape.optim``
 updates their parameters, ``microtape.check`` checks derivatives step by
 step, ``microtape.viz`` draws graphs and heatmaps, and ``microtape.train``
@@ -11,6 +13,12 @@ trains a tiny Transformer on a toy task.
 """
 
 from . import ops
+from .forward_mode import jvp
+from .higher_order import hessian, hvp
+
+# Every built-in op is registered now, the tiled attention kernel's included,
+# so the set of ops never depends on which subpackage was imported first.
+from .nn import tiled as _tiled  # noqa: F401  (imported for its registration)
 from .scalar import Scalar
 from .tape import Tape, gradients, module_scope
 from .tensor import Tensor, concatenate, stack
@@ -20,6 +28,9 @@ __all__ = [
     "Tensor",
     "Tape",
     "gradients",
+    "hvp",
+    "hessian",
+    "jvp",
     "module_scope",
     "concatenate",
     "stack",

@@ -63,15 +63,25 @@ def vjp_arity_problem(sent, count):
     )
 
 
-def check_user_vjp(op, node, sent):
+def check_user_vjp(op, node, sent, recorded=False):
     """A user-defined VJP must return one real gradient per input, each of that input's shape.
 
     Returns the gradients as the reverse pass uses them: floats for Scalar
     inputs, arrays in the input's dtype for Tensor inputs (the dtype rule).
+    In a recorded pass (``recorded``, ``create_graph=True``) the gradients are
+    tape values: their number and shapes are checked, and they pass as they are.
     """
     problem = vjp_arity_problem(sent, len(node.inputs))
     if problem:
         raise TypeError(f"op {op.name!r}: {problem}")
+    if recorded:
+        for name, x, gx in zip(op.inputs, node.inputs, sent):
+            if gx is not None and np.shape(getattr(gx, "data", gx)) != np.shape(x.data):
+                raise ValueError(
+                    f"op {op.name!r}: its vjp returned a gradient of shape {np.shape(getattr(gx, 'data', gx))} for "
+                    f"input {name!r} of shape {np.shape(x.data)}; a gradient has the shape of its input"
+                )
+        return tuple(sent)
     return tuple(_user_gradient(op, name, x, gx) for name, x, gx in zip(op.inputs, node.inputs, sent))
 
 
@@ -106,6 +116,8 @@ def gradient_like(value, grad):
     dtype of the value it belongs to; and a 0-d numpy result (numpy returns
     ``np.float64`` scalars for 0-d arithmetic) becomes an array again.
     """
+    if _is_node(grad):
+        return grad  # a recorded pass (create_graph=True): gradients are tape values
     if value.__class__ is float:
         return float(grad)
     return np.asarray(grad, dtype=value.dtype)
@@ -162,6 +174,8 @@ def check_seed(root, grad, caller="gradients"):
 def sum_into_grad(node, g):
     """``node.grad + g``, after checking that ``node.grad`` can take it (a number, or an array of the node's shape)."""
     old = node.grad
+    if _is_node(g) or _is_node(old):
+        return old + g  # a recorded pass (create_graph=True): the sum is recorded too
     if node.data.__class__ is float:
         if not _is_real_number(old):
             raise TypeError(

@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import listing
 from .boundary import check_seed, check_user_forward, check_user_vjp, gradient_like, sum_into_grad, vjp_arity_problem
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "record",
     "module_scope",
     "current_tapes",
+    "paused",
+    "derivative_labels",
     "vjp_arity_problem",
 ]
 
@@ -84,6 +87,16 @@ def module_scope(name):
         _module_path.reset(token)
 
 
+@contextmanager
+def paused():
+    """Run a block that no active tape records (``mt.hvp`` and ``mt.jvp`` work on their own tapes)."""
+    token = _active_tapes.set(())
+    try:
+        yield
+    finally:
+        _active_tapes.reset(token)
+
+
 class Node:
     """A value in a computation: a leaf, or the output of one recorded op.
 
@@ -93,7 +106,9 @@ class Node:
     by identity, so they can be dictionary keys.
     """
 
-    __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module")
+    # ``residuals``: what an op with ``forward_saving`` kept from its forward for
+    # its backward (set only on such nodes).
+    __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module", "residuals")
 
     def _init_leaf(self, data, requires_grad, name):
         self.data = data
@@ -110,15 +125,17 @@ class Node:
         """True for inputs, parameters and constants (nodes no op produced)."""
         return self.op is None
 
-    def backward(self, grad=None):
+    def backward(self, grad=None, *, create_graph=False):
         """Backpropagate from this node and *add* the gradients into ``.grad``.
 
         ``grad`` is the gradient of some final quantity with respect to this
         node; the default is ones (for a single number: 1, "dy/dy = 1").
         Works with or without an active :class:`Tape`: the graph is found by
-        following ``inputs``. Leaves accumulate (``+=``) across calls.
+        following ``inputs``. Leaves accumulate (``+=``) across calls. With
+        ``create_graph=True`` the reverse pass is recorded and each ``.grad``
+        is a Scalar or Tensor you can differentiate again.
         """
-        _gradients(self, grad, Tape.of(self), False, "backward").accumulate()
+        _gradients(self, grad, Tape.of(self), False, create_graph, "backward").accumulate()
 
     def zero_grad(self):
         self.grad = None
@@ -137,7 +154,11 @@ def record(op, inputs, params=None, name=None):
     # The one- and two-input calls are spelled out: for a Scalar, building an
     # argument list would cost more than the arithmetic itself.
     if params:
-        data = op.forward(*[node.data for node in inputs], **params)
+        # (An op that keeps residuals is called with parameters: see Op.forward_saving.)
+        if op.forward_saving is None:
+            data = op.forward(*[node.data for node in inputs], **params)
+        else:
+            data, residuals = op.forward_saving(*[node.data for node in inputs], **params)
     elif len(inputs) == 2:
         data = op.forward(first.data, inputs[1].data)
     elif len(inputs) == 1:
@@ -152,6 +173,8 @@ def record(op, inputs, params=None, name=None):
     out.grad = None
     out.name = name
     out.module = _module_path.get()
+    if params and op.forward_saving is not None:
+        out.residuals = residuals
     for node in inputs:
         if node.requires_grad:
             out.requires_grad, out.op, out.inputs, out.params = True, op, inputs, params
@@ -186,13 +209,15 @@ class Gradients(Mapping):
     gradient was complete.
     """
 
-    def __init__(self, grads, tape, output, seed, steps, completed):
+    def __init__(self, grads, tape, output, seed, steps, completed, program=None):
         self._grads = grads
         self.tape = tape
         self.output = output
         self.seed = seed
         self.steps = steps  # list of Step, or None
         self._completed = completed
+        # create_graph=True: the tape of the reverse pass itself (the gradients are its values).
+        self.program = program
 
     def __getitem__(self, node):
         try:
@@ -230,9 +255,8 @@ class Gradients(Mapping):
     def accumulate(self):
         """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
 
-        All or nothing: every sum is computed and checked first, and only then
-        is any ``.grad`` written, so a ``.grad`` that cannot take the sum (a
-        string, the wrong shape) fails the call with every ``.grad`` as it was.
+        All or nothing: a ``.grad`` that cannot take its sum (a string, the
+        wrong shape) fails the call with every ``.grad`` as it was.
 
         One VJP may hand the same array (or views of it) to several nodes —
         add's ``g`` goes to both operands, reshape's is a view. Leaves (what
@@ -280,7 +304,7 @@ class Gradients(Mapping):
         return None
 
 
-def gradients(output, grad=None, *, tape=None, steps=False):
+def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     """The gradient of ``output`` with respect to every node on its path — writing nothing.
 
     ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
@@ -290,53 +314,76 @@ def gradients(output, grad=None, *, tape=None, steps=False):
     recorded the whole computation, a search of the graph otherwise — so a
     call inside a ``with Tape()`` that opened midway still follows everything.
     Returns a :class:`Gradients` mapping ``{node: gradient}``. No ``.grad`` is
-    written, nothing is recorded, and calling it twice gives the same answer.
-    ``steps=True`` also keeps every step (for walks, frames and reports).
+    written, and calling it twice gives the same answer. ``steps=True`` also
+    keeps every step (for walks, frames and reports). The dtype rule: every
+    gradient has the dtype of the value it belongs to (a float32 leaf used
+    with float64 values gets a float32 gradient).
 
-    The dtype rule: every gradient has the dtype of the value it belongs to
-    (a float32 leaf used with float64 values gets a float32 gradient).
+    ``create_graph=True`` runs the same pass on Scalars and Tensors instead of
+    their numbers: every VJP records its ops (on a tape of its own,
+    ``result.program``, and on the tapes active around the call), so each
+    gradient is a tape value that can be differentiated again — a Hessian-vector
+    product is the gradient of ``sum(gradient * v)``. Each recorded step runs in
+    the module ``∂name``, ``name`` being the forward variable it differentiates,
+    so pictures group the backward program by the forward op it came from.
     """
-    return _gradients(output, grad, tape, steps, "gradients")
+    return _gradients(output, grad, tape, steps, create_graph, "gradients")
 
 
-def _gradients(output, grad, tape, steps, caller):
+def _gradients(output, grad, tape, steps, create_graph, caller):
     """:func:`gradients`, with ``caller`` (``"backward"``, ``"Tape.backward"``…) naming the entry point in errors."""
     if not isinstance(output, Node):
         raise TypeError(f"{caller}(output): expected a Scalar or Tensor, got {type(output).__name__}")
-    from_active = False
+    if not isinstance(create_graph, bool):
+        raise TypeError(f"{caller}(create_graph={create_graph!r}): expected True or False")
     if tape is None:
         active = _active_tapes.get()
-        from_active = bool(active) and active[-1]._position(output) is not None
-        tape = active[-1] if from_active else Tape.of(output)
+        on_active = active and active[-1]._position(output) is not None
+        # A tape that opened after part of this computation would stop there and treat
+        # computed values as leaves: then the graph itself gives the order.
+        tape = active[-1] if on_active and not _began_before(active[-1], output) else Tape.of(output)
     elif not isinstance(tape, Tape):
         raise TypeError(f"{caller}(tape=...): expected a microtape Tape, got {type(tape).__name__}")
     elif output.op is not None and tape._position(output) is None:
         raise ValueError(f"{caller}(output): {output!r} was not recorded on this tape")
-    seed = check_seed(output, grad, caller)
-    grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
-    if from_active and _began_before(tape, grads):
-        # The active tape opened after part of this computation: its order
-        # would stop there and treat computed values as leaves. Follow the graph.
-        tape = Tape.of(output)
+    if not create_graph:
+        seed = check_seed(output, grad, caller)
         grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+        program = None
+    else:
+        seed = _seed_node(output, grad, caller)
+        _refuse_first_order_ops(tape._nodes, output)
+        names = derivative_labels(tape)
+        with Tape.atomic() as program:
+            grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps, names=names)
     if steps:
         taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
-    return Gradients(grads, tape, output, seed, taken, completed)
+    return Gradients(grads, tape, output, seed, taken, completed, program)
 
 
-def _began_before(tape, grads):
-    """True when a computed node got a gradient but is not on ``tape`` (it was computed before the tape began)."""
+def _began_before(tape, output):
+    """True when a computed value ``output`` depends on is not on ``tape`` (it was computed before the tape began)."""
     recorded = set(tape._nodes)
-    return any(node.op is not None and node not in recorded for node in grads)
+    needed = {output}
+    for node in reversed(tape._nodes):
+        if node in needed:
+            for x in node.inputs:
+                if x.requires_grad:
+                    if x.op is not None and x not in recorded:
+                        return True
+                    needed.add(x)
+    return False
 
 
-def _reverse(equations, output, seed, keep_steps=False):
+def _reverse(equations, output, seed, keep_steps=False, names=None):
     """The reverse pass: walk ``equations`` backwards, summing gradients in a dict.
 
     When we reach an equation, every use of its output lies behind us, so its
     gradient ``g`` is complete. Its op's VJP turns ``g`` into one gradient per
     input, which we *add* to what those inputs already have. Returns the dict,
     and (``keep_steps``) the steps taken and the step completing each gradient.
+    With ``names`` (a recorded pass, ``create_graph=True``) the VJPs get the
+    nodes themselves instead of their data, and so record what they compute.
     """
     grads = {output: seed}
     steps, completed = ([], {}) if keep_steps else (None, None)
@@ -348,8 +395,13 @@ def _reverse(equations, output, seed, keep_steps=False):
         op, inputs = node.op, node.inputs
         # The VJP call, spelled out for one and two inputs (as in `record`): a
         # Scalar backward pays for every Python call.
-        if node.params:
-            sent = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+        if names is not None:
+            sent = _recorded_vjp(node, g, names[node])
+        elif node.params:
+            if op.forward_saving is None:
+                sent = op.vjp(g, node.data, *[x.data for x in inputs], **node.params)
+            else:
+                sent = op.vjp(g, node.data, *[x.data for x in inputs], **_vjp_params(node))
         elif len(inputs) == 2:
             sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
         elif len(inputs) == 1:
@@ -357,7 +409,7 @@ def _reverse(equations, output, seed, keep_steps=False):
         else:
             sent = op.vjp(g, node.data, *[x.data for x in inputs])
         if not op.builtin:
-            sent = check_user_vjp(op, node, sent)
+            sent = check_user_vjp(op, node, sent, recorded=names is not None)
         position = 0  # a counter, not enumerate(): this is the hottest loop of a Scalar backward
         for x in inputs:
             if x.requires_grad:
@@ -368,9 +420,16 @@ def _reverse(equations, output, seed, keep_steps=False):
                         "which requires one; its input in that position must be a constant"
                     )
                 if gx.__class__ is not float and (gx.__class__ is not np.ndarray or gx.dtype != x.data.dtype):
-                    gx = gradient_like(x.data, gx)  # the dtype rule: a gradient has its value's type and dtype
+                    if names is None:  # (a recorded pass sends tape values)
+                        gx = gradient_like(x.data, gx)  # the dtype rule: a gradient has its value's type and dtype
                 previous = grads.get(x)
-                grads[x] = gx if previous is None else previous + gx
+                if previous is None:
+                    grads[x] = gx
+                elif names is None:
+                    grads[x] = previous + gx
+                else:  # recorded: the sum of x's uses is part of x's gradient
+                    with module_scope(f"∂{names[x]}"):
+                        grads[x] = previous + gx
                 if keep_steps:
                     completed[x] = index
             position += 1
@@ -378,6 +437,74 @@ def _reverse(equations, output, seed, keep_steps=False):
             completed[node] = index
             steps.append((index, g, tuple(sent)))
     return grads, steps, completed
+
+
+def _vjp_params(node):
+    """The keywords of a node's VJP: its parameters, and its residuals when the op saved some.
+
+    (An op that saves residuals is recorded with parameters; called without any,
+    its VJP gets none and computes them again.)
+    """
+    params = node.params or {}
+    if node.op.forward_saving is not None and node.params:
+        return {**params, "residuals": node.residuals}
+    return params
+
+
+def derivative_labels(tape):
+    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``).
+
+    A recorded pass (``create_graph=True``) runs each step in the module ``∂label``.
+    """
+    names = tape.variable_names()
+    return {node: name if node.name or node.op is None else f"{node.op.name}{name}" for node, name in names.items()}
+
+
+def _recorded_vjp(node, g, name):
+    """One VJP run on the nodes themselves (``create_graph=True``), recorded in the module ``∂name``."""
+    with module_scope(f"∂{name}"):
+        sent = node.op.vjp(g, node, *node.inputs, **_vjp_params(node))
+    # A gradient that came out as a plain number or array (it depends on nothing
+    # being differentiated) is still a tape value: a constant of the input's kind.
+    return tuple(
+        gx if gx is None or isinstance(gx, Node) else x.__class__._constant(gx, x) for gx, x in zip(sent, node.inputs)
+    )
+
+
+def _refuse_first_order_ops(equations, output):
+    """Before a recorded pass changes anything: refuse an op on the path whose VJP cannot be recorded."""
+    needed = {output}
+    for node in reversed(equations):
+        if node not in needed or node.op is None:
+            continue
+        if not node.op.higher_order:
+            raise ValueError(
+                f"gradients(create_graph=True): op {node.op.name!r}"
+                + (f" (computing {node.name!r})" if node.name else "")
+                + " has no higher-order "
+                "derivative: its VJP works on numbers only, so it cannot be recorded"
+                + (
+                    "; define it with higher_order=True once its vjp uses only operators and microtape ops"
+                    if not node.op.builtin
+                    else ""
+                )
+            )
+        needed.update(x for x in node.inputs if x.requires_grad)
+
+
+def _seed_node(output, grad, caller="gradients"):
+    """The seed of a recorded pass as a tape value: ``grad`` itself if it is one, else a constant."""
+    if isinstance(grad, Node):
+        if not isinstance(grad, output.__class__) or np.shape(grad.data) != np.shape(output.data):
+            raise ValueError(
+                f"gradients(grad=...): grad is a {type(grad).__name__} of shape {np.shape(grad.data)}; expected a "
+                f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
+            )
+        check_seed(output, None, caller)  # the output must still require a gradient
+        return grad
+    seed = output.__class__._constant(check_seed(output, grad, caller), output)
+    seed.name = "g"  # what the formulas call the incoming gradient
+    return seed
 
 
 def _memory_of(array):
@@ -506,27 +633,8 @@ class Tape:
         return leaves
 
     def variable_names(self):
-        """A distinct, readable name for every variable of the listing: ``{node: name}``.
-
-        A node's own ``name`` when no other variable has it; otherwise the
-        name qualified by its module (``q_proj.xW^T``), and if that is still
-        shared, numbered in tape order (``e#1``, ``e#2``). Unnamed equations
-        are ``%i`` (``i`` their position), unnamed leaves ``in0``, ``in1``, …
-        """
-        variables = [*self.leaves(), *self._nodes]
-        wanted = Counter(node.name for node in variables if node.name)
-        names = {}
-        for i, leaf in enumerate(variables[: len(variables) - len(self._nodes)]):
-            names[leaf] = _own_name(leaf, wanted) or f"in{i}"
-        for i, node in enumerate(self._nodes):
-            names[node] = _own_name(node, wanted) or f"%{i}"
-        taken = Counter(names.values())
-        numbered = Counter()
-        for node, name in names.items():
-            if taken[name] > 1:
-                numbered[name] += 1
-                names[node] = f"{name}#{numbered[name]}"
-        return names
+        """A distinct, readable name for every variable of the listing: ``{node: name}`` (see :mod:`.listing`)."""
+        return listing.variable_names(self._nodes, self.leaves())
 
     def names(self):
         """``{name: node}`` for every variable (the inverse of :meth:`variable_names`)."""
@@ -539,22 +647,7 @@ class Tape:
         ``name`` if exactly one node has it. A name several nodes share is
         refused with the names that tell them apart: this never guesses.
         """
-        if not isinstance(name, str):
-            raise TypeError(f"tape lookup: expected a name (str), got {type(name).__name__}")
-        by_listing = self.names()
-        if name in by_listing:
-            return by_listing[name]
-        owners = [node for node in by_listing.values() if node.name == name]
-        listed = self.variable_names()
-        if len(owners) == 1:
-            return owners[0]
-        if owners:
-            choices = ", ".join(listed[node] for node in owners)
-            raise KeyError(f"{len(owners)} variables on this tape are named {name!r}; say which one: {choices}")
-        available = (
-            ", ".join(listed[node] for node in by_listing.values() if node.name) or "(none: give nodes a name=...)"
-        )
-        raise KeyError(f"no variable named {name!r} on this tape; the named variables are: {available}")
+        return listing.variable(self.variable_names(), name)
 
     def find(self, name):
         """The equation whose output is called ``name`` (see :meth:`variable`); never guesses."""
@@ -572,42 +665,24 @@ class Tape:
 
     def listing(self, limit=60):
         """The program as text, one equation a line (like ``jax.make_jaxpr``)."""
-        names = self.variable_names()
-        lines = []
-        leaves = self.leaves()
-        if leaves:
-            lines.append("inputs: " + ", ".join(f"{names[x]}{_shape_text(x)}" for x in leaves))
-        shown = self._nodes if len(self._nodes) <= limit else self._nodes[: limit - 10]
-        width = max((len(names[n]) for n in shown), default=0)
-        for i, node in enumerate(shown):
-            args = ", ".join(names[x] for x in node.inputs)
-            params = ""
-            if node.params:
-                params = "; " + ", ".join(f"{k}={_param_text(v)}" for k, v in node.params.items())
-            where = f"   [{node.module}]" if node.module else ""
-            lines.append(f"{i:>4}  {names[node]:<{width}} = {node.op.name}({args}{params}){_shape_text(node)}{where}")
-        if len(shown) < len(self._nodes):
-            skipped = len(self._nodes) - len(shown) - 1
-            last = self._nodes[-1]
-            lines.append(f"   …  ({skipped} more equations)")
-            lines.append(f"{len(self._nodes) - 1:>4}  {names[last]} = {last.op.name}(…){_shape_text(last)}")
-        return "\n".join(lines)
+        return listing.listing(self._nodes, self.leaves(), self.variable_names(), limit)
 
     # -- the reverse pass over this tape
 
-    def gradients(self, output, grad=None, *, steps=False):
+    def gradients(self, output, grad=None, *, steps=False, create_graph=False):
         """:func:`gradients` in this tape's order (writes nothing)."""
-        return _gradients(output, grad, self, steps, "Tape.gradients")
+        return _gradients(output, grad, self, steps, create_graph, "Tape.gradients")
 
-    def backward(self, output, grad=None):
+    def backward(self, output, grad=None, *, create_graph=False):
         """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
 
         Walks the tape in reverse (no graph search). Gradients reach the inputs
         of recorded equations; anything computed before the tape began is
         treated as a leaf. ``grad`` defaults to ones of the output's shape. A
-        pass that fails midway changes no ``.grad``.
+        pass that fails midway changes no ``.grad``. ``create_graph=True``: see
+        :func:`gradients`.
         """
-        _gradients(output, grad, self, False, "Tape.backward").accumulate()
+        _gradients(output, grad, self, False, create_graph, "Tape.backward").accumulate()
 
     def backward_steps(self, output, grad=None):
         """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
@@ -615,16 +690,7 @@ class Tape:
         Each step holds the equation, the complete gradient of its output and
         what its VJP sends to each input.
         """
-        return iter(_gradients(output, grad, self, True, "Tape.backward_steps").steps)
-
-
-def _own_name(node, wanted):
-    """A node's name, qualified by its module when another variable has the same name."""
-    if not node.name:
-        return None
-    if wanted[node.name] > 1 and node.module and not node.name.startswith(node.module + "."):
-        return f"{node.module}.{node.name}"
-    return node.name
+        return iter(_gradients(output, grad, self, True, False, "Tape.backward_steps").steps)
 
 
 def _topological_order(root):
@@ -654,30 +720,3 @@ def _topological_order(root):
             stack.pop()
             order.append(node)
     return order
-
-
-def _shape_text(node):
-    data = node.data
-    if data.__class__ is float:
-        return f" = {data:.4g}"
-    return f" : {data.dtype.name}{list(data.shape)}"
-
-
-def index_part_text(part):
-    """One part of an index key as it is written: ``1:3``, ``::2``, ``...``, ``0`` (arrays by shape)."""
-    if isinstance(part, slice):
-        text = ":".join("" if v is None else str(v) for v in (part.start, part.stop, part.step))
-        return text[:-1] if part.step is None else text
-    if part is Ellipsis:
-        return "..."
-    return _param_text(part)
-
-
-def _param_text(value):
-    if isinstance(value, np.ndarray):
-        return f"array{list(value.shape)}"
-    if isinstance(value, tuple) and any(isinstance(v, (slice, np.ndarray)) or v is None or v is ... for v in value):
-        return "[" + ", ".join(index_part_text(v) for v in value) + "]"  # an index key: [:, 1:3, array[3]]
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return repr(value)

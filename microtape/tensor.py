@@ -514,6 +514,8 @@ def _index_key(index, shape):
             key.append(slice(*(None if v is None else int(v) for v in ends)))
         elif part is Ellipsis or part is None:
             key.append(part)
+        elif isinstance(part, np.ma.MaskedArray):
+            raise TypeError(f"Tensor[{index!r:.80}]: a masked array as an index would lose its mask; pass .filled(...)")
         else:
             array = np.asarray(part)
             if array.dtype.kind not in "iub" and array.size:
@@ -534,6 +536,8 @@ def _integer_indices(indices, length, what):
     """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
     if isinstance(indices, Node):
         raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
+    if isinstance(indices, np.ma.MaskedArray):
+        raise TypeError(f"{what}: indices are a masked array; the mask would be dropped silently (pass .filled(...))")
     array = np.asarray(indices)
     if isinstance(indices, list) and array.size == 0:
         array = array.astype(np.intp)  # numpy reads [] as floats; t[[]] picks nothing, as in numpy

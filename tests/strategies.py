@@ -15,6 +15,8 @@ The inputs are chosen so that central finite differences are a fair judge:
   within a finite-difference step of a tie; ``maximum``/``minimum`` get
   multiples of 1/8 too, so two operands are either tied exactly (the
   gradient is shared, and so is the central difference) or far apart;
+* ``scatter_add`` and ``index_add`` (the VJPs of ``take`` and ``index``) get
+  the cases of the op they undo; ``broadcast_to`` a shape its input broadcasts to;
 * ``take`` gets integer indices with repeats and negative ones (the
   scatter-add must add a repeated index's gradients); ``index`` gets numpy
   keys: integers, slices with any step, ``...``, ``None``, an integer array
@@ -309,6 +311,34 @@ def _concatenate(draw):
     return OpCase((draw(real_arrays(shape)), draw(real_arrays(tuple(other)))), {"axis": axis})
 
 
+@st.composite
+def _broadcast_to(draw):
+    """An array and a shape it broadcasts to (new leading axes, stretched axes of size 1)."""
+    shape, target = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=1, min_dims=0, max_dims=MAX_DIMS, max_side=MAX_SIDE).map(
+            lambda result: (result.input_shapes[0], result.result_shape)
+        )
+    )
+    extra = draw(st.lists(st.integers(1, 3), max_size=1))
+    return OpCase((draw(real_arrays(shape)),), {"shape": (*extra, *target)})
+
+
+@st.composite
+def _scatter_add(draw):
+    """What take's gradient scatters: values of take's output shape, put back into ``shape``."""
+    (x,), params = draw(_take())
+    taken = np.take(x, params["indices"], axis=params["axis"])
+    return OpCase((draw(real_arrays(taken.shape)),), {**params, "shape": x.shape})
+
+
+@st.composite
+def _index_add(draw):
+    """What index's gradient puts back: values of the read entries' shape, added into ``shape``."""
+    (x,), params = draw(_index())
+    read = x[params["key"]]
+    return OpCase((draw(real_arrays(read.shape)),), {**params, "shape": x.shape})
+
+
 def _build_cases():
     cases = {}
     for name in ("neg", "exp", "log", "tanh", "relu", "sigmoid", "sqrt", "abs", "gelu"):
@@ -319,6 +349,9 @@ def _build_cases():
     cases["log_softmax"] = _softmax(OPS["log_softmax"])
     cases["take"] = _take()
     cases["index"] = _index()
+    cases["scatter_add"] = _scatter_add()
+    cases["index_add"] = _index_add()
+    cases["broadcast_to"] = _broadcast_to()
     cases["concatenate"] = _concatenate()
     cases["pow"] = _unary(
         OPS["pow"],

@@ -143,6 +143,8 @@ def _calls(monkeypatch, module, name):
 
 def test_softmax_backward_is_the_ops_one_everywhere(monkeypatch):
     counter = _calls(monkeypatch, ops, "softmax_backward")
+    # The op's own VJP reaches it in the module that defines it (microtape/ops/nn.py): the same counter.
+    monkeypatch.setattr(ops.nn, "softmax_backward", ops.softmax_backward)
     rng = np.random.default_rng(0)
     q, k, v, grad = (rng.standard_normal((2, 4, 3)) for _ in range(4))
     p = ops.softmax.forward(q @ np.swapaxes(k, -1, -2), axis=-1)
@@ -254,9 +256,9 @@ def _where(formula):
 @pytest.mark.parametrize(
     "formula, home",
     [
-        (_stable_softmax, ["ops.py:_softmax_forward"]),
-        (_softmax_backward, ["ops.py:softmax_backward"]),
-        (_gelu, ["ops.py:_gelu_forward", "ops.py:_gelu_vjp"]),
+        (_stable_softmax, ["ops/nn.py:_softmax_forward"]),
+        (_softmax_backward, ["ops/nn.py:softmax_backward"]),
+        (_gelu, ["ops/elementwise.py:_gelu_forward", "ops/elementwise.py:_gelu_vjp"]),
         (_score_scale, ["nn/derivation.py:score_scale"]),
     ],
     ids=["stable softmax", "softmax backward", "gelu", "1/sqrt(d)"],

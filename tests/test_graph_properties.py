@@ -95,6 +95,9 @@ STEPS = {
     "transpose": (1, lambda n, p, s: n[0].T.T, None),
     "take": (1, lambda n, p, s: n[0].take(p, axis=0), _pick),
     "index": (1, lambda n, p, s: n[0][p, ...], _pick),
+    "broadcast_to": (1, lambda n, p, s: mt.ops.broadcast_to(n[0].mean(axis=p, keepdims=True), shape=s) * n[0], "axis"),
+    "scatter_add": (1, lambda n, p, s: mt.ops.scatter_add(n[0], shape=s, indices=p, axis=0), _pick),
+    "index_add": (1, lambda n, p, s: mt.ops.index_add(n[0], shape=s, key=(p, ...)), _pick),
     "add_constant": (1, lambda n, p, s: n[0].add_constant(np.full(s, -0.75)), None),
     "dropout": (1, lambda n, p, s: n[0].dropout(np.where(np.arange(np.prod(s)).reshape(s) % 2, 2.0, 0.0)), None),
 }

@@ -240,14 +240,15 @@ def test_a_tiled_step_never_allocates_a_score_sized_array():
 
 
 def test_backward_reads_the_saved_lse_and_never_reruns_the_forward(monkeypatch):
-    """L is saved beside O; the VJP recomputes P from Q, K and L — not by another forward."""
+    """L is kept in the node's residuals slot; the VJP recomputes P from Q, K and L — not by another forward."""
     attn = mt.nn.MultiHeadAttention(8, 2, block_size=2, seed=0)
     x = np.random.default_rng(0).standard_normal((2, 5, 8))
     attn(x)
     node = attn.tape.find("context").output
     q, k, _ = (x.data for x in node.inputs)
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    np.testing.assert_allclose(tiled.saved_lse(node.data), np.log(np.exp(scores).sum(-1)), **EXACT)
+    np.testing.assert_allclose(node.residuals, np.log(np.exp(scores).sum(-1)), **EXACT)
+    assert node.data.base is None, "O is an array of its own (no log-sum-exp hidden behind it)"
     expected = attn.twin(None)
     expected(x)
     monkeypatch.setattr(tiled, "tiled_forward", lambda *args, **kwargs: pytest.fail("the backward ran a forward"))
@@ -255,17 +256,26 @@ def test_backward_reads_the_saved_lse_and_never_reruns_the_forward(monkeypatch):
     assert_gradients_agree(expected.named_gradients(np.ones((2, 5, 8))), grads, ["Q_heads", "K_heads", "x"], "")
 
 
-def test_a_copy_of_o_has_no_saved_lse_and_the_vjp_recomputes_it():
+def test_a_vjp_called_without_residuals_recomputes_them():
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 5, 3)) for _ in range(3))
-    out = tiled.TILED_ATTENTION.forward(q, k, v, block_size=2)
+    out, lse = tiled.TILED_ATTENTION.forward_saving(q, k, v, block_size=2)
+    np.testing.assert_array_equal(out, tiled.TILED_ATTENTION.forward(q, k, v, block_size=2))
     g = rng.standard_normal(out.shape)
-    assert tiled.saved_lse(out) is not None and tiled.saved_lse(out.copy()) is None
     for got, expected in zip(
-        tiled.TILED_ATTENTION.vjp(g, out.copy(), q, k, v, block_size=2),
         tiled.TILED_ATTENTION.vjp(g, out, q, k, v, block_size=2),
+        tiled.TILED_ATTENTION.vjp(g, out, q, k, v, block_size=2, residuals=lse),
     ):
         np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-15)
+
+
+def test_the_tiled_op_refuses_create_graph_by_name():
+    attn = mt.nn.MultiHeadAttention(8, 2, block_size=2, seed=0)
+    x = mt.Tensor(np.random.default_rng(0).standard_normal((1, 4, 8)), requires_grad=True)
+    y = attn(x).sum()
+    with pytest.raises(ValueError, match="op 'tiled_attention'.*no higher-order derivative"):
+        mt.gradients(y, create_graph=True)
+    assert x.grad is None
 
 
 def test_the_op_runs_on_plain_arrays_through_the_chain():

@@ -1,6 +1,8 @@
 """Checking derivatives: finite differences, and step-by-step reports.
 
-* ``gradcheck`` compares a taped gradient with central finite differences.
+* ``gradcheck`` compares a taped gradient with central finite differences;
+  ``gradgradcheck`` does the same for second derivatives (the reverse pass
+  recorded with ``create_graph=True``, against differences of the first).
 * ``attention_report`` differentiates one attention forward twice — by the
   tape and by the hand-derived formulas — and compares every named step
   (``dC, dP, dV, dS, dQ, dK``, each projection's ``dW, db``, the inputs).
@@ -21,6 +23,7 @@
 
 from .compare import NameNotOnTape, compare
 from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
+from .gradgradcheck import gradgradcheck
 from .layer_mistakes import LAYER_MISTAKES, LayerMistake
 from .layer_report import LayerReport, layer_report
 from .mistakes import MISTAKES, Mistake
@@ -31,6 +34,7 @@ from .walk import WalkStep, walk
 
 __all__ = [
     "gradcheck",
+    "gradgradcheck",
     "GradcheckResult",
     "numeric_gradient",
     "attention_report",

@@ -60,6 +60,7 @@ class GradcheckResult:
     rtol: float
     per_input: list = field(default_factory=list)  # max abs error for each input
     not_finite: list = field(default_factory=list)  # what was NaN or infinite, in words
+    check: str = "gradcheck"  # which check found this (gradgradcheck reuses this result)
 
     def __bool__(self):
         return self.ok
@@ -67,7 +68,7 @@ class GradcheckResult:
     def __str__(self):
         verdict = "passed" if self.ok else "FAILED"
         lines = [
-            f"gradcheck {verdict}: {self.checked} entries, max |taped - numeric| = {self.max_abs_error:.3e} "
+            f"{self.check} {verdict}: {self.checked} entries, max |taped - numeric| = {self.max_abs_error:.3e} "
             f"(eps={self.eps:g}, atol={self.atol:g}, rtol={self.rtol:g})"
         ]
         lines += [f"  not finite: {text}" for text in self.not_finite]

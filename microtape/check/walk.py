@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..nn.attention import MultiHeadAttention
-from ..tape import Tape, gradients
+from ..tape import Tape, derivative_labels, gradients
 from .compare import compare
 from .report import attention_report
 from .rows import GradientReport
@@ -59,6 +59,8 @@ class WalkStep:
     grad_output: object  # g: the gradient arriving at the output
     grad_inputs: tuple  # what the VJP sends to each input (None for constants)
     rows: list = field(default_factory=list)  # checked rows completed at this step
+    # walk(..., expressions=True): the equations this step's VJP records (create_graph=True)
+    expression: tuple = ()
 
     @property
     def row(self):
@@ -99,6 +101,9 @@ class WalkStep:
         ]
         for input_name, grad in zip(self.input_names, self.grad_inputs, strict=True):
             lines.append(f"    sends to {input_name}: {_describe_array(grad)}")
+        if self.expression:
+            lines.append("  recorded as:")
+            lines += [f"    {line}" for line in self.expression]
         for row in self.rows:
             verdict = "ok" if row.passed else "FAIL"
             lines.append(
@@ -108,7 +113,7 @@ class WalkStep:
         return "\n".join(lines)
 
 
-def walk(source, *args, **kwargs):
+def walk(source, *args, expressions=False, **kwargs):
     """The backward pass as a list of :class:`WalkStep`, in reverse tape order.
 
     ``source`` may be:
@@ -120,27 +125,46 @@ def walk(source, *args, **kwargs):
     * a ``Tape``: ``walk(tape, output, analytic=None, grad=None)`` — with
       ``analytic`` (``{name: gradient}``) the steps carry :func:`compare`'s checks.
 
+    ``expressions=True`` also runs the pass recorded (``create_graph=True``)
+    and gives each step the equations its VJP records (``step.expression``,
+    printed under "recorded as"): each gradient's own expression, in ops.
+
     No ``.grad`` is changed.
     """
+    if not isinstance(expressions, bool):
+        raise TypeError(f"walk(expressions={expressions!r}): expected True or False")
     if isinstance(source, GradientReport):
         if args or kwargs:
             raise TypeError("walk(report): a report takes no further arguments")
-        return _steps(source.gradients, source.rows)
+        return _steps(source.gradients, source.rows, expressions)
     if isinstance(source, MultiHeadAttention):
-        return walk(attention_report(source, *args, **kwargs))
+        return walk(attention_report(source, *args, **kwargs), expressions=expressions)
     if isinstance(source, Tape):
-        return _walk_tape(source, *args, **kwargs)
+        return _walk_tape(source, *args, expressions=expressions, **kwargs)
     raise TypeError(f"walk(source): expected a report, a MultiHeadAttention or a Tape, got {type(source).__name__}")
 
 
-def _walk_tape(tape, output, analytic=None, grad=None, **tolerances):
+def _walk_tape(tape, output, analytic=None, grad=None, expressions=False, **tolerances):
     if analytic:
-        return walk(compare(tape, output, analytic, grad, **tolerances))
-    return _steps(gradients(output, grad, tape=tape, steps=True), [])
+        return walk(compare(tape, output, analytic, grad, **tolerances), expressions=expressions)
+    return _steps(gradients(output, grad, tape=tape, steps=True), [], expressions)
 
 
-def _steps(result, rows):
+def _recorded_expressions(result):
+    """``{label: (equation lines)}``: the same pass recorded, its equations grouped by the step that made them."""
+    recorded = gradients(result.output, result.seed, tape=result.tape, create_graph=True)
+    names = recorded.program.variable_names()
+    grouped = {}
+    for equation in recorded.program:
+        args = ", ".join(names[x] for x in equation.inputs)
+        grouped.setdefault(equation.module, []).append(f"{names[equation.output]} = {equation.op.name}({args})")
+    return {label: tuple(lines) for label, lines in grouped.items()}
+
+
+def _steps(result, rows, expressions=False):
     names = result.tape.variable_names()
+    recorded = _recorded_expressions(result) if expressions else {}
+    labels = derivative_labels(result.tape) if expressions else {}
     by_step = {}
     for row in rows:
         by_step.setdefault(row.step, []).append(row)
@@ -162,6 +186,7 @@ def _steps(result, rows):
                 grad_output=step.grad_output,
                 grad_inputs=tuple(step.grad_inputs),
                 rows=by_step.get(step.index, []),
+                expression=recorded.get(f"∂{labels.get(equation.output)}", ()),
             )
         )
     return steps

@@ -59,7 +59,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import ops
-from ..ops import _op
+from ..ops import primitive
 from ..plain import Plain
 from ..tensor import Tensor
 from . import derivation
@@ -75,7 +75,6 @@ __all__ = [
     "score_tile",
     "online_softmax",
     "tiled_forward",
-    "saved_lse",
     "backward_steps",
     "tiled_backward",
     "TILED_ATTENTION",
@@ -279,42 +278,19 @@ def online_softmax(q, k, v, schedule, q_block, mask=None, dropout=None, links=No
 def tiled_forward(q, k, v, schedule, mask=None, dropout=None, links=None):
     """``O [N, Tq, D]`` and ``L [N, Tq]`` by the online softmax, one query block at a time.
 
-    ``O`` and ``L`` share one allocation, ``L`` right after ``O`` (``O`` is a
-    view of its first part): the tape keeps ``O`` as the op's output, and the
-    backward finds ``L`` beside it (:func:`saved_lse`).
+    The tape keeps ``O`` as the op's output and ``L`` in the node's residuals
+    slot (what the backward needs saved from the forward).
     """
     link = {**LINKS, **(links or {})}
     heads, q_len, depth = q.shape[0], q.shape[1], v.shape[-1]
-    buffer = np.empty(heads * q_len * (depth + 1), dtype=np.result_type(q, k, v))
-    out = buffer[: heads * q_len * depth].reshape(heads, q_len, depth)
-    lse = buffer[heads * q_len * depth :].reshape(heads, q_len)
+    dtype = np.result_type(q, k, v)
+    out, lse = np.empty((heads, q_len, depth), dtype=dtype), np.empty((heads, q_len), dtype=dtype)
     for q_block, rows in enumerate(schedule.query_blocks):
         # Walk every key block; the last state holds the whole row (key block 0 is never skipped).
         (state,) = deque(online_softmax(q, k, v, schedule, q_block, mask, dropout, links), maxlen=1)
         out[:, rows] = state.acc / state.l[..., None]
         lse[:, rows] = link["logsumexp"](state.m, state.l)
     return out, lse
-
-
-def saved_lse(out):
-    """The ``L`` that :func:`tiled_forward` saved beside ``out``, or None if ``out`` is not that view."""
-    buffer = out.base
-    heads, q_len, _ = out.shape
-    if (
-        not isinstance(buffer, np.ndarray)
-        or buffer.ndim != 1
-        or buffer.size != out.size + heads * q_len
-        or not out.flags.c_contiguous
-        or buffer.__array_interface__["data"][0] != out.__array_interface__["data"][0]
-    ):
-        return None
-    return buffer[out.size :].reshape(heads, q_len)
-
-
-def _lse(out, q, k, v, schedule, mask, dropout):
-    """``L`` of a forward: saved beside ``out``, or (for a copy of ``out``) computed again."""
-    lse = saved_lse(out)
-    return lse if lse is not None else tiled_forward(q, k, v, schedule, mask, dropout)[1]
 
 
 # ---------------------------------------------------------------- backward
@@ -352,10 +328,13 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
         yield BackwardStep(tile, grad_q, grad_k, grad_v)
 
 
-def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, links=None):
-    """``(dQ, dK, dV)``: the tiles' contributions added block by block."""
+def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, links=None, lse=None):
+    """``(dQ, dK, dV)``: the tiles' contributions added block by block.
+
+    ``lse`` is the forward's saved ``L``; without it the forward runs again to find it.
+    """
     link = {**LINKS, **(links or {})}
-    lse = _lse(out, q, k, v, schedule, mask, dropout)
+    lse = tiled_forward(q, k, v, schedule, mask, dropout)[1] if lse is None else lse
     row_delta = link["delta"](grad_out, out)
     grad_q, grad_k, grad_v = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     for step in backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask, dropout, links):
@@ -368,12 +347,36 @@ def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, li
 # ---------------------------------------------------------------- the op
 
 
+def _forward_saving(q, k, v, block_size, causal=False, mask=None, dropout=None):
+    """``(O, L)``: the output, and the log-sum-exp the backward needs (the node's residuals)."""
+    return tiled_forward(q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)
+
+
 def _forward(q, k, v, block_size, causal=False, mask=None, dropout=None):
-    return tiled_forward(q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)[0]
+    return _forward_saving(q, k, v, block_size, causal, mask, dropout)[0]
 
 
-def _vjp(g, ans, q, k, v, block_size, causal=False, mask=None, dropout=None):
-    return tiled_backward(g, ans, q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)
+def _vjp(g, ans, q, k, v, block_size, causal=False, mask=None, dropout=None, residuals=None):
+    schedule = schedule_of(q, k, v, block_size, causal, mask)
+    return tiled_backward(g, ans, q, k, v, schedule, mask, dropout, lse=residuals)
+
+
+def _jvp(tangents, ans, q, k, v, block_size, causal=False, mask=None, dropout=None):
+    """Forward mode, on the whole score matrix (a tangent of the kernel, untiled: ``O(Tq·Tk)`` memory).
+
+    ``dS = (dQ Kᵀ + Q dKᵀ)/√d``, ``dP = P ⊙ (dS − rowsum(P ⊙ dS))``,
+    ``dO = (dP ⊙ keep) V + (P ⊙ keep) dV``.
+    """
+    tq, tk, tv = (np.zeros_like(x) if t is None else t for t, x in zip(tangents, (q, k, v)))
+    schedule = schedule_of(q, k, v, block_size, causal, mask)
+    whole = Tile(0, 0, slice(0, schedule.q_len), slice(0, schedule.k_len))
+    weights = ops.softmax.forward(score_tile(q, k, whole, mask, schedule.causal), axis=-1)
+    grad_scores = (tq @ np.swapaxes(k, -1, -2) + q @ np.swapaxes(tk, -1, -2)) * score_scale(q.shape[-1])
+    grad_weights = ops.softmax_backward(grad_scores, weights)  # softmax's Jacobian is symmetric: JVP = VJP
+    if dropout is not None:
+        keep = dropout.keep(q.shape[0], whole.rows, whole.cols, np.result_type(q, k, v))
+        weights, grad_weights = weights * keep, grad_weights * keep
+    return grad_weights @ v + weights @ tv
 
 
 def _label(params):
@@ -382,7 +385,7 @@ def _label(params):
 
 
 #: The whole attention core as one primitive: ``O = softmax(Q Kᵀ/√d + M) ⊙ keep · V``, tiled.
-TILED_ATTENTION = _op(
+TILED_ATTENTION = primitive(
     "tiled_attention",
     _forward,
     _vjp,
@@ -402,6 +405,10 @@ TILED_ATTENTION = _op(
     note="per tile P = exp(S - L) from the saved L = m + log l, and D = rowsum(g * O)",
     example_params={"block_size": 2},
     label=_label,
+    forward_saving=_forward_saving,
+    jvp=_jvp,
+    # Its backward is a numpy kernel, not a program of ops: it cannot be recorded.
+    higher_order=False,
 )
 
 
@@ -464,7 +471,7 @@ def recomputed_weights(node):
     q, k, v, schedule, mask, dropout = _recorded(node)
     whole = Tile(0, 0, slice(0, schedule.q_len), slice(0, schedule.k_len))
     weights = score_tile(q, k, whole, mask, schedule.causal)
-    weights -= _lse(node.data, q, k, v, schedule, mask, dropout)[..., None]
+    weights -= node.residuals[..., None]
     return np.exp(weights, out=weights)
 
 

@@ -1,0 +1,46 @@
+"""Primitive operations, each defined once: forward, VJP, JVP and one formula per input.
+
+This package lets you look up every operation the tape can record, and add
+your own::
+
+    >>> from microtape.ops import OPS
+    >>> OPS["mul"].formula
+    'grad_a = g * b;  grad_b = g * a'
+    >>> OPS["mul"].formula_for(1, {"a": "d", "g": "1"})
+    '1 * d'
+
+What an op is lives in :mod:`.core` (:class:`Op`, :data:`OPS`,
+:func:`define`); the built-in ops live by family — :mod:`.arithmetic`,
+:mod:`.elementwise`, :mod:`.reductions`, :mod:`.shape`, :mod:`.linalg`,
+:mod:`.nn` — and broadcasting's inverse, :func:`unbroadcast`, serves them
+all. Importing ``microtape`` registers every built-in op (the tiled attention
+kernel included), so the set of ops never depends on what you imported.
+
+Every op here works on numpy arrays; the elementwise ones also work on Python
+floats (that is what ``Scalar`` uses). The built-in VJPs are written with the
+ops themselves, so on Scalars and Tensors they record: that is how
+``create_graph=True`` turns the reverse pass into a program of its own.
+
+Your own op: :func:`define` returns an :class:`Op` you can call on Scalars and
+Tensors (``sigmoid(x)``); it is recorded like the built-in ones, drawn in
+graphs with its formula, and checked by ``microtape.check.gradcheck``.
+"""
+
+from .arithmetic import add, add_constant, div, dropout, maximum, minimum, mul, neg, scale, sub
+from .broadcasting import unbroadcast
+from .core import OPS, Op, define, primitive, register, value_of
+from .elementwise import GELU_C, GELU_K, abs_, exp, gelu, log, pow_, relu, sigmoid, sqrt, tanh
+from .linalg import matmul
+from .nn import log_softmax, softmax, softmax_backward
+from .reductions import logsumexp, max_, mean, sum_
+from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
+
+# fmt: off
+__all__ = [
+    "Op", "OPS", "define", "primitive", "register", "unbroadcast", "value_of", "GELU_C", "GELU_K",
+    "add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum",  # arithmetic
+    "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu",  # elementwise
+    "sum_", "mean", "max_", "logsumexp", "softmax", "log_softmax", "softmax_backward", "matmul",  # reductions, nn
+    "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
+]
+# fmt: on

@@ -1,0 +1,221 @@
+"""Arithmetic: add, sub, mul, div, neg, scale, a constant added (a mask), dropout, maximum, minimum.
+
+Each op: its forward, its VJP (one gradient per input, summed back to the
+input's shape by :func:`~.broadcasting.unbroadcast`), its JVP, and one
+formula per input. The VJPs use only operators and :func:`unbroadcast`, so on
+Scalars and Tensors they record (``create_graph=True``); the JVPs add the
+tangents' contributions, one per input, from the same partial derivatives.
+"""
+
+import numpy as np
+
+from .broadcasting import tangent_or_zeros, unbroadcast, unbroadcast_both
+from .core import primitive, value_of
+
+__all__ = ["add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum"]
+
+
+def _linear_jvp(forward):
+    """The JVP of an op that is linear in all its inputs: the forward applied to the tangents."""
+
+    def jvp(tangents, ans, *inputs, **params):
+        return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
+
+    return jvp
+
+
+def _sum_of(*terms):
+    """The sum of the terms that are there (a missing tangent contributes nothing)."""
+    present = [t for t in terms if t is not None]
+    total = present[0]
+    for term in present[1:]:
+        total = total + term
+    return total
+
+
+def _add_vjp(g, ans, a, b):
+    return unbroadcast_both(g, a, g, b)
+
+
+add = primitive(
+    "add",
+    lambda a, b: a + b,
+    _add_vjp,
+    ["{g}", "{g}"],
+    [r"\bar a = \bar y", r"\bar b = \bar y"],
+    jvp=_linear_jvp(lambda a, b: a + b),
+)
+
+
+def _sub_vjp(g, ans, a, b):
+    return unbroadcast_both(g, a, -g, b)
+
+
+sub = primitive(
+    "sub",
+    lambda a, b: a - b,
+    _sub_vjp,
+    ["{g}", "-{g}"],
+    [r"\bar a = \bar y", r"\bar b = -\bar y"],
+    jvp=_linear_jvp(lambda a, b: a - b),
+)
+
+
+def _mul_vjp(g, ans, a, b):
+    return unbroadcast_both(g * b, a, g * a, b)
+
+
+def _mul_jvp(tangents, ans, a, b):
+    ta, tb = tangents
+    return _sum_of(None if ta is None else ta * b, None if tb is None else a * tb)
+
+
+mul = primitive(
+    "mul",
+    lambda a, b: a * b,
+    _mul_vjp,
+    ["{g} * {b}", "{g} * {a}"],
+    [r"\bar a = \bar y\, b", r"\bar b = \bar y\, a"],
+    jvp=_mul_jvp,
+)
+
+
+def _div_vjp(g, ans, a, b):
+    grad_a = g / b
+    return unbroadcast_both(grad_a, a, -grad_a * ans, b)
+
+
+def _div_jvp(tangents, ans, a, b):
+    # d(a/b) = da / b − db · (a/b) / b
+    ta, tb = tangents
+    return _sum_of(None if ta is None else ta / b, None if tb is None else -tb * ans / b)
+
+
+div = primitive(
+    "div",
+    lambda a, b: a / b,
+    _div_vjp,
+    ["{g} / {b}", "-{g} * {a} / {b}**2"],
+    [r"\bar a = \bar y / b", r"\bar b = -\bar y\, a / b^2"],
+    jvp=_div_jvp,
+)
+
+
+def _add_constant_vjp(g, ans, x, constant):
+    # The constant (a mask) receives no gradient: it is data, not a parameter.
+    return unbroadcast(g, x), None
+
+
+add_constant = primitive(
+    "add_constant",
+    lambda x, constant: x + constant,
+    _add_constant_vjp,
+    ["{g}", None],
+    [r"\bar x = \bar y", None],
+    inputs=("x", "constant"),
+    jvp=lambda tangents, ans, x, constant: tangents[0],
+)
+
+
+def _scale_vjp(g, ans, x, factor):
+    return (g * factor,)
+
+
+def _number_text(value):
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+scale = primitive(
+    "scale",
+    lambda x, factor: x * factor,
+    _scale_vjp,
+    ["{g} * {factor}"],
+    [r"\bar x = c\,\bar y"],
+    example_params={"factor": 0.5},
+    label=lambda params: f"×{_number_text(params.get('factor', '?'))}",
+    jvp=lambda tangents, ans, x, factor: tangents[0] * factor,
+)
+
+
+neg = primitive(
+    "neg",
+    lambda x: -x,
+    lambda g, ans, x: (-g,),
+    ["-{g}"],
+    [r"\bar x = -\bar y"],
+    jvp=lambda tangents, ans, x: -tangents[0],
+)
+
+
+def _dropout_vjp(g, ans, x, keep):
+    # The mask is a constant input (so graphs can draw it), not a parameter.
+    return g * keep, None
+
+
+dropout = primitive(
+    "dropout",
+    # `keep` is the saved mask already scaled by 1/(1-p) ("inverted" dropout),
+    # so the forward and the backward are the same multiplication.
+    lambda x, keep: x * keep,
+    _dropout_vjp,
+    ["{g} * {keep}", None],
+    [r"\bar x = \bar y \odot \mathrm{keep}", None],
+    inputs=("x", "keep"),
+    note="keep = 1/(1-p) where kept, 0 where dropped",
+    jvp=lambda tangents, ans, x, keep: tangents[0] * keep,
+)
+
+
+# ---------------------------------------------------------------- maximum and minimum
+
+
+def _winner_share(wins, ties, g):
+    """1 where an operand won, 1/2 where it tied, 0 where it lost — in ``g``'s dtype (a float for Scalars)."""
+    share = wins + 0.5 * ties
+    if isinstance(share, np.ndarray):
+        return share.astype(np.result_type(value_of(g)), copy=False)
+    return float(share)
+
+
+def _share_of_a(a, b, g, a_wins):
+    """The part of the gradient that goes to ``a``: where it wins, and half of each tie.
+
+    Read from the values (a constant of the derivative): the gradient goes to
+    the larger (maximum) or smaller (minimum) operand, a tie shares it
+    equally, as max's does (and the central difference agrees).
+    """
+    a, b = value_of(a), value_of(b)
+    return _winner_share(a > b if a_wins == "larger" else a < b, a == b, g)
+
+
+def _pick_vjp(winner):
+    def vjp(g, ans, a, b):
+        share_a = _share_of_a(a, b, g, winner)
+        return unbroadcast(g * share_a, a), unbroadcast(g * (1.0 - share_a), b)
+
+    return vjp
+
+
+def _pick_jvp(winner):
+    def jvp(tangents, ans, a, b):
+        ta, tb = tangents
+        share_a = _share_of_a(a, b, ans, winner)
+        return _sum_of(None if ta is None else ta * share_a, None if tb is None else tb * (1.0 - share_a))
+
+    return jvp
+
+
+def _pick(name, forward, winner, sign):
+    """maximum or minimum: the gradient goes to the ``winner`` ("larger" or "smaller") operand."""
+    return primitive(
+        name,
+        forward,
+        _pick_vjp(winner),
+        [f"{{g}} where {{a}} {sign} {{b}} (half at a tie)", f"{{g}} where {{b}} {sign} {{a}} (half at a tie)"],
+        [rf"\bar a = \bar y\,[a {sign} b]", rf"\bar b = \bar y\,[b {sign} a]"],
+        jvp=_pick_jvp(winner),
+    )
+
+
+maximum = _pick("maximum", np.maximum, "larger", ">")
+minimum = _pick("minimum", np.minimum, "smaller", "<")

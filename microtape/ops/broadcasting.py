@@ -1,0 +1,67 @@
+"""Undoing numpy broadcasting in a gradient: :func:`unbroadcast`, for every binary op.
+
+If ``x`` of shape (3, 1) was broadcast to (2, 3, 4) in the forward pass,
+every copy of ``x`` received some gradient: the total gradient of ``x`` is
+the sum over the broadcast axes. The helpers here work on numpy arrays,
+Python floats and — in a recorded reverse pass — on Scalars and Tensors
+(whose ``.sum`` records).
+"""
+
+import numpy as np
+
+from ..tape import Node
+
+__all__ = ["unbroadcast", "unbroadcast_both", "shape_of", "kept_shape", "tangent_or_zeros"]
+
+
+def shape_of(x):
+    """The shape of an array, a Tensor, a number or a Scalar (``()`` for the last two)."""
+    return getattr(x, "shape", ())
+
+
+def kept_shape(shape, axis):
+    """``shape`` with the reduced ``axis`` (None, an int or a tuple) kept as size 1."""
+    if axis is None:
+        return (1,) * len(shape)
+    axes = {a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))}
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def unbroadcast(grad, like):
+    """Sum ``grad`` down to the shape of ``like`` (undoing numpy broadcasting).
+
+    Python floats (Scalar's values) never broadcast, so they pass straight through.
+    """
+    if grad.__class__ is float:
+        return grad
+    shape = shape_of(like)
+    if shape_of(grad) == shape:
+        return grad
+    # Axes that numpy prepended to match ranks: sum them away.
+    extra = len(shape_of(grad)) - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    # Axes that were 1 in the input and stretched in the output: sum, keep the 1.
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and shape_of(grad)[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    return grad
+
+
+def unbroadcast_both(grad_a, a, grad_b, b):
+    """:func:`unbroadcast` for both operands of a binary op, in one call.
+
+    Scalars pay for every Python call in their backward pass, and their
+    gradients (floats) never need reducing: they skip both calls at once.
+    """
+    if grad_a.__class__ is float and grad_b.__class__ is float:
+        return grad_a, grad_b
+    return unbroadcast(grad_a, a), unbroadcast(grad_b, b)
+
+
+def tangent_or_zeros(tangent, x):
+    """A forward-mode tangent, or zeros of ``x``'s shape for an input that has none."""
+    if tangent is not None:
+        return tangent
+    data = x.data if isinstance(x, Node) else x
+    return 0.0 if data.__class__ is float else np.zeros_like(data)

@@ -1,0 +1,211 @@
+"""Elementwise functions of one input: pow, exp, log, tanh, relu, sqrt, abs, sigmoid, gelu.
+
+Each op's Jacobian is diagonal (output ``i`` depends on input ``i`` only), so
+one derivative serves both modes: the VJP is ``g * f'(x)`` and the JVP is the
+same function applied to the tangent, ``t * f'(x)`` (:func:`diagonal_jvp`).
+The VJPs use operators and :meth:`~.core.Op.bind` only: on floats and arrays
+they compute, on Scalars and Tensors they record (``create_graph=True``).
+Python floats take the math module's path: for one number it is ~20x faster
+than a numpy ufunc, and the scalar engine lives or dies by per-op cost.
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+from ..tape import Node
+from .core import primitive, value_of
+
+__all__ = ["pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K", "diagonal_jvp"]
+
+
+def diagonal_jvp(vjp):
+    """The JVP of an elementwise op from its VJP: a diagonal Jacobian is its own transpose."""
+
+    def jvp(tangents, ans, x, **params):
+        return vjp(tangents[0], ans, x, **params)[0]
+
+    return jvp
+
+
+def _pick(scalar_fn, array_fn):
+    def fn(x):
+        return scalar_fn(x) if x.__class__ is float else array_fn(x)
+
+    fn.__name__ = array_fn.__name__
+    return fn
+
+
+def _unary(name, forward, vjp, grad, latex, **fields):
+    return primitive(name, forward, vjp, [grad], [latex], jvp=diagonal_jvp(vjp), **fields)
+
+
+def _pow_vjp(g, ans, x, exponent):
+    if exponent == 0:
+        # x**0 is the constant 1 (also at x = 0, where x**-1 would give 0 * inf).
+        return (g * 0.0 if g.__class__ is not np.ndarray else np.zeros_like(g * x),)
+    if x.__class__ is float and x == 0.0 and exponent < 1:
+        # d/dx x**p at 0 for p < 1 is infinite (Python floats raise instead of saying so).
+        return (g * exponent * math.inf,)
+    with np.errstate(divide="ignore"):  # the same infinity, for arrays holding a 0
+        return (g * exponent * x ** (exponent - 1),)
+
+
+_SUPERSCRIPTS = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
+
+
+def _pow_label(params):
+    exponent = params.get("exponent")
+    if isinstance(exponent, numbers.Real) and float(exponent).is_integer() and abs(exponent) < 100:
+        return str(int(exponent)).translate(_SUPERSCRIPTS)
+    return f"^{exponent:g}" if isinstance(exponent, numbers.Real) else f"^{exponent}"
+
+
+pow_ = _unary(
+    "pow",
+    lambda x, exponent: x**exponent,
+    _pow_vjp,
+    "{g} * {exponent} * {x}**({exponent}-1)",
+    r"\bar x = \bar y\, p\, x^{p-1}",
+    domain="positive",
+    example_params={"exponent": 1.5},
+    label=_pow_label,
+)
+
+
+exp = _unary(
+    "exp",
+    _pick(math.exp, np.exp),
+    lambda g, ans, x: (g * ans,),
+    "{g} * exp({x})",
+    r"\bar x = \bar y\, e^{x}",
+)
+
+
+log = _unary(
+    "log",
+    _pick(math.log, np.log),
+    lambda g, ans, x: (g / x,),
+    "{g} / {x}",
+    r"\bar x = \bar y / x",
+    domain="positive",
+)
+
+
+tanh = _unary(
+    "tanh",
+    _pick(math.tanh, np.tanh),
+    lambda g, ans, x: (g * (1.0 - ans * ans),),
+    "{g} * (1 - tanh({x})**2)",
+    r"\bar x = \bar y\,(1 - \tanh^2 x)",
+)
+
+
+def _relu_forward(x):
+    if x.__class__ is float:
+        return x if x > 0.0 else 0.0
+    return np.maximum(x, 0)
+
+
+def _relu_vjp(g, ans, x):
+    if x.__class__ is float:
+        return (g if x > 0.0 else g * 0.0,)
+    if g.__class__ is np.ndarray:
+        return (g * (x > 0),)
+    # Recorded: the step [x > 0] is a constant of the derivative, read from the values.
+    return (g * np.greater(value_of(x), 0).astype(np.result_type(value_of(g))),)
+
+
+relu = _unary(
+    "relu",
+    _relu_forward,
+    _relu_vjp,
+    "{g} * ({x} > 0)",
+    r"\bar x = \bar y\,[x > 0]",
+)
+
+
+def _sqrt_vjp(g, ans, x):
+    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (0.5 * g / ans,)
+
+
+sqrt = _unary(
+    "sqrt",
+    np.sqrt,
+    _sqrt_vjp,
+    "{g} / (2 * sqrt({x}))",
+    r"\bar x = \bar y / (2\sqrt{x})",
+    domain="positive",
+)
+
+
+abs_ = _unary(
+    "abs",
+    np.abs,
+    # sign(0) = 0: at the kink no gradient passes (PyTorch's convention too).
+    lambda g, ans, x: (g * np.sign(value_of(x)),),
+    "{g} * sign({x})",
+    r"\bar x = \bar y\, \mathrm{sign}(x)",
+)
+
+
+def _sigmoid_forward(x):
+    # 1 / (1 + e^-x) overflows for very negative x; with e = exp(-|x|) (never
+    # more than 1) both branches are safe: 1/(1+e) for x >= 0, e/(1+e) below.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))[()]  # [()]: a float stays a number
+
+
+sigmoid = _unary(
+    "sigmoid",
+    _sigmoid_forward,
+    lambda g, ans, x: (g * ans * (1.0 - ans),),
+    "{g} * s * (1 - s),  s = sigmoid({x})",
+    r"\bar x = \bar y\, \sigma(x)\,(1 - \sigma(x))",
+)
+
+
+#: GELU's tanh approximation (Hendrycks & Gimpel; PyTorch's ``approximate="tanh"``):
+#: gelu(x) = x/2 · (1 + tanh(c (x + k x³))),  c = √(2/π),  k = 0.044715.
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_K = 0.044715
+# Beyond |x| = 20, tanh(c (x + k x³)) is exactly ±1 in float64 (and float32):
+# the cube is taken of x clipped there, so it cannot overflow (x³ does above
+# ~5.6e102) and the numbers inside the range are unchanged.
+_GELU_SATURATED = 20.0
+
+
+def _saturating(x):
+    """``x`` clipped to ±20, where tanh(c (x + k x³)) is already exactly ±1: its cube cannot overflow.
+
+    (On Scalars and Tensors — a recorded pass — ``x`` is used as it is.)
+    """
+    return x if isinstance(x, Node) else np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
+
+
+def _gelu_forward(x):
+    inner = _saturating(x)
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (inner + GELU_K * inner * inner * inner)))
+
+
+def _gelu_vjp(g, ans, x):
+    # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
+    #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
+    # (past the clip 1 − t² is exactly 0, so the clipped x changes nothing there)
+    x = _saturating(x)
+    t = tanh.bind(GELU_C * (x + GELU_K * x * x * x))
+    slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_K * x * x)
+    return (g * slope,)
+
+
+gelu = _unary(
+    "gelu",
+    _gelu_forward,
+    _gelu_vjp,
+    "{g} * ((1 + t)/2 + {x}/2 * (1 - t**2) * c * (1 + 3k {x}**2)),  t = tanh(c ({x} + k {x}**3))",
+    r"\bar x = \bar y \left(\tfrac{1 + t}{2} + \tfrac{x}{2}(1 - t^2)\, c\,(1 + 3k x^2)\right)",
+    note="tanh approximation: c = sqrt(2/pi), k = 0.044715",
+)

@@ -1,0 +1,147 @@
+"""Reductions: sum, mean, max and logsumexp over an axis (or several, or all).
+
+A reduction's gradient is the incoming ``g`` spread back over the reduced
+axes (:func:`spread`: a reshape that puts the reduced axes back as size 1,
+then ``broadcast_to``), weighted by how much each entry counted: equally for
+``sum``, ``1/n`` for ``mean``, only the arg-max for ``max``, the softmax for
+``logsumexp``. Written with :meth:`~.core.Op.bind`, so the VJPs record on Tensors.
+"""
+
+import numpy as np
+
+from ..tape import Node
+from .broadcasting import kept_shape, shape_of
+from .core import primitive, value_of
+from .elementwise import exp
+from .shape import broadcast_to, reshape
+
+__all__ = ["sum_", "mean", "max_", "logsumexp", "spread", "with_kept_axes"]
+
+
+def with_kept_axes(value, axis, keepdims, shape):
+    """A reduced result with its reduced axes back as size 1, so it broadcasts against the input."""
+    if keepdims or axis is None:
+        return value
+    return reshape.bind(value, shape=kept_shape(shape, axis))
+
+
+def spread(g, x, axis, keepdims):
+    """Broadcast a reduced gradient back to the shape of the reduced input ``x``."""
+    shape = shape_of(x)
+    return broadcast_to.bind(with_kept_axes(g, axis, keepdims, shape), shape=shape)
+
+
+def _reduce_jvp(reduce):
+    def jvp(tangents, ans, x, axis=None, keepdims=False):
+        return reduce(tangents[0], axis=axis, keepdims=keepdims)
+
+    return jvp
+
+
+def _sum_forward(x, axis=None, keepdims=False):
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+sum_ = primitive(
+    "sum",
+    _sum_forward,
+    lambda g, ans, x, axis=None, keepdims=False: (spread(g, x, axis, keepdims),),
+    ["broadcast({g})"],
+    [r"\bar x_i = \bar y"],
+    example_params={"axis": -1, "keepdims": False},
+    jvp=_reduce_jvp(_sum_forward),
+)
+
+
+def _mean_forward(x, axis=None, keepdims=False):
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _mean_vjp(g, ans, x, axis=None, keepdims=False):
+    count = np.size(value_of(x)) // max(np.size(value_of(ans)), 1)
+    return (spread(g, x, axis, keepdims) / count,)
+
+
+mean = primitive(
+    "mean",
+    _mean_forward,
+    _mean_vjp,
+    ["broadcast({g}) / n"],
+    [r"\bar x_i = \bar y / n"],
+    example_params={"axis": 0, "keepdims": True},
+    jvp=_reduce_jvp(_mean_forward),
+)
+
+
+def _max_share(ans, x, axis, keepdims):
+    """Where the maximum is (1 / number of ties there, 0 elsewhere): a constant of the derivative."""
+    x = value_of(x)
+    peak = value_of(ans) if (keepdims or axis is None) else np.expand_dims(value_of(ans), axis)
+    winners = x == peak
+    return winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
+
+
+def _max_jvp(tangents, ans, x, axis=None, keepdims=False):
+    return np.sum(tangents[0] * _max_share(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+max_ = primitive(
+    "max",
+    lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+    # The gradient goes to the arg-max; ties share it equally.
+    lambda g, ans, x, axis=None, keepdims=False: (spread(g, x, axis, keepdims) * _max_share(ans, x, axis, keepdims),),
+    ["{g} at the arg-max of {x} (ties share), 0 elsewhere"],
+    [r"\bar x_i = \bar y\,[x_i = \max x] / \#\mathrm{ties}"],
+    example_params={"axis": -1, "keepdims": True},
+    jvp=_max_jvp,
+)
+
+
+def _logsumexp_forward(x, axis=None, keepdims=False):
+    # log Σ exp(x) = m + log Σ exp(x − m) with m the max: no exp can overflow,
+    # and the largest term is exp(0) = 1, so the log never sees 0.
+    peak = np.max(x, axis=axis, keepdims=True)
+    # Where the max is infinite it is the answer (a row of -inf gives -inf, a
+    # row holding +inf gives +inf, as in PyTorch); shifting by it would make
+    # inf - inf = NaN, so those rows are shifted by 0 and the exp/log say it.
+    shift = np.where(np.isinf(peak), 0.0, peak)
+    with np.errstate(over="ignore", divide="ignore"):  # exp(+inf) = inf, log(0) = -inf: the edge values
+        total = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
+    return total if keepdims else np.squeeze(total, axis=axis)
+
+
+def _logsumexp_weights(ans, x, axis, keepdims):
+    # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
+    result = with_kept_axes(ans, axis, keepdims, shape_of(x))
+    if isinstance(x, Node):  # a recorded pass: the same formula, on the tape (NaN at an infinite result)
+        return exp.bind(x - result)
+    with np.errstate(invalid="ignore"):  # inf - inf where the result is infinite: replaced below
+        weights = np.exp(x - result)
+    infinite = np.isinf(result)
+    if np.any(infinite):
+        # At an infinite result softmax's limit is max's gradient: the entries
+        # equal to the max (the +inf ones; in a row of -inf, all) share it.
+        # (PyTorch gives NaN there.)
+        winners = x == result
+        with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
+            share = winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
+        weights = np.where(infinite, share, weights)
+    return weights
+
+
+def _logsumexp_jvp(tangents, ans, x, axis=None, keepdims=False):
+    return np.sum(tangents[0] * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
+
+
+logsumexp = primitive(
+    "logsumexp",
+    _logsumexp_forward,
+    lambda g, ans, x, axis=None, keepdims=False: (
+        with_kept_axes(g, axis, keepdims, shape_of(x)) * _logsumexp_weights(ans, x, axis, keepdims),
+    ),
+    ["broadcast({g}) * softmax({x})"],
+    [r"\bar x = \bar y\, \mathrm{softmax}(x)"],
+    note="a row of -inf gives -inf and one holding +inf gives +inf, where the entries equal to the max share g",
+    example_params={"axis": -1, "keepdims": False},
+    jvp=_logsumexp_jvp,
+)
