@@ -38,7 +38,6 @@ demo: $(STAMP) dot
 
 test: $(STAMP) dot sandbox browser
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m "not torch and not docs" -q -p no:cacheprovider tests
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
 test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'

@@ -16,6 +16,9 @@ One process per graph::
                read by every sample, the shared-leaf shape that makes
                ``dot`` slow.
 
+``modules``    a scalar chain in ``n`` modules of 3 ops each (issue 24: the
+               backward-frames player of a 1,000-module tape), drawn as
+               ``backward_frames`` — collapsed to one box per module;
 ``frames``     the demo attention's backward pass as a flip-book:
                ``backward_frames`` (one ``dot`` layout for all frames) and
                every frame drawn by ``neato -n2`` (the ``dot`` column);
@@ -99,6 +102,25 @@ def _frames():
     return {"equations": len(attn.tape), "pictures": [picture]}
 
 
+def _module_frames(n):
+    """``backward_frames`` of a chain in ``n`` modules: laid out once, collapsed (issue 24's second target)."""
+    import microtape as mt
+
+    with mt.Tape() as tape:
+        y = mt.Scalar(0.5, name="x")
+        for k in range(n):
+            with mt.module_scope(f"block{k}"):
+                for _ in range(3):
+                    y = (y * 0.9).tanh()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        frames = mt.viz.backward_frames(tape)
+        build = time.perf_counter() - t0
+    picture = {"backward": True, "build": build, "render": 0.0, "timeout": None, "boxes": len(frames)}
+    return {"equations": len(tape), "pictures": [picture]}
+
+
 def worker(spec):
     import microtape as mt
 
@@ -107,6 +129,8 @@ def worker(spec):
     kind, n = spec["kind"], spec.get("n")
     if kind == "frames":
         return _frames()
+    if kind == "modules":
+        return _module_frames(n)
     tape = {"attention": _attention_tape, "chain": lambda: _chain_tape(n), "mlp": lambda: _mlp_tape(n)}[kind]()
     timeout = spec.get("timeout", 30)
     results = []

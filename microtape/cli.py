@@ -72,7 +72,15 @@ def _graph(args):
 
     _check_seq_size(args.seq, "graph")
     try:
-        path = render_graph(args.file, backward=args.backward, step=args.step, detail=args.detail, seq=args.seq)
+        path = render_graph(
+            args.file,
+            backward=args.backward,
+            step=args.step,
+            detail=args.detail,
+            expand=args.expand,
+            width=None if args.every_op else 900,
+            seq=args.seq,
+        )
     except GraphvizNotFound as error:
         print(str(error), file=sys.stderr)
         return 1
@@ -145,6 +153,17 @@ def build_parser():
         "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
     )
     graph.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
+    graph.add_argument(
+        "--expand",
+        metavar="MODULE",
+        action="append",
+        help="draw this module op by op (q_proj, k_proj, v_proj, attention, out_proj); may be repeated",
+    )
+    graph.add_argument(
+        "--every-op",
+        action="store_true",
+        help="draw every op, however wide (by default a graph too wide to read at 900 px is one box per module)",
+    )
     graph.set_defaults(run=_graph)
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")

@@ -31,3 +31,13 @@ def define():
     yield make
     for name in made:
         OPS.pop(name, None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each notebook's execution time and executed size, as tests/test_notebooks.py measured them."""
+    report = getattr(sys.modules.get("test_notebooks"), "REPORT", None)
+    if not report:
+        return
+    terminalreporter.section("notebooks: execution time and executed size")
+    for name, (seconds, size) in sorted(report.items()):
+        terminalreporter.write_line(f"{name:<40} {seconds:6.1f} s  {size / 1000:7.1f} kB")

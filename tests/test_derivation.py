@@ -105,11 +105,28 @@ def test_a_toy_intermediate_is_in_the_layer_report(toy_table):
 def test_a_toy_intermediate_is_in_the_captions(toy_table):
     attn, x = _layer_and_input()
     attn(x)
-    captions = mt.viz.backward_frames(attn.tape).captions
+    captions = mt.viz.backward_frames(attn.tape, expand="attention").captions  # the core op by op
     softmax = next(c for c in captions if ": weights (softmax)" in c)
     assert "(by hand: dB = P * (dP - rowsum(dP * P)))" in softmax
     bias = next(c for c in captions if ": biased_scores (" in c)
     assert "(by hand: dS = dB   (the bias is a constant))" in bias
+
+
+def test_a_toy_intermediate_is_in_the_hints(toy_table):
+    from microtape.exercises.registry import get
+
+    exercise = get("attention_backward")
+    assert exercise.mistake("no_rowsum").hint.startswith("your dS is P ⊙ dP")
+    assert "dS = dB (the bias is a constant)" in exercise.mistake("no_rowsum").hint
+    assert "dS = dB (the bias is a constant)" in exercise.mistake("softmax_skipped").hint
+
+
+def test_the_hints_quote_the_table():
+    from microtape.exercises.registry import get
+
+    hint = get("attention_backward").mistake("no_rowsum").hint
+    assert "dS = P ⊙ (dP − rowsum(dP ⊙ P))" in hint
+    assert "dQ = dS K / √d, dK = dSᵀ Q / √d" in get("attention_backward").mistake("no_backward_scale").hint
 
 
 # ---------------------------------------------------------------- the table reads like the old chain
@@ -186,12 +203,15 @@ def _is_call_to(node, names):
     )
 
 
+def _row_max(node):
+    """A call to ``max`` along an axis (a row's maximum; a global ``np.max(x)`` is the known mistake, not this)."""
+    return _is_call_to(node, {"max"}) and any(keyword.arg == "axis" for keyword in node.keywords)
+
+
 def _stable_softmax(function):
-    """``x - max(x)`` then a division by a sum, in one function: the stable softmax forward."""
+    """``x - max(x, axis)`` then a division by a sum, in one function: the stable softmax forward."""
     nodes = list(ast.walk(function))
-    shifts = any(
-        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and _is_call_to(n.right, {"max"}) for n in nodes
-    )
+    shifts = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and _row_max(n.right) for n in nodes)
     divides = any(
         (isinstance(n, ast.BinOp | ast.AugAssign) and isinstance(n.op, ast.Div))
         and _is_call_to(n.right if isinstance(n, ast.BinOp) else n.value, {"sum"})
@@ -235,16 +255,9 @@ def _score_scale(function):
     return False
 
 
-#: microtape/exercises is restructured under issue 20; its reference solutions and deliberately
-#: wrong variants move onto these helpers there. Everything else is checked here.
-ELSEWHERE = ("exercises",)
-
-
 def _where(formula):
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.relative_to(PACKAGE).parts[0] in ELSEWHERE:
-            continue
         tree = ast.parse(path.read_text())
         for function in _functions(tree):
             if formula(function) and not any(formula(inner) for inner in _functions(function) if inner is not function):
@@ -259,7 +272,7 @@ def _where(formula):
         (_stable_softmax, ["ops/nn.py:_softmax_forward"]),
         (_softmax_backward, ["ops/nn.py:softmax_backward"]),
         (_gelu, ["ops/elementwise.py:_gelu_forward", "ops/elementwise.py:_gelu_vjp"]),
-        (_score_scale, ["nn/derivation.py:score_scale"]),
+        (_score_scale, ["nn/attention_links.py:score_scale"]),
     ],
     ids=["stable softmax", "softmax backward", "gelu", "1/sqrt(d)"],
 )

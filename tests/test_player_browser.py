@@ -6,7 +6,9 @@
 be had. They load the page from disk at 1400×1000, press the arrow keys and
 the buttons, and check that the slider, the caption and the picture always
 change together, that every file the page refers to exists and loads, and
-that the current step's box is in view.
+that the current step's box is in view; then in a 700-pixel window, that the
+picture never moves as the steps go by and the controls never leave the
+window.
 """
 
 import re
@@ -43,7 +45,8 @@ def player(tmp_path_factory):
     rng = np.random.default_rng(0)
     attn(rng.standard_normal((1, 6, 16)))
     folder = tmp_path_factory.mktemp("frames")
-    frames = backward_frames(attn, grad=rng.standard_normal((1, 6, 16)), out_dir=folder)
+    # Every op (width=None): a picture larger than the window at 100 %.
+    frames = backward_frames(attn, grad=rng.standard_normal((1, 6, 16)), out_dir=folder, width=None)
     return frames, folder
 
 
@@ -181,3 +184,46 @@ def test_the_current_step_is_in_view_at_1400_by_1000(browser, player):
         x, y, box = focus_on_screen(browser, k, frames.focus[k])
         assert box[2] > WIDTH or box[3] > HEIGHT  # natural size: bigger than the window
         assert 0 <= x <= WIDTH and 0 <= y <= HEIGHT, (k, x, y)
+
+
+def rect(browser, selector):
+    """``[left, top, right, bottom]`` of the first element matching ``selector``, in the window."""
+    return browser.execute_script(
+        "var r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "return [r.left, r.top, r.right, r.bottom];",
+        selector,
+    )
+
+
+def test_a_narrow_window_keeps_the_picture_still_and_the_controls_in_view(browser, player):
+    frames, folder = player
+    browser.set_window_size(700, 800)
+    try:
+        open_page(browser, folder)
+        inner = browser.execute_script("return [window.innerWidth, window.innerHeight];")
+        body = browser.find_element(By.TAG_NAME, "body")
+        # Fit: long captions wrap onto more lines at 700 px, but the picture stays where it is.
+        stage = rect(browser, ".mt-stage")
+        for k in range(len(frames)):
+            if k:
+                body.send_keys(Keys.ARROW_RIGHT)
+            assert_showing(browser, frames, k)
+            assert rect(browser, ".mt-stage") == stage, k
+            x, y, box = focus_on_screen(browser, k, frames.focus[k])
+            assert box[0] + box[2] <= inner[0] + 1 and box[1] + box[3] <= inner[1] + 1, (k, box)
+        # 100 %: the picture scrolls inside the stage; the controls never leave the window.
+        browser.execute_script(
+            "var s = document.querySelector('input[type=range]'); s.value = 0; s.dispatchEvent(new Event('input'));"
+        )
+        browser.find_element(By.CSS_SELECTOR, '[data-go="zoom"]').click()
+        for k in range(len(frames)):
+            if k:
+                browser.find_element(By.CSS_SELECTOR, '[data-go="next"]').click()
+            assert_showing(browser, frames, k)
+            left, top, right, bottom = rect(browser, ".mt-controls")
+            assert left >= 0 and top >= 0 and bottom <= inner[1] and left < inner[0], (k, left, top, bottom)
+            assert rect(browser, ".mt-stage") == stage, k
+            x, y, _ = focus_on_screen(browser, k, frames.focus[k])
+            assert stage[0] <= x <= stage[2] and stage[1] <= y <= stage[3], (k, x, y, stage)
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)

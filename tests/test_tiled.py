@@ -213,7 +213,7 @@ def test_a_graph_shows_the_core_as_one_box_with_a_formula_per_input():
     attn = mt.nn.MultiHeadAttention(8, 2, causal=True, block_size=2, seed=0)
     attn(np.random.default_rng(0).standard_normal((1, 5, 8)))
     attn.backward(np.ones((1, 5, 8)))
-    source = mt.viz.graph(attn.tape, backward=True).source
+    source = mt.viz.graph(attn.tape, backward=True, expand="attention").source
     # One box, with its block size and the skipped tiles (the op's label, as data).
     assert source.count("tiled_attention tiles of 2, causal") == 1
     op = tiled.TILED_ATTENTION

@@ -6,7 +6,9 @@ same place in every frame, on a canvas of the same size. The page that
 plays them is tested in a real browser in ``test_player_browser.py``.
 """
 
+import functools
 import re
+import sys
 import warnings
 
 import pytest
@@ -15,7 +17,10 @@ from pictures import attention, attr, edge_labels, label, needs_dot, nodes, scal
 pytest.importorskip("graphviz")
 
 import microtape as mt  # noqa: E402
-from microtape.viz import backward_frames, graph  # noqa: E402
+
+# As in test_viz_graph.py: the fit to a notebook cell's width is tested in test_viz_fit.py.
+backward_frames = functools.partial(mt.viz.backward_frames, width=None)  # noqa: E402
+graph = functools.partial(mt.viz.graph, width=None)  # noqa: E402
 
 
 def boxes_and_states(source):
@@ -121,3 +126,27 @@ def test_frames_of_a_collapsed_graph_warn_once():
         warnings.simplefilter("always")
         frames = backward_frames(tape)
     assert len(caught) == 1 and len(frames) == 4
+
+
+@needs_dot
+def test_the_widget_steps_the_frames_and_draws_each_when_reached(monkeypatch):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    tape, *_ = scalar_expression()
+    frames = backward_frames(tape)
+    widget = frames.widget()
+    assert isinstance(widget, ipywidgets.VBox)
+    (back, slider, forward), caption, view = widget.children[0].children, widget.children[1], widget.children[2]
+    assert (slider.min, slider.max, slider.value) == (0, len(frames) - 1, 0)
+    assert frames.captions[0].split(":")[0] in caption.value and sorted(frames._drawn) == [0]  # one frame drawn
+    slider.value = 2
+    assert view.value == frames.picture(2) and "step 2 of steps 0–3" in caption.value
+    assert sorted(frames._drawn) == [0, 2]  # frame 1 never drawn: never shown
+    forward.click()
+    assert slider.value == 3 and "every leaf has its gradient" in caption.value
+    forward.click()
+    assert slider.value == 3  # no step beyond the last
+    back.click()
+    assert slider.value == 2
+    # Without ipywidgets: the frames object itself, whose HTML player needs no kernel.
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    assert frames.widget() is frames and "mt-frames" in frames._repr_html_()

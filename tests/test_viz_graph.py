@@ -9,6 +9,7 @@ graphs are summarised. Where ``dot`` is installed they also read the layout
 top.
 """
 
+import functools
 import re
 import sys
 import warnings
@@ -41,8 +42,13 @@ from pictures import (
 pytest.importorskip("graphviz")
 
 import microtape as mt  # noqa: E402
-from microtape.viz import GraphCollapsedWarning, graph  # noqa: E402
+from microtape.viz import GraphCollapsedWarning  # noqa: E402
 from microtape.viz.picture import KIND, STATE  # noqa: E402
+from microtape.viz.view import View  # noqa: E402
+
+# What each box and edge says, and where dot puts it, whatever the width it is shown at: the choice of
+# a summary or a direction to fit a notebook cell (width=900, the default) is tested in test_viz_fit.py.
+graph = functools.partial(mt.viz.graph, width=None)
 
 # ---------------------------------------------------------------- forward
 
@@ -586,6 +592,25 @@ def test_transformer_block_summary_draws_the_modules_in_forward_order():
     assert at["q_proj"][0] < at["k_proj"][0] < at["v_proj"][0]
     heights = [at[name][1] for name in BLOCK_STEPS]  # top to bottom: dot's y grows upwards
     assert heights == sorted(heights, reverse=True) and len(set(heights)) == len(heights)
+
+
+def test_collapsing_comes_first_the_full_view_is_never_planned(monkeypatch):
+    # Issue 24: a tape too big to draw box by box is summarised without first planning every box of the
+    # full view (its links, its order rows): the boxes are counted, then only the summary is planned.
+    tape, *_ = long_chain()
+    planned, original = [], View._plan
+
+    def recording(self, merge, summarise):
+        planned.append(summarise)
+        return original(self, merge, summarise)
+
+    monkeypatch.setattr(View, "_plan", recording)
+    with pytest.warns(GraphCollapsedWarning, match="this graph has 601 boxes"):
+        source = graph(tape).source
+    assert planned == [True] and len(nodes(source)) < 20
+    planned.clear()
+    whole = graph(tape, max_nodes=10_000).source  # below the threshold: the full view, planned once
+    assert planned == [False] and len(nodes(whole)) == 601  # the count said what the full view draws
 
 
 def test_summaries_show_their_first_and_last_ops_and_gradient_norms():

@@ -12,6 +12,7 @@ pytest.importorskip("matplotlib")
 
 import microtape as mt  # noqa: E402
 from microtape.viz import attention_heatmaps  # noqa: E402
+from microtape.viz.heatmap import DOT_OFFSET  # noqa: E402
 
 CAUSAL = np.triu(np.full((5, 5), -1e9), 1)
 
@@ -255,8 +256,14 @@ def test_cells_dropout_zeroed_carry_a_dot():
             assert not dots  # before dropout nothing is zeroed
             continue
         (dots,) = dots
-        drawn = sorted(zip(dots.get_ydata().astype(int), dots.get_xdata().astype(int)))
+        # In the cell's top-right corner, clear of the number written at its centre.
+        rows, cols = dots.get_ydata() + DOT_OFFSET, dots.get_xdata() - DOT_OFFSET
+        drawn = sorted(zip(np.rint(rows).astype(int), np.rint(cols).astype(int)))
         assert drawn == sorted(map(tuple, expected)) and len(drawn) > 0
+        centres = [text.get_position() for text in ax.texts]
+        assert all(
+            abs(x - cx) + abs(y - cy) > 0.4 for x, y in zip(dots.get_xdata(), dots.get_ydata()) for cx, cy in centres
+        )
     assert "· = dropped by dropout" in fig._suptitle.get_text().replace("\n", " ")
 
 

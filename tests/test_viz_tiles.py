@@ -131,3 +131,16 @@ def test_online_softmax_shows_each_rescale_where_a_later_block_raises_the_max():
     calm = mt.viz.online_softmax(attn, row=calm_row, head=calm_head)
     assert not [t for ax in calm.axes for t in ax.texts if t.get_gid() == "rescale"]
     assert "nothing is rescaled" in calm.texts[0].get_text()
+
+
+def test_tile_schedule_keeps_its_labels_clear():
+    # Ticks at the tile edges, the legend below the plot (not on the tiles), numbers smaller when tiles are many.
+    fig = mt.viz.tile_schedule(causal_layer())
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [0, 4, 8, 12, 13] and list(ax.get_yticks()) == [0, 4, 8, 12, 13]
+    fig.canvas.draw()
+    legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= plot.y0  # below the axes
+    many = mt.viz.tile_schedule(tiled.TileSchedule(64, 64, 2, causal=True))
+    ax = many.axes[0]
+    assert len(ax.get_xticks()) <= 10 and {t.get_fontsize() for t in ax.texts} == {5}

@@ -133,16 +133,8 @@ def _non_negative(value, name):
     return float(value)
 
 
-def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, seed=0):
-    """Compare the taped gradient of ``fn`` with central finite differences.
-
-    ``fn`` takes one microtape value per input (a ``Scalar`` for a plain
-    number or Scalar input, a float64 ``Tensor`` otherwise) and returns a
-    Scalar or Tensor. ``max_entries`` checks only that many randomly chosen
-    entries per input (seeded), for large inputs. A NaN or infinite value,
-    taped gradient or finite difference fails the check and is named in
-    ``result.not_finite``.
-    """
+def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed):
+    """Refuse bad arguments before anything runs; returns ``(eps, atol, rtol)`` as floats."""
     if not callable(fn):
         raise TypeError(f"gradcheck(fn, ...): fn must be callable, got {type(fn).__name__}")
     if not inputs:
@@ -156,20 +148,21 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, see
         raise ValueError(f"gradcheck(max_entries={max_entries!r}): expected None or a positive integer")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"gradcheck(seed={seed!r}): expected a non-negative integer")
+    return eps, atol, rtol
 
-    scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
-    arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
-    rng = np.random.default_rng(seed)
 
-    # The taped gradient of sum(upstream * y), by the pure reverse pass.
+def _taped(fn, arrays, scalars, rng, not_finite):
+    """The upstream ``v`` and the taped gradient of ``sum(v * fn)`` for each input, by the pure reverse pass.
+
+    What is not finite (the value, a gradient) is said in ``not_finite``.
+    """
     wrapped = [_wrap(a, s) for a, s in zip(arrays, scalars)]
-    with np.errstate(all="ignore"):  # a non-finite value is reported below, not warned about
+    with np.errstate(all="ignore"):  # a non-finite value is reported, not warned about
         output = fn(*wrapped)
     if not isinstance(output, Node):
         raise TypeError(f"gradcheck: fn must return a Scalar or Tensor, got {type(output).__name__}")
     out_shape = np.shape(output.data)
     upstream = np.ones(out_shape) if out_shape == () else rng.standard_normal(out_shape)
-    not_finite = []
     value = np.asarray(output.data, dtype=np.float64)
     if not np.isfinite(value).all():
         index, bad = _where(value)
@@ -182,33 +175,55 @@ def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, see
         if not np.isfinite(grad).all():
             index, bad = _where(grad)
             not_finite.append(f"the taped gradient of input {position} is {bad} at index {index}")
+    return upstream, taped
+
+
+def _entries(shape, max_entries, rng):
+    """Every index of an array of ``shape``, or ``max_entries`` of them drawn at random (in order)."""
+    indices = list(np.ndindex(shape))
+    if max_entries is not None and len(indices) > max_entries:
+        chosen = rng.choice(len(indices), size=max_entries, replace=False)
+        indices = [indices[i] for i in sorted(chosen)]
+    return indices
+
+
+def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, seed=0):
+    """Compare the taped gradient of ``fn`` with central finite differences.
+
+    ``fn`` takes one microtape value per input (a ``Scalar`` for a plain
+    number or Scalar input, a float64 ``Tensor`` otherwise) and returns a
+    Scalar or Tensor. ``max_entries`` checks only that many randomly chosen
+    entries per input (seeded), for large inputs. A NaN or infinite value,
+    taped gradient or finite difference fails the check and is named in
+    ``result.not_finite``.
+    """
+    eps, atol, rtol = _check_options(fn, inputs, eps, atol, rtol, max_entries, seed)
+    scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
+    arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
+    rng = np.random.default_rng(seed)
+    not_finite = []
+    upstream, taped = _taped(fn, arrays, scalars, rng, not_finite)
 
     worst, worst_error, checked, per_input = None, -1.0, 0, []
     ok = not not_finite
     for position, array in enumerate(arrays):
-        indices = list(np.ndindex(array.shape))
-        if max_entries is not None and len(indices) > max_entries:
-            chosen = rng.choice(len(indices), size=max_entries, replace=False)
-            indices = [indices[i] for i in sorted(chosen)]
         input_error = 0.0
-        for index in indices:
+        for index in _entries(array.shape, max_entries, rng):
             numeric = numeric_gradient(fn, arrays, scalars, upstream, position, index, eps)
             analytic = float(taped[position][index])
             checked += 1
-            if not np.isfinite(numeric):
-                not_finite.append(f"the finite difference of input {position} is {numeric} at index {index}")
-                ok = False
-                continue
-            if not np.isfinite(analytic):
+            if not (np.isfinite(numeric) and np.isfinite(analytic)):
+                # Never a pass: said in words when the finite difference is the culprit (the taped
+                # gradient's was said above).
+                if not np.isfinite(numeric):
+                    not_finite.append(f"the finite difference of input {position} is {numeric} at index {index}")
                 ok = False
                 continue
             error = abs(analytic - numeric)
             input_error = max(input_error, error)
-            if error > atol + rtol * abs(numeric):
-                ok = False
+            ok = ok and error <= atol + rtol * abs(numeric)
             if error > worst_error:
-                worst_error = error
-                worst = Mismatch(position, index, analytic, numeric)
+                worst_error, worst = error, Mismatch(position, index, analytic, numeric)
         per_input.append(input_error)
     max_error = float("inf") if not_finite else max(worst_error, 0.0)
     return GradcheckResult(ok, worst, max_error, checked, eps, atol, rtol, per_input, not_finite)

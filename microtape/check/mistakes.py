@@ -22,7 +22,7 @@ agree; rows that depend on it inherit the error.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..nn import derivation
+from ..nn import attention_links
 from ..plain import Plain
 
 __all__ = [
@@ -46,7 +46,7 @@ class Mistake:
     row: str  # the label of the report row that first disagrees
     wrong: tuple  # ((row label, wrong formula, its LaTeX), ...): the lines the mistake changes
     why: str
-    links: Callable  # cache -> {link name: wrong link function} (see microtape.nn.derivation.LINKS)
+    links: Callable  # cache -> {link name: wrong link function} (see microtape.nn.attention_links.LINKS)
     needs: str | None = None  # "dropout", "mask", "square" (Tq == Tk) or None
 
     def formula_for(self, label):
@@ -64,7 +64,7 @@ class Mistake:
 
 # ---------------------------------------------------------------- the wrong links
 #
-# Each has the signature of the link of microtape.nn.derivation.LINKS it replaces
+# Each has the signature of the link of microtape.nn.attention_links.LINKS it replaces
 # (the exercises' known mistakes use them too).
 
 
@@ -75,12 +75,12 @@ def softmax_without_rowsum(grad_weights, weights):
 
 def scores_without_scale(grad_scores, q, k, scale):
     """WRONG: dQ = dS K, dK = dSᵀ Q — the 1/√d of the forward is forgotten."""
-    return derivation.scores_backward(grad_scores, q, k, 1.0)
+    return attention_links.scores_backward(grad_scores, q, k, 1.0)
 
 
 def scores_with_k_not_transposed(grad_scores, q, k, scale):
     """WRONG: dK = dS Q / √d — dS where dSᵀ belongs."""
-    grad_q, _ = derivation.scores_backward(grad_scores, q, k, scale)
+    grad_q, _ = attention_links.scores_backward(grad_scores, q, k, scale)
     return grad_q, grad_scores @ q * scale
 
 
@@ -91,7 +91,7 @@ def dropout_not_applied(grad_dropped, keep):
 
 def softmax_of(weights):
     """WRONG (when ``weights`` are not the forward's P): the softmax backward with other weights."""
-    return lambda grad_weights, _: derivation.softmax_backward(grad_weights, weights)
+    return lambda grad_weights, _: attention_links.softmax_backward(grad_weights, weights)
 
 
 def _causal_mask_leaked(cache):

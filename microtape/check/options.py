@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from .rows import default_tolerance
 
-__all__ = ["ReportOptions", "DEFAULT_FD_SAMPLES", "mistake_names"]
+__all__ = ["ReportOptions", "DEFAULT_FD_SAMPLES", "mistake_names", "call_config"]
 
 #: Entries per row that ``finite_differences=True`` samples.
 DEFAULT_FD_SAMPLES = 3
@@ -89,3 +89,15 @@ def mistake_names(where, mistakes):
         if not isinstance(name, str):
             raise TypeError(f"{where}(mistakes=...): expected names (strings), got {name!r}")
     return tuple(dict.fromkeys(names))
+
+
+def call_config(attn, call):
+    """What every attention report's ``config`` starts with: the kind of attention and its sizes."""
+    return {
+        "attention": "self" if call.self_attention else "cross",
+        "batch": call.batch,
+        "q_len": call.q_len,
+        "k_len": call.k_len,
+        "embed": attn.embed,
+        "heads": attn.num_heads,
+    }

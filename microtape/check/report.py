@@ -38,7 +38,7 @@ from ..nn import derivation, masks
 from ..nn.attention import MultiHeadAttention
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
-from .options import DEFAULT_FD_SAMPLES, ReportOptions
+from .options import DEFAULT_FD_SAMPLES, ReportOptions, call_config
 from .rows import (
     ConfiguredReport,
     add_finite_differences,
@@ -174,61 +174,17 @@ def attention_report(
     taped = attn.named_gradients(upstream, "tape")
     by_hand = attn.named_gradients(upstream, "analytic", links=mistake_links(chosen, cache) if chosen else None)
 
-    rows = []
-
-    def add_row(label, name, formula, latex):
-        note = ROW_NOTES.get(label, "")
-        for mistake_name in chosen:
-            wrong = MISTAKES[mistake_name].formula_for(label)
-            if wrong is not None:
-                formula, latex = wrong
-                note = f"injected mistake {mistake_name!r}: {MISTAKES[mistake_name].why}"
-        row = make_row(label, name, formula, latex, by_hand[name], taped[name], atol=tolerance, rtol=tolerance)
-        row.step, row.note = taped.completed_at.get(name), note
-        rows.append(row)
-
     # Every row the derivation table describes, in backward order (a tiled layer's tape has no
     # score-sized steps: its core is one row, so only dC, dV, dQ, dK are lined up).
-    specs = derivation.attention_rows(self_attention, keep is not None)
-    for label, name, formula, latex, _ in specs:
-        if name in taped:
-            add_row(label, name, formula, latex)
-
+    specs = [spec for spec in derivation.attention_rows(self_attention, keep is not None) if spec[1] in taped]
+    rows = [_row(spec, taped, by_hand, chosen, tolerance) for spec in specs]
     fd_text = None
     if fd_samples:
-        fd_tolerance = max(1e-6, 10 * tolerance)
-        names = tape.names()
-        intermediates = {spec[1]: names[spec[1]].data for spec in specs if spec[1] in names}
-        point = AttentionPoint(cache, attn.last_mask, upstream, intermediates, self_attention)
-        parameters = dict(attn.named_parameters())
-        rng = np.random.default_rng(seed)
-        for row in rows:
-            kind = "param" if row.name in parameters else "input" if row.name in (*ROLES, "x") else "node"
-            add_finite_differences(row, point.sample(kind, row.name, fd_samples, rng), fd_tolerance)
-        fd_text = (
-            f"central, eps={EPS:g}, by a float64 numpy forward (independent of the tape), at {fd_samples} "
-            f"random entries of every row (seed={seed}; intermediates too: replaced, then only what follows "
-            f"re-run); FD err = max|FD - taped|, must be <= {fd_tolerance:g} * (1 + max|taped|)"
-        )
+        point = AttentionPoint(cache, attn.last_mask, upstream, _intermediates(tape, specs), self_attention)
+        fd_text = _add_finite_differences(rows, point, dict(attn.named_parameters()), fd_samples, tolerance, seed)
 
-    total_mask = attn.last_mask
-    config = {
-        "attention": "self" if self_attention else "cross",
-        "batch": call.batch,
-        "q_len": call.q_len,
-        "k_len": call.k_len,
-        "embed": attn.embed,
-        "heads": attn.num_heads,
-        "head_dim": attn.head_dim,
-        "causal": attn.causal,
-        "dropout": attn.dropout if keep is not None else 0.0,
-        "masked_entries": 0 if total_mask is None else int(np.sum(masks.suppressed(total_mask))),
-        "dtype": np.dtype(attn.dtype).name,
-        "tolerance": tolerance,
-        "seed": seed,
-        "upstream": "given" if grad_output is not None else "standard normal",
-    }
-    details = [_describe(config, total_mask), upstream_text]
+    config = _config(attn, call, keep, tolerance, seed, grad_output)
+    details = [_describe(config, attn.last_mask), upstream_text]
     if chosen:
         details.append(
             "TEACHING MODE - mistakes injected into the hand-derived route: "
@@ -247,6 +203,55 @@ def attention_report(
         fd_text=fd_text,
         inherits=inherits_from(_computed_from(specs)),
     )
+
+
+def _row(spec, taped, by_hand, chosen, tolerance):
+    """One row: the table's formula (or an injected mistake's), both routes' values, the step completing it."""
+    label, name, formula, latex, _ = spec
+    note = ROW_NOTES.get(label, "")
+    for mistake_name in chosen:
+        wrong = MISTAKES[mistake_name].formula_for(label)
+        if wrong is not None:
+            formula, latex = wrong
+            note = f"injected mistake {mistake_name!r}: {MISTAKES[mistake_name].why}"
+    row = make_row(label, name, formula, latex, by_hand[name], taped[name], atol=tolerance, rtol=tolerance)
+    row.step, row.note = taped.completed_at.get(name), note
+    return row
+
+
+def _intermediates(tape, specs):
+    """The forward's value of every row that is a step of the chain (what finite differences nudge)."""
+    names = tape.names()
+    return {spec[1]: names[spec[1]].data for spec in specs if spec[1] in names}
+
+
+def _add_finite_differences(rows, point, parameters, fd_samples, tolerance, seed):
+    """A third opinion at ``fd_samples`` entries of every row; returns the text the report says about it."""
+    fd_tolerance = max(1e-6, 10 * tolerance)
+    rng = np.random.default_rng(seed)
+    for row in rows:
+        kind = "param" if row.name in parameters else "input" if row.name in (*ROLES, "x") else "node"
+        add_finite_differences(row, point.sample(kind, row.name, fd_samples, rng), fd_tolerance)
+    return (
+        f"central, eps={EPS:g}, by a float64 numpy forward (independent of the tape), at {fd_samples} "
+        f"random entries of every row (seed={seed}; intermediates too: replaced, then only what follows "
+        f"re-run); FD err = max|FD - taped|, must be <= {fd_tolerance:g} * (1 + max|taped|)"
+    )
+
+
+def _config(attn, call, keep, tolerance, seed, grad_output):
+    total_mask = attn.last_mask
+    return {
+        **call_config(attn, call),
+        "head_dim": attn.head_dim,
+        "causal": attn.causal,
+        "dropout": attn.dropout if keep is not None else 0.0,
+        "masked_entries": 0 if total_mask is None else int(np.sum(masks.suppressed(total_mask))),
+        "dtype": np.dtype(attn.dtype).name,
+        "tolerance": tolerance,
+        "seed": seed,
+        "upstream": "given" if grad_output is not None else "standard normal",
+    }
 
 
 def _computed_from(specs):

@@ -42,8 +42,9 @@ import numpy as np
 
 from ..nn import derivation, tiled
 from ..nn.attention import MultiHeadAttention
-from .options import ReportOptions
+from .options import ReportOptions, call_config
 from .rows import ConfiguredReport, inherits_from, make_row, upstream_gradient
+from .tile_walk import TileWalk
 
 __all__ = ["TiledReport", "TiledMistake", "TILED_MISTAKES", "tiled_report", "MAX_TILES"]
 
@@ -100,46 +101,6 @@ TILED_MISTAKES = {
         ),
     )
 }
-
-#: (text, LaTeX) of each quantity's rule, as the kernel computes it.
-FORMULAS = {
-    "m": ("m = max(m_prev, rowmax(S_ij))", r"m = \max(m_{\mathrm{prev}}, \mathrm{rowmax}\,S_{ij})"),
-    "l": (
-        "l = exp(m_prev - m) l_prev + rowsum(exp(S_ij - m))",
-        r"l = e^{m_{\mathrm{prev}} - m}\, l_{\mathrm{prev}} + \mathrm{rowsum}\, e^{S_{ij} - m}",
-    ),
-    "acc": (
-        "acc = exp(m_prev - m) acc_prev + (exp(S_ij - m) * keep) V_j",
-        r"\mathrm{acc} = e^{m_{\mathrm{prev}} - m} \mathrm{acc}_{\mathrm{prev}} + (e^{S_{ij} - m} \odot k) V_j",
-    ),
-    "O": ("O = acc / l", r"O = \mathrm{acc} / l"),
-    "L": ("L = m + log l", r"L = m + \log l"),
-    "D": ("D = rowsum(dO * O)   vs   rowsum(dP * P)", r"D = \mathrm{rowsum}(dO \odot O)"),
-    "dV": ("dV_j += (P * keep)^T dO_i,  P = exp(S_ij - L_i)", r"dV_j \mathrel{+}= (P \odot k)^{\top} dO_i"),
-    "dK": ("dK_j += dS^T Q_i / sqrt(d),  dS = P * (dP - D_i)", r"dK_j \mathrel{+}= dS^{\top} Q_i / \sqrt d"),
-    "dQ": ("dQ_i += dS K_j / sqrt(d)", r"dQ_i \mathrel{+}= dS\, K_j / \sqrt d"),
-    "dV total": ("dV = sum of the tiles' parts   vs   P~^T dC", r"dV = \sum_i (P \odot k)^{\top} dO_i"),
-    "dK total": ("dK = sum of the tiles' parts   vs   dS^T Q / sqrt(d)", r"dK = \sum_i dS^{\top} Q_i / \sqrt d"),
-    "dQ total": ("dQ = sum of the tiles' parts   vs   dS K / sqrt(d)", r"dQ = \sum_j dS\, K_j / \sqrt d"),
-}
-
-QUANTITIES = {
-    "m": "running row max",
-    "l": "running sum",
-    "acc": "running output",
-    "O": "output O",
-    "L": "log-sum-exp L",
-    "D": "row dot D",
-    "dV": "tile's part of dV",
-    "dK": "tile's part of dK",
-    "dQ": "tile's part of dQ",
-    "dV total": "V_heads",
-    "dK total": "K_heads",
-    "dQ total": "Q_heads",
-}
-
-#: The totals: what the tiles' parts add up to, and the tape node of the chain they are checked against.
-TOTALS = [("dV", "V_heads"), ("dK", "K_heads"), ("dQ", "Q_heads")]
 
 
 class TiledReport(ConfiguredReport):
@@ -213,22 +174,7 @@ def _check_schedule(schedule, chosen):
             )
 
 
-# ---------------------------------------------------------------- the walk
-
-
-def _comparable(value, reference):
-    """Both arrays, with equal infinities (a row that has seen only -inf scores) set to 0 in both."""
-    same = np.isinf(reference) & (value == reference)
-    return np.where(same, 0.0, value), np.where(same, 0.0, reference)
-
-
-def _prefix_softmax(scores, keep, values):
-    """The softmax statistics of the keys seen so far, the textbook way: ``(m, l, acc)``."""
-    m = scores.max(axis=-1)
-    shift = np.where(np.isneginf(m), 0.0, m)
-    weights = np.exp(scores - shift[..., None])
-    used = weights if keep is None else weights * keep
-    return m, weights.sum(axis=-1), used @ values
+# ---------------------------------------------------------------- the report
 
 
 def tiled_report(
@@ -257,88 +203,32 @@ def tiled_report(
     for layer in (standard, tiled_layer):
         layer(query, key, value, mask)
     reference, grads = standard.named_gradients(upstream), tiled_layer.named_gradients(upstream)
-    weights_node = standard.tape.variable("weights")
-    scores, weights = weights_node.inputs[0].data, weights_node.data  # the chain's masked scores, and P
-    chain = {name: standard.tape.variable(name).data for name in ("Q_heads", "K_heads", "V_heads", "context")}
-    keep = standard.dropout_keep
-    used = weights if keep is None else weights * keep
-    node = tiled_layer.tape.find("context").output
-    q, k, v = (x.data for x in node.inputs)
-    kernel_mask, dropout = node.params.get("mask"), node.params.get("dropout")
-    links = {name: fn for mistake in chosen for name, fn in TILED_MISTAKES[mistake].links.items()}
-    link = {**tiled.LINKS, **links}
-
-    rows, computed_from = [], {}
-
-    def add_row(quantity, label, value, expected, sources=()):
-        formula, latex = FORMULAS[quantity]
-        note = ""
-        for name in chosen:
-            if TILED_MISTAKES[name].quantity == quantity:
-                formula, note = TILED_MISTAKES[name].formula, f"injected mistake {name!r}: {TILED_MISTAKES[name].why}"
-        value, expected = _comparable(np.asarray(value), np.asarray(expected))
-        row = make_row(label, QUANTITIES[quantity], formula, latex, value, expected,
-                       atol=tolerance, rtol=tolerance, note=note)  # fmt: skip
-        rows.append(row)
-        computed_from[label] = tuple(sources)
-
-    # Forward: after each key block, the running statistics against those of the keys seen so far.
-    out = np.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=node.data.dtype)
-    lse = np.empty(q.shape[:2], dtype=node.data.dtype)
-    finals = []
-    for a, block in enumerate(schedule.query_blocks):
-        previous = ()
-        for state in tiled.online_softmax(q, k, v, schedule, a, kernel_mask, dropout, links):
-            seen = slice(0, state.tile.cols.stop)
-            expected = _prefix_softmax(
-                scores[:, block, seen], None if keep is None else keep[:, block, seen], chain["V_heads"][:, seen]
-            )
-            tag = f"[q{a},k{state.tile.k_block}]"
-            add_row("m", "m" + tag, state.m, expected[0], ["m" + t for t in previous])
-            add_row("l", "l" + tag, state.l, expected[1], ["m" + tag] + ["l" + t for t in previous])
-            add_row("acc", "acc" + tag, state.acc, expected[2], ["m" + tag] + ["acc" + t for t in previous])
-            previous = (tag,)
-        out[:, block] = state.acc / state.l[..., None]
-        lse[:, block] = link["logsumexp"](state.m, state.l)
-        finals += previous
-    peak = scores.max(axis=-1)
-    add_row("O", "O", out, chain["context"], [x + t for t in finals for x in ("acc", "l")])
-    add_row("L", "L", lse, peak + np.log(np.exp(scores - peak[..., None]).sum(axis=-1)),
-            [x + t for t in finals for x in ("m", "l")])  # fmt: skip
-
-    # Backward: D, then each tile's parts of dV, dK, dQ against the same block of the chain's gradients.
-    grad_out, grad_scores = grads["context"], reference["scaled_scores"]
-    row_delta = link["delta"](grad_out, out)
-    add_row("D", "D", row_delta, np.einsum("...k,...k->...", reference["weights"], weights), ["O"])
-    scale = derivation.score_scale(q.shape[-1])
-    totals = {"dQ": np.zeros_like(q), "dK": np.zeros_like(k), "dV": np.zeros_like(v)}
-    parts = {"dQ": [], "dK": [], "dV": []}
-    for step in tiled.backward_steps(grad_out, q, k, v, lse, row_delta, schedule, kernel_mask, dropout, links):
-        r, c = step.tile.rows, step.tile.cols
-        tag = f"[q{step.tile.q_block},k{step.tile.k_block}]"
-        expected = {
-            "dV": np.swapaxes(used[:, r, c], -1, -2) @ reference["context"][:, r],
-            "dK": np.swapaxes(grad_scores[:, r, c], -1, -2) @ chain["Q_heads"][:, r] * scale,
-            "dQ": grad_scores[:, r, c] @ chain["K_heads"][:, c] * scale,
-        }
-        for quantity, part, where in (("dV", step.grad_v, c), ("dK", step.grad_k, c), ("dQ", step.grad_q, r)):
-            add_row(quantity, quantity + tag, part, expected[quantity], ["L"] if quantity == "dV" else ["L", "D"])
-            totals[quantity][:, where] += part
-            parts[quantity].append(quantity + tag)
-    for quantity, name in TOTALS:
-        add_row(f"{quantity} total", quantity, totals[quantity], reference[name], parts[quantity])
-
+    walk = TileWalk(standard, tiled_layer, reference, grads, {name: TILED_MISTAKES[name] for name in chosen}, tolerance)
+    walk.backward(schedule, *walk.forward(schedule))
     # The layer itself (its own tape, not the walk): every parameter and input gradient.
     for label, name, formula, latex, _ in derivation.parameter_rows() + derivation.input_rows(call.self_attention):
-        rows.append(make_row(label, name, formula, latex, grads[name], reference[name], atol=tolerance, rtol=tolerance))
+        walk.rows.append(make_row(label, name, formula, latex, grads[name], reference[name], atol=tolerance,
+                                  rtol=tolerance))  # fmt: skip
 
-    config = {
-        "attention": "self" if call.self_attention else "cross",
-        "batch": call.batch,
-        "q_len": call.q_len,
-        "k_len": call.k_len,
-        "embed": attn.embed,
-        "heads": attn.num_heads,
+    config = _config(attn, call, schedule, block_size, walk.dropout, tolerance, seed)
+    return TiledReport(
+        walk.rows,
+        schedule=schedule,
+        config=config,
+        mistakes=chosen,
+        grad_output=upstream,
+        tiled=tiled_layer,
+        standard=standard,
+        atol=tolerance,
+        rtol=tolerance,
+        details=_details(config, call, schedule, walk.dropout, upstream_text, chosen),
+        inherits=inherits_from(walk.computed_from),
+    )
+
+
+def _config(attn, call, schedule, block_size, dropout, tolerance, seed):
+    return {
+        **call_config(attn, call),
         "block_size": block_size,
         "tiles_computed": len(schedule.forward_order()),
         "tiles_skipped": len(schedule.skipped()),
@@ -348,9 +238,12 @@ def tiled_report(
         "tolerance": tolerance,
         "seed": seed,
     }
+
+
+def _details(config, call, schedule, dropout, upstream_text, chosen):
     details = [
-        f"{config['attention']}-attention: B={call.batch}, Tq={call.q_len}, Tk={call.k_len}, E={attn.embed}, "
-        f"H={attn.num_heads}; {schedule}; "
+        f"{config['attention']}-attention: B={call.batch}, Tq={call.q_len}, Tk={call.k_len}, E={config['embed']}, "
+        f"H={config['heads']}; {schedule}; "
         + (f"dropout p={config['dropout']:g} (the same counter-based mask in both)" if dropout else "no dropout")
         + f", {config['dtype']}",
         "standard: the chain's masked scores S, weights P, dropout mask and its tape's gradients; after key "
@@ -362,16 +255,4 @@ def tiled_report(
             "TEACHING MODE - mistakes injected into the walk (not the layer): "
             + "; ".join(f"{name} ({TILED_MISTAKES[name].formula})" for name in chosen)
         )
-    return TiledReport(
-        rows,
-        schedule=schedule,
-        config=config,
-        mistakes=chosen,
-        grad_output=upstream,
-        tiled=tiled_layer,
-        standard=standard,
-        atol=tolerance,
-        rtol=tolerance,
-        details=details,
-        inherits=inherits_from(computed_from),
-    )
+    return details

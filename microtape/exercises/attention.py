@@ -7,6 +7,7 @@ tape's answer comes from the same chain ``MultiHeadAttention`` records —
 
 import numpy as np
 
+from .. import ops
 from ..check import mistakes as wrong
 from ..nn import analytic
 from . import core
@@ -100,12 +101,12 @@ _LINKS = {
     "no_backward_scale": {"scores": wrong.scores_without_scale},
     "no_scale_anywhere": {"scores": wrong.scores_without_scale},
     "no_rowsum": {"softmax": wrong.softmax_without_rowsum},
-    "rowsum_wrong_axis": {"softmax": lambda dp, p: p * (dp - np.sum(dp * p, axis=-2, keepdims=True))},
+    "rowsum_wrong_axis": {"softmax": lambda dp, p: ops.softmax_backward(dp, p, axis=-2)},
     "grad_v_not_transposed": {"context": lambda dc, p, v: (analytic.context_backward(dc, p, v)[0], p @ dc)},
     "grad_k_not_transposed": {"scores": wrong.scores_with_k_not_transposed},
     "softmax_skipped": {"softmax": lambda dp, p: dp},
     # On a square [T, T] trial the row sums, shape [T], broadcast as a row; elsewhere numpy raises.
-    "rowsum_without_keepdims": {"softmax": lambda dp, p: p * (dp - np.sum(dp * p, axis=-1))},
+    "rowsum_without_keepdims": {"softmax": lambda dp, p: ops.softmax_backward(dp, p, row_sum=np.sum(dp * p, axis=-1))},
     "scale_one_over_d": {"scores": lambda ds, q, k, scale: analytic.scores_backward(ds, q, k, scale * scale)},
 }
 
@@ -141,8 +142,10 @@ register(
             Mistake(
                 "no_backward_scale",
                 "missing_scale",
-                "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
-                "so the chain rule scales their gradients too: dQ = dS K / √d, dK = dSᵀ Q / √d.",
+                lambda: (
+                    "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
+                    f"so the chain rule scales their gradients too: {core.formula('dQ')}, {core.formula('dK')}."
+                ),
                 core.variant(_with_mistake, "no_backward_scale"),
             ),
             Mistake(
@@ -162,8 +165,10 @@ register(
             Mistake(
                 "no_rowsum",
                 "missing_rowsum",
-                "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
-                "dS = P ⊙ (dP − rowsum(dP ⊙ P)), with the sum over each row (axis=-1, keepdims=True).",
+                lambda: (
+                    "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
+                    f"{core.formula('dS')}, with the sum over each row (axis=-1, keepdims=True)."
+                ),
                 core.variant(_with_mistake, "no_rowsum"),
             ),
             Mistake(
@@ -189,9 +194,10 @@ register(
             Mistake(
                 "softmax_skipped",
                 "skipped_step",
-                "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
-                "without passing through the softmax. Apply the softmax backward first: "
-                "dS = P ⊙ (dP − rowsum(dP ⊙ P)).",
+                lambda: (
+                    "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
+                    f"without passing through the softmax. Apply the softmax backward first: {core.formula('dS')}."
+                ),
                 core.variant(_with_mistake, "softmax_skipped"),
             ),
             core.unstable_exp_mistake(_with_mistake),

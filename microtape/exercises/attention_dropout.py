@@ -155,8 +155,10 @@ register(
             Mistake(
                 "rowsum_with_dropped_weights",
                 "dropout_misplaced",
-                "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
-                "after it), so dS = P ⊙ (dP − rowsum(dP ⊙ P)) with the undropped P.",
+                lambda: (
+                    "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
+                    f"after it), so {core.formula('dS', dropout=True)} with the undropped P."
+                ),
                 core.variant(_with_mistake, "rowsum_with_dropped_weights"),
             ),
             Mistake(

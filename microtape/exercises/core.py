@@ -12,12 +12,11 @@ the tape. Their known mistakes are the hand-derived chain,
 (``links=``) or fed the wrong weights: never a copy of either.
 """
 
-import math
-
 import numpy as np
 
-from ..nn import analytic
+from ..nn import analytic, derivation
 from ..nn.attention_chain import attention_core
+from ..nn.attention_links import score_scale
 from ..plain import Plain
 from ..tape import Tape, gradients
 from ..tensor import Tensor
@@ -66,8 +65,13 @@ def draw_attention(rng, case):
 
 
 def scale_of(q):
-    """The ``1/√d`` of scaled dot-product attention, ``d`` the last axis of ``q``."""
-    return 1.0 / math.sqrt(q.shape[-1])
+    """The ``1/√d`` of scaled dot-product attention, ``d`` the last axis of ``q`` (the one score_scale)."""
+    return score_scale(q.shape[-1])
+
+
+def formula(label, dropout=False):
+    """The formula of the derivation table's row ``label`` (``"dS"``), as hints write it: for hints that quote it."""
+    return derivation.hint_formula(label, dropout)
 
 
 def taped(inputs, mask=None, keep=None):

@@ -168,8 +168,10 @@ register(
             Mistake(
                 "no_rowsum",
                 "missing_rowsum",
-                "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
-                "dS = P ⊙ (dP − rowsum(dP ⊙ P)); the mask, a constant, changes nothing in it.",
+                lambda: (
+                    "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
+                    f"{core.formula('dS')}; the mask, a constant, changes nothing in it."
+                ),
                 core.variant(_with_mistake, "no_rowsum"),
             ),
             Mistake(

@@ -94,19 +94,19 @@ def _allowed(mask):
 
 def _mask_ignored(s, mask, grad_p):
     weights = ops.softmax.forward(s, axis=-1)
-    return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
+    return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
 def _mask_after_softmax(s, mask, grad_p):
     # Zero the masked weights of the *unmasked* softmax: rows no longer sum to 1.
     weights = ops.softmax.forward(s, axis=-1) * _allowed(mask)
-    return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
+    return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
 def _masked_scores_set_to_zero(s, mask, grad_p):
     # exp(0) = 1 is not 0: the masked keys still get weight.
     weights = ops.softmax.forward(np.where(_allowed(mask), s, 0.0), axis=-1)
-    grad = weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))
+    grad = ops.softmax_backward(grad_p, weights)
     return {"grad_s": grad * _allowed(mask)}
 
 
@@ -118,7 +118,7 @@ def _exp_not_stabilised(s, mask, grad_p):
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(s + mask)  # no max subtracted: overflows above ~709
         weights = e / np.sum(e, axis=-1, keepdims=True)
-        return {"grad_s": weights * (grad_p - np.sum(grad_p * weights, axis=-1, keepdims=True))}
+        return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
 register(

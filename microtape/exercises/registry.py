@@ -102,11 +102,18 @@ class Mistake:
 
     name: str  # unique within its exercise, e.g. "grad_v_not_transposed"
     kind: str  # a key of KINDS
-    hint: str  # what to tell the student whose answer matches this variant
+    # What to tell the student whose answer matches this variant: a text, or a function returning
+    # it when the hint quotes a formula of the attention derivation table (read when it is shown).
+    hint_text: str | Callable
     fn: Callable
 
     def __post_init__(self):
         assert self.kind in KINDS, f"mistake {self.name!r}: unknown kind {self.kind!r}"
+
+    @property
+    def hint(self):
+        """The hint, with any formula it quotes read off the derivation table now."""
+        return self.hint_text() if callable(self.hint_text) else self.hint_text
 
     @property
     def label(self):

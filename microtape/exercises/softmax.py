@@ -7,6 +7,7 @@ The student is given the weights ``p = softmax(s)`` and the incoming gradient
 
 import numpy as np
 
+from .. import ops
 from ..tape import Tape
 from ..tensor import Tensor
 from .registry import Exercise, Mistake, Output, register
@@ -59,8 +60,7 @@ HIDDEN = (
 def make_inputs(rng, case):
     shape = case["shape"]
     s = rng.standard_normal(shape) * case.get("spread", 1.0)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
+    p = ops.softmax.forward(s, axis=-1)  # the op's stable softmax
     return {"p": p, "grad_p": rng.standard_normal(shape), "s": s}
 
 
@@ -85,13 +85,13 @@ def _no_rowsum(p, grad_p):
 
 
 def _rowsum_wrong_axis(p, grad_p):
-    return {"grad_s": p * (grad_p - np.sum(grad_p * p, axis=-2, keepdims=True))}
+    return {"grad_s": ops.softmax_backward(grad_p, p, axis=-2)}
 
 
 def _rowsum_without_keepdims(p, grad_p):
     # On a square [T, T] input the row sums, shape [T], broadcast as a *row*:
     # entry (i, j) gets the sum of row j. Elsewhere numpy raises.
-    return {"grad_s": p * (grad_p - np.sum(grad_p * p, axis=-1))}
+    return {"grad_s": ops.softmax_backward(grad_p, p, row_sum=np.sum(grad_p * p, axis=-1))}
 
 
 register(

@@ -20,6 +20,7 @@ most mistakes.
 import numpy as np
 
 from ..nn import masks
+from ..nn.attention_links import score_scale
 
 __all__ = ["LARGE", "shift_rows", "shift_keys", "causal", "padding", "attention_mask", "dropout_mask"]
 
@@ -52,7 +53,7 @@ def shift_keys(rng, q, k, magnitude):
     depth = q.shape[-1]
     direction = rng.standard_normal(depth)
     direction /= np.linalg.norm(direction)
-    along = q @ direction / np.sqrt(depth)
+    along = q @ direction * score_scale(depth)
     size = magnitude / float(np.max(np.abs(along)))
     return k + size * direction
 

@@ -39,7 +39,7 @@ copying it.
 from . import derivation
 
 # The core's links live with the table; they stay reachable here (analytic.softmax_backward, …).
-from .derivation import (  # noqa: F401
+from .attention_links import (  # noqa: F401
     LINKS,
     context_backward,
     dropout_backward,

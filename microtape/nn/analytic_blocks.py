@@ -111,7 +111,7 @@ def residual_backward(grad_skip, grad_branch):
 
 
 #: The links of this module by name; a layer's ``links=`` replaces them (and
-#: attention's, see :data:`microtape.nn.derivation.LINKS`) for teaching mistakes.
+#: attention's, see :data:`microtape.nn.attention_links.LINKS`) for teaching mistakes.
 LINKS = {
     "layernorm": layernorm_backward,
     "activation": activation_backward,

@@ -29,21 +29,13 @@ returns only ``dq``; ``dk`` and ``dv`` come from :meth:`grad_key_input` and
 :meth:`grad_value_input` (if key and value are the same memory, add them).
 
 Tiled (flash) attention: ``MultiHeadAttention(..., block_size=16)`` computes
-the core (scores → softmax → dropout → context) with the tiled kernel of
-:mod:`microtape.nn.tiled`, recorded as *one* tape row (``context =
-tiled_attention(Q_heads, K_heads, V_heads; block_size=16, …)``) that keeps
-only ``O`` and the row log-sum-exp ``L``: memory ``O(B·H·T·D)`` instead of
-``O(B·H·T²)``. Projections, head split and merge are the chain's. Nothing
-score-sized is kept, so :attr:`attention_weights`, :attr:`dropout_keep`,
-:meth:`grad_scores` and :meth:`grad_weights` are *recomputed on request* (from
-``Q``, ``K``, ``L`` and the dropout counter). ``backward(method="tape")`` runs
-the tiled backward (the op's VJP); ``method="analytic"`` runs the hand-derived
-chain of :mod:`microtape.nn.analytic` on weights recomputed the same way —
-an independent check of the tiled backward, at the standard path's memory.
-
-Dropout masks are counter-based (:class:`~microtape.nn.dropout_mask.DropoutMask`):
-a pure function of the seed, the number of the forward and the position, so
-both paths with the same seed drop the same weights.
+the core with the tiled kernel of :mod:`microtape.nn.tiled`, recorded as
+*one* tape row that keeps only ``O`` and the row log-sum-exp ``L`` (memory
+``O(B·H·T·D)``, not ``O(B·H·T²)``); what is score-sized is recomputed on
+request (:mod:`microtape.nn.attention_readout`). Dropout masks are
+counter-based (:class:`~microtape.nn.dropout_mask.DropoutMask`), so both
+paths with the same seed drop the same weights. The plumbing every
+two-route layer shares is :class:`~microtape.nn.two_routes.TwoRouteLayer`'s.
 
 Nothing half-done: every argument is checked before anything changes; a
 forward records on the enclosing tapes (and advances the dropout counter)
@@ -60,12 +52,13 @@ import numpy as np
 
 from ..tape import Tape, gradients
 from ..tensor import Tensor
-from . import analytic, attention_call, masks, tiled
+from . import analytic, attention_call, tiled
 from .attention_chain import attention_chain, attention_core, step_names
+from .attention_readout import AttentionReadouts
 from .checks import (
+    block_size_or_none,
     child_seeds,
     float_dtype,
-    gradient_array,
     gradient_overflow_error,
     overflow_error,
     positive_int,
@@ -73,7 +66,7 @@ from .checks import (
 )
 from .dropout_mask import DropoutMask
 from .linear import Linear
-from .module import RecordedLayer
+from .two_routes import NamedGradients, TwoRouteLayer, read_only
 
 __all__ = ["MultiHeadAttention", "NamedGradients", "DEFAULT_SCORE_MEMORY_LIMIT", "ROLES", "read_only"]
 
@@ -83,30 +76,6 @@ DEFAULT_SCORE_MEMORY_LIMIT = 4 * 1024**3
 
 PROJECTIONS = analytic.PROJECTIONS
 ROLES = ("query", "key", "value")
-
-
-def read_only(array):
-    """A read-only view of ``array`` (None stays None): for reading, never for changing the tape."""
-    if array is None:
-        return None
-    view = np.asarray(array).view()
-    view.flags.writeable = False
-    return view
-
-
-class NamedGradients(dict):
-    """``{name: gradient}`` of one backward; by the tape route it also keeps the reverse pass.
-
-    ``reverse_pass`` is the :class:`~microtape.tape.Gradients` (with steps) the
-    taped gradients came from, and ``completed_at[name]`` the tape index of the
-    step after which that gradient is complete (what step-by-step walks use).
-    Both are empty/None for the analytic route.
-    """
-
-    def __init__(self, *args, reverse_pass=None):
-        super().__init__(*args)
-        self.reverse_pass = reverse_pass
-        self.completed_at = {}
 
 
 @dataclass
@@ -127,7 +96,7 @@ class _Forward:
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
 
 
-class MultiHeadAttention(RecordedLayer):
+class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
     """Multi-head attention with the seed library's contract.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
@@ -157,7 +126,7 @@ class MultiHeadAttention(RecordedLayer):
         if not isinstance(causal, (bool, np.bool_)):
             raise ValueError(f"MultiHeadAttention(causal={causal!r}): expected True or False")
         dtype = float_dtype(dtype, "MultiHeadAttention(dtype)")
-        block_size = _block_size(block_size, "MultiHeadAttention(block_size)")
+        block_size = block_size_or_none(block_size, "MultiHeadAttention(block_size)")
         parameter_bytes = 4 * (embed * embed + embed) * dtype.itemsize
         if parameter_bytes > DEFAULT_SCORE_MEMORY_LIMIT:
             raise MemoryError(
@@ -193,7 +162,7 @@ class MultiHeadAttention(RecordedLayer):
 
     @block_size.setter
     def block_size(self, value):
-        self._block_size = _block_size(value, "MultiHeadAttention.block_size")
+        self._block_size = block_size_or_none(value, "MultiHeadAttention.block_size")
 
     def twin(self, block_size):
         """A new layer with this one's weights (copied), dropout stream and mode, running with ``block_size``.
@@ -239,13 +208,6 @@ class MultiHeadAttention(RecordedLayer):
     def tiled_bytes(self, batch, q_len, k_len):
         """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile."""
         return attention_call.tiled_bytes(self, batch, q_len, k_len)
-
-    def _input_node(self, given, data, role):
-        """The Tensor the tape starts from for this input (shares memory; no copy)."""
-        if isinstance(given, Tensor) and given.requires_grad:
-            # Part of a larger taped computation: keep it connected (a cast is recorded too).
-            return given if given.dtype == self.dtype else given.astype(self.dtype)
-        return Tensor(data, requires_grad=True, name=role)
 
     # -- forward
 
@@ -301,119 +263,6 @@ class MultiHeadAttention(RecordedLayer):
 
     # -- what the last forward left (read-only; ``tape`` and ``last_output`` come from RecordedLayer)
 
-    def _per_head(self, array):
-        return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
-
-    def _weights(self, what):
-        """``P [B·H, Tq, Tk]`` of the last forward: the tape's ``weights``, or (tiled) ``exp(S − L)`` recomputed."""
-        last = self._require_forward(what)
-        if not last.tiled:
-            return last.nodes["weights"].data
-        attention_call.require_score_memory(self, what, 2)
-        return tiled.recomputed_weights(last.nodes["context"])
-
-    def _keep(self):
-        """The dropout mask of the last forward (None without dropout): saved, or (tiled) regenerated."""
-        last = self._last
-        if last is None or not last.tiled:
-            return None if last is None else last.keep
-        if last.dropout is not None:
-            attention_call.require_score_memory(self, "dropout_keep", 2)
-        return tiled.recomputed_keep(last.nodes["context"])
-
-    @property
-    def attention_weights(self):
-        """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout (read-only).
-
-        On the tiled path nothing score-sized was kept: they are recomputed
-        here, ``P = exp(S − L)`` from ``Q``, ``K`` and the saved log-sum-exp ``L``.
-        """
-        return self._per_head(self._weights("attention_weights"))
-
-    @property
-    def dropped_attention_weights(self):
-        """``[B, H, Tq, Tk]``: the weights *after* dropout (the same as before when it is off)."""
-        last = self._require_forward("dropped_attention_weights")
-        if last.tiled:
-            weights, keep = self._weights("dropped_attention_weights"), self._keep()
-            return self._per_head(weights if keep is None else weights * keep)
-        node = last.nodes.get("dropped_weights", last.nodes["weights"])
-        return self._per_head(node.data)
-
-    @property
-    def last_mask(self):
-        """The total additive mask ``[Tq, Tk]`` of the last forward (causal + user), or None.
-
-        On the tiled path (which never builds the causal part whole) it is built here.
-        """
-        last = self._last
-        if last is None or not (last.tiled and self.causal):
-            return None if last is None else read_only(last.mask)
-        total = masks.causal_mask(last.nodes["Q_heads"].shape[1], self.dtype)
-        return read_only(total if last.mask is None else total + last.mask)
-
-    @property
-    def dropout_keep(self):
-        """The dropout mask ``[B·H, Tq, Tk]`` (1/(1-p) where kept, 0 where dropped), or None.
-
-        Saved by the standard path; regenerated here on the tiled path (it is
-        a pure function of the seed, the forward's number and the position).
-        """
-        return read_only(self._keep())
-
-    @property
-    def last_gradients(self):
-        """``{name: array}``: every named gradient of the last backward; the same keys by either route."""
-        return {name: read_only(grad) for name, grad in self._require_forward("last_gradients").grads.items()}
-
-    def _last_grad(self, name, what):
-        grads = self._require_forward(what).grads
-        if not grads:
-            raise RuntimeError(f"MultiHeadAttention.{what}: call backward() first")
-        return read_only(grads[name])
-
-    def _score_gradient(self, name, what):
-        """A score-sized gradient of the last backward: kept by the standard path, recomputed when tiled."""
-        last = self._require_forward(what)
-        if not last.tiled:
-            return self._last_grad(name, what)
-        grad_context = self._last_grad("context", what)
-        attention_call.require_score_memory(self, what, 5)
-        heads = [last.nodes[step].data for step in ("Q_heads", "K_heads", "V_heads")]
-        core = analytic.attention_core_backward(grad_context, *heads, self._weights(what), self._keep())
-        return core[name]
-
-    def grad_scores(self):
-        """dS ``[B, H, Tq, Tk]``: the gradient of the (scaled, masked) scores, last backward.
-
-        On the tiled path it is recomputed from the last backward's dC and the recomputed weights.
-        """
-        return self._per_head(self._score_gradient("scaled_scores", "grad_scores()"))
-
-    def grad_weights(self):
-        """dP ``[B, H, Tq, Tk]``: the gradient of the attention weights, last backward (recomputed when tiled)."""
-        return self._per_head(self._score_gradient("weights", "grad_weights()"))
-
-    def grad_key_input(self):
-        """dk of the last backward (cross-attention; for self it is part of the returned sum)."""
-        return self._last_grad("key", "grad_key_input()")
-
-    def grad_value_input(self):
-        """dv of the last backward (cross-attention; for self it is part of the returned sum)."""
-        return self._last_grad("value", "grad_value_input()")
-
-    def analytic_cache(self):
-        """The numpy values the analytic backward reads, taken from the last forward (read-only)."""
-        last = self._require_forward("analytic_cache()")
-        cache = {role: read_only(node.data) for role, node in last.inputs.items()}
-        for name in ("Q_heads", "K_heads", "V_heads", "merged"):
-            cache[name] = read_only(last.nodes[name].data)
-        cache["weights"] = read_only(self._weights("analytic_cache()"))  # recomputed on the tiled path
-        cache["keep"] = read_only(self._keep())
-        cache["params"] = {name: read_only(tensor.data) for name, tensor in self.named_parameters()}
-        cache["num_heads"] = self.num_heads
-        return cache
-
     def gradient_names(self):
         """The keys of :attr:`last_gradients` for the last forward (both routes give exactly these)."""
         last = self._require_forward("gradient_names()")
@@ -432,7 +281,7 @@ class MultiHeadAttention(RecordedLayer):
         — what each projection sent back — and ``"x"`` for self-attention).
         ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
         hand-derived chain; ``links`` swaps links of the latter (teaching
-        mistakes, see :data:`microtape.nn.derivation.LINKS`). No state changes.
+        mistakes, see :data:`microtape.nn.attention_links.LINKS`). No state changes.
 
         On the tiled path the tape's reverse pass runs the tiled backward (the
         ``tiled_attention`` row's VJP), and the analytic route the
@@ -440,24 +289,7 @@ class MultiHeadAttention(RecordedLayer):
         two independent routes, so they still check each other (the analytic
         one at the standard path's memory, refused above ``max_score_bytes``).
         """
-        last = self._require_forward("backward()")
-        if method not in ("tape", "analytic"):
-            raise ValueError(f"MultiHeadAttention.backward(method={method!r}): expected 'tape' or 'analytic'")
-        if links is not None and method != "analytic":
-            raise ValueError("MultiHeadAttention.named_gradients(links=...): links replace analytic steps only")
-        grad_output = gradient_array(
-            grad_output, "grad_output", "MultiHeadAttention.backward", last.output.shape, self.dtype
-        )
-        with np.errstate(all="ignore"):
-            if method == "tape":
-                grads = self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
-            else:
-                if last.tiled:
-                    attention_call.require_score_memory(self, "backward(method='analytic')", 6)
-                computed = analytic.attention_backward(grad_output, self.analytic_cache(), last.self_attention, links)
-                grads = NamedGradients({name: computed[name] for name in self.gradient_names()})
-        self._check_finite_gradients(grads, method)
-        return grads
+        return super().named_gradients(grad_output, method, links=links)
 
     def backward(self, grad_output, method="tape"):
         """Backpropagate ``grad_output`` (``[B, Tq, E]``) through the last forward.
@@ -468,12 +300,24 @@ class MultiHeadAttention(RecordedLayer):
         the tape's reverse pass; ``method="analytic"`` the hand-derived
         formulas. Nothing changes when it fails (bad argument, overflow).
         """
-        grads = self.named_gradients(grad_output, method)
-        last = self._last
-        inputs = [(node, grads["x"] if last.self_attention else _role_sum(last, node, grads))
-                  for node, _ in _distinct_inputs(last)]  # fmt: skip
-        self._commit_backward(grads, inputs)
-        return np.array(grads["x"] if last.self_attention else grads["query"])
+        return super().backward(grad_output, method)
+
+    # -- the two routes (the scaffold, TwoRouteLayer, calls these)
+
+    def _taped(self, last, grad_output, complete):
+        # Steps are kept even for backward(): each role's gradient is read off its projection's step.
+        return self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
+
+    def _analytic_gradients(self, grad_output, links):
+        if self._last.tiled:
+            attention_call.require_score_memory(self, "backward(method='analytic')", 6)
+        return analytic.attention_backward(grad_output, self.analytic_cache(), self._last.self_attention, links)
+
+    def _input_gradients(self, grads):
+        return _gradient_per_input(self._last, grads)
+
+    def _returned_input(self):
+        return "x" if self._last.self_attention else "query"
 
     def _named_tape_gradients(self, result):
         """The reverse pass's gradients under the analytic route's names, with the step completing each.
@@ -544,27 +388,17 @@ def _backward_order(names):
     return steps + [n for n in names if n not in forward]
 
 
-def _distinct_inputs(last):
-    """The input nodes of the last forward, each once, with a role that used it."""
-    seen = {}
+def _gradient_per_input(last, grads):
+    """``[(input node, gradient)]``, each node once: the sum over the roles it played (key and value, say).
+
+    Self-attention's one input gets ``x``, what all three projections sent back.
+    """
+    if last.self_attention:
+        return [(last.inputs["query"], grads["x"])]
+    totals = {}  # id(node) -> [node, the sum of its roles' gradients, in role order]
     for role, node in last.inputs.items():
-        seen.setdefault(id(node), (node, role))
-    return list(seen.values())
-
-
-def _role_sum(last, node, grads):
-    """The gradient of one input node: the sum over the roles it played (key and value, say)."""
-    roles = [role for role, other in last.inputs.items() if other is node]
-    total = grads[roles[0]]
-    for role in roles[1:]:
-        total = total + grads[role]
-    return total
-
-
-def _block_size(value, what):
-    """None (the standard chain) or a positive integer (the tiled kernel's block size)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{what} = {value!r}: expected None (the standard chain) or a positive integer block size")
-    return int(value)
+        if id(node) in totals:
+            totals[id(node)][1] = totals[id(node)][1] + grads[role]
+        else:
+            totals[id(node)] = [node, grads[role]]
+    return [tuple(pair) for pair in totals.values()]

@@ -29,7 +29,8 @@ The steps, and the tape name of each::
 
 from ..tape import module_scope
 from . import derivation
-from .derivation import HEADS, merge_heads, score_scale, split_heads
+from .attention_links import merge_heads, score_scale, split_heads
+from .derivation import HEADS
 from .linear import linear, linear_steps
 
 __all__ = ["attention_chain", "attention_core", "HEADS", "step_names"]

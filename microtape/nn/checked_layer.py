@@ -29,11 +29,10 @@ import numpy as np
 
 from ..tape import Tape, gradients
 from ..tensor import Tensor
+from .checks import input_array, overflow_error
 
 # attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
-from .attention import NamedGradients, read_only
-from .checks import gradient_array, gradient_overflow_error, input_array, overflow_error
-from .module import RecordedLayer
+from .two_routes import NamedGradients, TwoRouteLayer, read_only
 
 __all__ = ["CheckedLayer", "LastForward", "named", "sequence_array"]
 
@@ -69,18 +68,13 @@ class LastForward:
     grads: dict = field(default_factory=dict)  # the named gradients of the last backward
 
 
-class CheckedLayer(RecordedLayer):
+class CheckedLayer(TwoRouteLayer):
     """The shared machinery of a layer with a taped and a hand-derived backward (see the module doc)."""
 
     #: The forward's inputs, in order; the first is the one ``backward`` returns the gradient of.
     input_roles = ("x",)
 
     # -- the last forward
-
-    @property
-    def last_gradients(self):
-        """``{name: array}`` of the last backward (read-only); the same keys by either route."""
-        return {name: read_only(grad) for name, grad in self._require_forward("last_gradients").grads.items()}
 
     @property
     def last_inputs(self):
@@ -93,12 +87,6 @@ class CheckedLayer(RecordedLayer):
         if name not in nodes:
             raise KeyError(f"{type(self).__name__}.step_value({name!r}): not a step; steps are {', '.join(nodes)}")
         return read_only(nodes[name].data)
-
-    def _input_node(self, given, data, role):
-        """The Tensor the tape starts from for an input (a taped Tensor stays connected)."""
-        if isinstance(given, Tensor) and given.requires_grad:
-            return given if given.dtype == self.dtype else given.astype(self.dtype)
-        return Tensor(data, requires_grad=True, name=role)
 
     def _record_forward(self, run):
         """Run ``run()`` — it returns a :class:`LastForward` — on an atomic tape; keep it only if it succeeds."""
@@ -117,13 +105,6 @@ class CheckedLayer(RecordedLayer):
 
     # -- the two routes
 
-    def gradient_names(self):
-        """The names :meth:`named_gradients` returns, in backward order (subclasses say which)."""
-        raise NotImplementedError
-
-    def _analytic_gradients(self, grad_output, links):
-        raise NotImplementedError
-
     def _tape_extras(self, grads):
         """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
 
@@ -133,39 +114,6 @@ class CheckedLayer(RecordedLayer):
         on this layer's tape).
         """
         return NamedGradients()
-
-    def _backward_names(self):
-        """The names ``backward`` keeps (``last_gradients``): all of them unless a subclass says fewer."""
-        return self.gradient_names()
-
-    def named_gradients(self, grad_output, method="tape", *, links=None):
-        """Every named gradient of the last forward for ``grad_output`` — computed, never stored.
-
-        ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
-        hand-derived chain (:mod:`microtape.nn.analytic_blocks`); ``links``
-        swaps links of the latter (teaching mistakes). Both return the keys of
-        :meth:`gradient_names`, in that order. No state changes.
-        """
-        return self._gradients(grad_output, method, links, complete=True)
-
-    def _gradients(self, grad_output, method, links, complete):
-        where = f"{type(self).__name__}.backward"
-        last = self._require_forward("backward()")
-        if method not in ("tape", "analytic"):
-            raise ValueError(f"{where}(method={method!r}): expected 'tape' or 'analytic'")
-        if links is not None and method != "analytic":
-            raise ValueError(f"{type(self).__name__}.named_gradients(links=...): links replace analytic steps only")
-        grad_output = gradient_array(grad_output, "grad_output", where, last.output.shape, self.dtype)
-        names = self.gradient_names() if complete else self._backward_names()
-        with np.errstate(all="ignore"):
-            if method == "tape":
-                found = self._taped(last, grad_output, complete)
-            else:
-                found = NamedGradients(self._analytic_gradients(grad_output, links))
-        grads = NamedGradients({name: found[name] for name in names}, reverse_pass=found.reverse_pass)
-        grads.completed_at = found.completed_at
-        self._check_finite_gradients(grads, method)
-        return grads
 
     def _taped(self, last, grad_output, complete):
         # The complete set (for reports and walks) keeps the pass's steps; backward() needs none.
@@ -181,24 +129,6 @@ class CheckedLayer(RecordedLayer):
             grads.update(extras)
             grads.completed_at.update(extras.completed_at)
         return grads
-
-    def backward(self, grad_output, method="tape"):
-        """Backpropagate ``grad_output`` through the last forward; returns the gradient of the first input.
-
-        Parameter gradients are *added* into ``.grad`` (so are the inputs',
-        when they are Tensors of yours). ``method="tape"`` replays the tape,
-        ``method="analytic"`` runs the hand-derived formulas. Nothing changes
-        when it fails (a bad argument, an overflow).
-        """
-        grads = self._gradients(grad_output, method, None, complete=False)
-        self._commit_backward(grads, [(node, grads[role]) for role, node in self._last.inputs.items()])
-        return np.array(grads[self.input_roles[0]])
-
-    def _check_finite_gradients(self, grads, method):
-        """Refuse gradients that overflowed, naming the first one in backward order."""
-        error = gradient_overflow_error(grads, grads, f"{type(self).__name__}.backward(method={method!r})", self.dtype)
-        if error is not None:
-            raise error
 
     # -- the same forward on plain numpy
 

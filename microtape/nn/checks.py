@@ -24,6 +24,7 @@ __all__ = [
     "integer_ids",
     "gradient_array",
     "positive_int",
+    "block_size_or_none",
     "float_dtype",
     "probability",
     "check_finite",
@@ -130,6 +131,15 @@ def gradient_array(value, argument, where, shape, dtype):
 def positive_int(value, what):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"{what}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def block_size_or_none(value, what):
+    """None (the standard chain) or a positive integer (the tiled kernel's block size)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{what} = {value!r}: expected None (the standard chain) or a positive integer block size")
     return int(value)
 
 

@@ -35,28 +35,17 @@ The primitives' derivatives (softmax's VJP) come from the op registry
 (:mod:`microtape.ops`): written once, beside their forwards.
 """
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
-from .. import ops
+from .attention_links import LINKS
 
 __all__ = [
     "Step",
     "Projection",
     "ATTENTION",
     "PROJECTIONS",
-    "LINKS",
     "HEADS",
-    "score_scale",
-    "split_heads",
-    "merge_heads",
-    "context_backward",
-    "dropout_backward",
-    "softmax_backward",
-    "scores_backward",
     "present_steps",
     "step_names",
     "run_forward",
@@ -64,6 +53,8 @@ __all__ = [
     "gradient_rows",
     "formula_of",
     "step_formulas",
+    "unicode_formula",
+    "hint_formula",
     "parameter_rows",
     "input_rows",
     "attention_rows",
@@ -72,78 +63,6 @@ __all__ = [
 
 #: The split heads: the core's inputs (their gradients are reported as dQ, dK, dV).
 HEADS = ("Q_heads", "K_heads", "V_heads")
-
-
-def score_scale(depth):
-    """``1/√d``: the scores' scale, so the softmax does not saturate as the head depth ``d`` grows.
-
-    A Python float, so a float32 computation stays float32.
-    """
-    return 1.0 / math.sqrt(depth)
-
-
-# ---------------------------------------------------------------- shapes (no arithmetic)
-
-
-def split_heads(x, num_heads):
-    """``[B, T, E]`` to ``[B·H, T, D]``: head ``h`` takes features ``h·D .. (h+1)·D``.
-
-    Uses only ``reshape`` and ``transpose``, so it runs on numpy arrays,
-    Tensors and ScalarArrays alike (the taped forward calls it too).
-    """
-    batch, length, embed = x.shape
-    depth = embed // num_heads
-    # [B, T, E] -> [B, T, H, D] -> [B, H, T, D] -> [B·H, T, D]
-    return x.reshape(batch, length, num_heads, depth).transpose(0, 2, 1, 3).reshape(batch * num_heads, length, depth)
-
-
-def merge_heads(x, batch):
-    """``[B·H, T, D]`` back to ``[B, T, E]`` (the inverse of :func:`split_heads`)."""
-    heads_total, length, depth = x.shape
-    num_heads = heads_total // batch
-    # [B·H, T, D] -> [B, H, T, D] -> [B, T, H, D] -> [B, T, E]
-    return x.reshape(batch, num_heads, length, depth).transpose(0, 2, 1, 3).reshape(batch, length, num_heads * depth)
-
-
-def _t(x):
-    """Transpose the last two axes (a batch of matrices stays a batch)."""
-    return np.swapaxes(x, -1, -2)
-
-
-# ---------------------------------------------------------------- the links (one per step's backward)
-
-
-def context_backward(grad_context, used_weights, v_heads):
-    """``C = P̃ V``: returns ``(dP̃, dV) = (dC Vᵀ, P̃ᵀ dC)``."""
-    return grad_context @ _t(v_heads), _t(used_weights) @ grad_context
-
-
-def dropout_backward(grad_dropped, keep):
-    """``P̃ = P ⊙ keep``: returns ``dP = dP̃ ⊙ keep`` (the same saved mask)."""
-    return grad_dropped * keep
-
-
-def softmax_backward(grad_weights, weights):
-    """``P = softmax(S)`` row by row: returns ``dS = P ⊙ (dP − rowsum(dP ⊙ P))`` (the op's VJP).
-
-    The rowsum term is the coupling inside a row: raising one score lowers
-    every other weight of that row (the ``−p pᵀ`` part of the Jacobian).
-    """
-    return ops.softmax_backward(grad_weights, weights)
-
-
-def scores_backward(grad_scores, q_heads, k_heads, scale):
-    """``S = Q Kᵀ · scale``: returns ``(dQ, dK) = (dS K · scale, dSᵀ Q · scale)``."""
-    return grad_scores @ k_heads * scale, _t(grad_scores) @ q_heads * scale
-
-
-#: The links by name; ``links={"softmax": other}`` swaps one (teaching mistakes, exercises).
-LINKS = {
-    "context": context_backward,
-    "dropout": dropout_backward,
-    "softmax": softmax_backward,
-    "scores": scores_backward,
-}
 
 
 # ---------------------------------------------------------------- the table
@@ -377,6 +296,25 @@ def formula_of(table, name, constants=None):
         if row_name == name or label == name:
             return formula
     return None
+
+
+#: Plain text to the symbols hints and prompts write (``P ⊙ dP``, ``dSᵀ``, ``√d``, ``P̃``).
+_UNICODE = ((" * ", " ⊙ "), (" - ", " − "), ("sqrt(d)", "√d"), ("^T", "ᵀ"), ("P~", "P̃"))
+
+
+def unicode_formula(formula):
+    """A table formula as the exercises' hints write it: ``dS = P ⊙ (dP − rowsum(dP ⊙ P))``."""
+    for plain, symbol in _UNICODE:
+        formula = formula.replace(plain, symbol)
+    return " ".join(formula.split())
+
+
+def hint_formula(label, dropout=False):
+    """The formula of the row ``label`` (``"dS"``) in the current table, as hints write it (read at each call)."""
+    formula = formula_of(ATTENTION, label, {"keep": True if dropout else None})
+    if formula is None:
+        raise KeyError(f"hint_formula({label!r}): no row of the attention derivation has that label")
+    return unicode_formula(formula)
 
 
 def step_formulas(table, name, recorded=()):

@@ -62,8 +62,8 @@ from .. import ops
 from ..ops import primitive
 from ..plain import Plain
 from ..tensor import Tensor
-from . import derivation
-from .derivation import score_scale
+from . import attention_links
+from .attention_links import score_scale
 from .masks import NEG_INF
 
 __all__ = [
@@ -310,7 +310,7 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
 
     ``lse`` is the forward's ``L``, ``row_delta`` is ``D = rowsum(dO ⊙ O)``.
     The per-tile formulas are the hand-derived chain's links
-    (:mod:`microtape.nn.derivation`) on one tile, with ``D`` for the rowsum.
+    (:mod:`microtape.nn.attention_links`) on one tile, with ``D`` for the rowsum.
     """
     link = {**LINKS, **(links or {})}
     heads, scale, dtype = q.shape[0], score_scale(q.shape[-1]), np.result_type(q, k, v)
@@ -321,10 +321,10 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
         grad_rows = grad_out[:, tile.rows]
         keep = None if dropout is None else dropout.keep(heads, tile.rows, tile.cols, dtype)
         used = weights if keep is None else weights * keep
-        grad_used, grad_v = derivation.context_backward(grad_rows, used, v[:, tile.cols])
-        grad_weights = grad_used if keep is None else derivation.dropout_backward(grad_used, keep)
+        grad_used, grad_v = attention_links.context_backward(grad_rows, used, v[:, tile.cols])
+        grad_weights = grad_used if keep is None else attention_links.dropout_backward(grad_used, keep)
         grad_scores = link["softmax"](grad_weights, weights, row_delta[:, tile.rows])
-        grad_q, grad_k = derivation.scores_backward(grad_scores, q[:, tile.rows], k[:, tile.cols], scale)
+        grad_q, grad_k = attention_links.scores_backward(grad_scores, q[:, tile.rows], k[:, tile.cols], scale)
         yield BackwardStep(tile, grad_q, grad_k, grad_v)
 
 

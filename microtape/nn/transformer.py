@@ -24,7 +24,7 @@ The tape names every step: ``self_attn`` (the attention's output),
 ``residual1``, ``norm1``, ``pre_activation``, ``hidden``, ``ff``,
 ``residual2``, … (and ``<sublayer>_dropped`` with dropout).
 
-The forward is written once, :func:`post_norm_chain`, and runs on Tensors
+The forward is written once, :func:`~microtape.nn.post_norm.post_norm_chain`, and runs on Tensors
 (the attention sublayers are the :class:`MultiHeadAttention` children) and
 on Plain numpy (``forward_plain``: what finite differences nudge). The
 hand-derived backward chains each sublayer's own: LayerNorm's and the
@@ -34,62 +34,20 @@ attention's (``attn.named_gradients(g, "analytic")``), through
 """
 
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..tape import module_scope
 from ..tensor import Tensor
 from . import analytic_blocks
 from .attention import MultiHeadAttention, NamedGradients, read_only
-from .attention_chain import attention_chain
-from .checked_layer import CheckedLayer, LastForward, named, sequence_array
+from .checked_layer import CheckedLayer, LastForward, sequence_array
 from .checks import child_seeds, float_dtype, positive_int, probability
 from .feedforward import check_activation, draw_keep, feedforward_cache, feedforward_chain, feedforward_names
-from .layernorm import LayerNorm, layer_norm
+from .layernorm import LayerNorm
 from .linear import Linear
+from .post_norm import Block, post_norm_chain, post_norm_plain
 
 __all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "Block", "post_norm_chain"]
-
-
-@dataclass(frozen=True)
-class Block:
-    """One residual block of a post-norm layer: ``norm(input + dropout(sublayer(input)))``."""
-
-    sublayer: str  # "self_attn", "multihead_attn" or "ff"
-    norm: str  # the LayerNorm closing the block: "norm1", ...
-    residual: str  # the name of the sum it normalises: "residual1", ...
-    input: str  # the block's input: "x", or the previous block's norm
-    dropout: str  # the residual dropout (PyTorch's attribute name): "dropout1", ...
-
-
-def post_norm_chain(x, blocks, sublayers, params, eps, keeps, record=None):
-    """``h = norm(h + dropout(sublayer(h)))`` block after block; on Tensors or Plain arrays.
-
-    ``sublayers`` maps a block's sublayer name to a function of ``h``;
-    ``params`` holds the norms' ``weight`` and ``bias`` (``"norm1.weight"``);
-    ``keeps`` the residual dropout masks by name (None: no dropout). If
-    ``record`` is a dict it receives every named step and each norm's
-    ``normalized`` and ``std``. Returns the last norm's output.
-    """
-    h = x
-    for block in blocks:
-        branch = sublayers[block.sublayer](h)
-        keep = keeps.get(block.dropout)
-        used = branch if keep is None else branch.dropout(keep, name=f"{block.sublayer}_dropped")
-        # The residual connection: the block's input skips past the sublayer.
-        residual = named(h + used, block.residual)
-        norm_record = {}
-        weight, bias = params[f"{block.norm}.weight"], params[f"{block.norm}.bias"]
-        with module_scope(block.norm):
-            h = layer_norm(residual, weight, bias, eps, name=block.norm, record=norm_record)
-        if record is not None:
-            record[block.sublayer] = branch
-            if keep is not None:
-                record[f"{block.sublayer}_dropped"] = used
-            record.update({block.residual: residual, block.norm: h})
-            record.update({f"{block.norm}.{step}": node for step, node in norm_record.items()})
-    return h
 
 
 class _PostNormLayer(CheckedLayer):
@@ -311,40 +269,7 @@ class _PostNormLayer(CheckedLayer):
         A replaced name with a sublayer's prefix (``self_attn.weights``,
         ``self_attn.x``) replaces that step inside that attention only.
         """
-        from ..plain import Plain
-
-        last = self._require_forward("forward_plain()")
-        replace = dict(replace or {})
-        plain = {name: Plain(value) for name, value in params.items()}
-        x = Plain(inputs["x"])
-        keeps = last.constants["keeps"]
-
-        def attend(name, query, memory):
-            attn = self._fresh_attention(name)
-            prefix = f"{name}."
-            inner = {key[len(prefix) :]: value for key, value in replace.items() if key.startswith(prefix)}
-            attn_params = {key[len(prefix) :]: value for key, value in plain.items() if key.startswith(prefix)}
-            with Plain.replacing(inner):
-                # The attention's own inputs are named as its gradients are ("x", or "query",
-                # "key", "value"), so a finite difference can nudge what only the attention reads.
-                if memory is None:
-                    query = key = value = named(Plain(query.data), "x")
-                else:
-                    query = named(Plain(query.data), "query")
-                    key, value = named(Plain(memory), "key"), named(Plain(memory), "value")
-                output = attention_chain(
-                    query, key, value, attn_params, attn.num_heads, mask=attn.last_mask, keep=attn.dropout_keep
-                )
-            return named(output, name)  # back under the layer's replacements
-
-        sublayers = {
-            "self_attn": lambda h: attend("self_attn", h, None),
-            "multihead_attn": lambda h: attend("multihead_attn", h, inputs.get("memory")),
-            "ff": lambda h: feedforward_chain(h, plain, self.activation, keeps["dropout"], "ff"),
-        }
-        with Plain.replacing(replace):
-            output = post_norm_chain(x, self.blocks, sublayers, plain, self.eps, keeps)
-        return output.data
+        return post_norm_plain(self, inputs, params, replace)
 
 
 class TransformerEncoderLayer(_PostNormLayer):

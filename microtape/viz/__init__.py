@@ -11,8 +11,11 @@ This package lets you see what the tape recorded::
     fig = mt.viz.attention_heatmaps(attn)           # a matplotlib Figure, one panel per head
     fig = mt.viz.attention_heatmaps(attn, which="grad_scores")
     figs = mt.viz.paired_heatmaps({"before": w0, "after": w1})   # one colour scale for both
+    fig = mt.viz.head_gradients(attn)               # per head: P, dP, dQ, dK, dV on shared scales
     fig = mt.viz.tile_schedule(attn)                # tiled attention: which tiles ran, in what order
     fig = mt.viz.training_curve(history)            # loss and accuracy of a training run
+    mt.viz.report_graph(report, attn)               # analytic against tape: where a derivation broke
+    mt.viz.save_slide(layer, "slides/encoder")      # 16:9 SVG and PNG: boxes with shapes, edges with formulas
 
 A graph is drawn in four steps, each a module that graph and frames share:
 :mod:`.program` reads the computation (equations, leaves, names, the
@@ -30,16 +33,20 @@ from .curves import training_curve
 from .figure import new_figure
 from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
+from .headgrads import head_gradients
 from .heatmap import attention_heatmaps
 from .pairs import paired_heatmaps
 from .render import GraphvizNotFound, render, svg
+from .slides import save_slide, slide
 from .tiles import online_softmax, tile_schedule
+from .verdict import report_graph
 
 __all__ = [
     "graph",
     "backward_frames",
     "attention_heatmaps",
     "paired_heatmaps",
+    "head_gradients",
     "render",
     "svg",
     "BackwardFrames",
@@ -48,5 +55,8 @@ __all__ = [
     "tile_schedule",
     "online_softmax",
     "training_curve",
+    "report_graph",
+    "slide",
+    "save_slide",
     "new_figure",
 ]

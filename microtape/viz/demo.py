@@ -12,9 +12,11 @@ them from here. The demo runs a forward pass and a backward pass with a
 seeded random ``grad_output``, and writes:
 
 * ``graph_forward.svg`` — the tape, forward, grouped by module;
-* ``graph_backward.svg`` — the same graph with gradients, and what flows along each edge;
-* ``backward_frames/`` — one SVG per backward step (one layout for all) and
-  ``index.html`` to step through them;
+* ``graph_backward.svg`` — the same graph with gradients, and what flows along
+  each edge (the attention core open, each projection one box: it reads at
+  900 px wide);
+* ``backward_frames/`` — one SVG per backward step (one layout for all, the
+  same view) and ``index.html`` to step through them;
 * ``attention_heatmaps.png`` — the attention weights of every head;
 * ``grad_heatmaps.png`` — ``dP`` and ``dS`` for every head, with row sums.
 
@@ -41,6 +43,8 @@ __all__ = [
     "render_graph",
     "render_heatmap",
     "render_readme_images",
+    "readme_graph",
+    "README_SCALE",
     "demo_attention",
     "demo_tokens",
     "write_pictures",
@@ -113,7 +117,11 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
     pictures = {
         "graph_forward": graph(attn, title=f"forward pass: the tape of the attention{batch}"),
         "graph_backward": graph(
-            attn, backward=True, grad=grad_output, title="backward pass: each gradient, and what flows along each edge"
+            attn,
+            backward=True,
+            grad=grad_output,
+            expand="attention",
+            title="backward pass: each gradient, and what flows along each edge",
         ),
     }
     for name, digraph in pictures.items():
@@ -123,7 +131,7 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
             paths[name] = error.dot_path
             missing.append(error.dot_path)
     frames_dir = out / "backward_frames"
-    frames = backward_frames(attn, grad=grad_output, title="the backward pass, one box at a time")
+    frames = backward_frames(attn, grad=grad_output, expand="attention", title="the backward pass, one box at a time")
     try:
         frames.save(frames_dir, format=frames_format)
         paths["backward_frames"] = frames_dir / "index.html"
@@ -155,10 +163,14 @@ def render_demo(out_dir="demo-output", *, frames_format="svg", **overrides):
     return write_pictures(attn, grad_output, out_dir, tokens=demo_tokens(seq), frames_format=frames_format)
 
 
-def render_graph(path, *, backward=False, step=None, detail="auto", **overrides):
-    """Write one graph of the demo attention to ``path`` (format from the suffix); return the path."""
+def render_graph(path, *, backward=False, step=None, detail="auto", expand=None, width=900, **overrides):
+    """Write one graph of the demo attention to ``path`` (format from the suffix); return the path.
+
+    ``expand`` and ``width`` are :func:`~microtape.viz.graph`'s (``width=None``: every op, whatever its width).
+    """
     attn, _, grad_output = demo_attention(**overrides)
-    return render(graph(attn, backward=backward, step=step, detail=detail, grad=grad_output), path)
+    drawn = graph(attn, backward=backward, step=step, detail=detail, expand=expand, width=width, grad=grad_output)
+    return render(drawn, path)
 
 
 def render_heatmap(path, *, which="weights", **overrides):
@@ -175,16 +187,28 @@ def render_heatmap(path, *, which="weights", **overrides):
     return path
 
 
-def render_readme_images(folder):
-    """The README's two pictures of the demo: its backward graph and its attention weights."""
+#: The README shows its images at half their pixels: crisp on a high-density screen, readable at 900 px.
+README_SCALE = 2
+
+
+def readme_graph():
+    """The README's graph: the demo's backward pass, its attention core open, the projections one box each."""
     attn, _, grad_output = demo_attention()
+    return graph(
+        attn, backward=True, grad=grad_output, expand="attention", title="The backward pass of the demo attention"
+    )
+
+
+def render_readme_images(folder):
+    """The README's two pictures of the demo, at twice the size they are shown: graph and attention weights."""
+    attn, _, _ = demo_attention()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    digraph = graph(attn, backward=True, grad=grad_output, title="The backward pass of the demo attention")
     figure = attention_heatmaps(attn, tokens=demo_tokens(DEMO["seq"]))
     heatmaps = folder / "attention_heatmaps.png"
-    figure.savefig(heatmaps, dpi=100)
-    return {"graph": render(digraph, folder / "attention_backward_graph.png", dpi=72), "heatmaps": heatmaps}
+    figure.savefig(heatmaps, dpi=100 * README_SCALE)  # a figure is 9 inches wide at most: 900 px shown
+    path = folder / "attention_backward_graph.png"
+    return {"graph": render(readme_graph(), path, dpi=96 * README_SCALE), "heatmaps": heatmaps}
 
 
 if __name__ == "__main__":  # python -m microtape.viz.demo DIR: the README's images

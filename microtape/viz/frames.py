@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..nn import derivation
 from ..progress import progress
+from .fit import NOTEBOOK_WIDTH, fitted
 from .graph import check_options, warn_if_collapsed
 from .layout import Layout, widest
 from .paint import Painter, paint
@@ -37,7 +38,7 @@ from .player import fragment, page
 from .program import collect, trace_backward
 from .render import GraphvizNotFound, fit_svg, render, svg
 from .text import flatten, grad_lines, norm_text, step_text
-from .view import MAX_NODES, View
+from .view import MAX_NODES
 
 __all__ = ["backward_frames", "BackwardFrames"]
 
@@ -60,17 +61,21 @@ def backward_frames(
     rankdir=None,
     legend=True,
     title=None,
+    width=NOTEBOOK_WIDTH,
 ):
     """One graph per backward step, all at one layout; with ``out_dir``, also write them and ``index.html``.
 
     Takes what :func:`microtape.viz.graph` takes (a tape, a result, a layer, a
-    scalar trace). Returns a :class:`BackwardFrames`. ``format`` (``"svg"``
-    or ``"png"``) is the format of the files written to ``out_dir``.
+    scalar trace; ``width=`` as there: frames read at that width too).
+    Returns a :class:`BackwardFrames`. ``format`` (``"svg"`` or ``"png"``) is
+    the format of the files written to ``out_dir``.
     """
     program = collect(tape_or_output, output, parameters)
-    view = View(program, **check_options(group, detail, max_nodes, rankdir, expand))
-    warn_if_collapsed(view, max_nodes, stacklevel=3)
+    options = check_options(group, detail, max_nodes, rankdir, expand, width)
     trace = trace_backward(program, grad)
+    drawn = dict(values=values, title=title, legend=legend)
+    view, rankdir = fitted(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
+    warn_if_collapsed(view, max_nodes, stacklevel=3)
     if len(trace) == 0:
         raise ValueError("backward_frames: the output is a leaf, so the backward pass has no steps to show")
     stops = view.steps(trace)
@@ -168,7 +173,8 @@ class BackwardFrames:
     ``focus[k]``: where the current box sits (fractions of the picture).
     :meth:`svgs` draws them (needs Graphviz), :meth:`save` writes files and
     ``index.html``, :meth:`html` gives a self-contained page; in Jupyter the
-    object shows as the player, and :meth:`widget` gives an ipywidgets slider.
+    object shows as the player, and :meth:`widget` gives an ipywidgets slider
+    (or, without ipywidgets, the player).
     """
 
     def __init__(self, digraphs, captions, *, focus=None, engine_steps=None):
@@ -180,6 +186,7 @@ class BackwardFrames:
         self.pinned = bool(self.digraphs) and getattr(self.digraphs[0], "pinned", False)
         self.paths = []  # files written by save(), frames first, index.html last
         self._svgs = None
+        self._drawn = {}  # frames drawn one by one (the widget), by step
 
     def __len__(self):
         return len(self.digraphs)
@@ -257,22 +264,41 @@ class BackwardFrames:
             return f"<pre>{html.escape(str(error))}</pre>"
 
     def widget(self):
-        """An ipywidgets slider over the frames (needs ``ipywidgets``; optional)."""
+        """A slider that steps the backward pass inside Jupyter (ipywidgets); without ipywidgets, the player.
+
+        The slider, ◀/▶ buttons and the caption change the picture shown;
+        each frame is drawn when the slider first reaches it, and the notebook
+        stores only the frame on show (the HTML player embeds them all). When
+        ipywidgets is not installed (it comes with ``pip install
+        microtape[notebooks]``), this returns the frames object itself, whose
+        plain-HTML player needs no kernel: the static fallback.
+        """
         try:
             import ipywidgets
         except ImportError:
-            raise ImportError(
-                "BackwardFrames.widget() needs ipywidgets (pip install ipywidgets); "
-                "without it, display the frames object itself: it has a plain-HTML slider"
-            ) from None
-        pictures = [fit_svg(s) for s in self.svgs()]
+            return self
         slider = ipywidgets.IntSlider(value=0, min=0, max=len(self) - 1, description="step")
-        caption = ipywidgets.Label(self.captions[0])
-        view = ipywidgets.HTML(pictures[0])
+        back = ipywidgets.Button(description="◀ prev", layout=ipywidgets.Layout(width="80px"))
+        forward = ipywidgets.Button(description="next ▶", layout=ipywidgets.Layout(width="80px"))
+        caption = ipywidgets.HTML(self._caption_html(0))
+        view = ipywidgets.HTML(self.picture(0))
 
         def show(change):
-            view.value = pictures[change["new"]]
-            caption.value = self.captions[change["new"]]
+            view.value = self.picture(change["new"])
+            caption.value = self._caption_html(change["new"])
 
         slider.observe(show, names="value")
-        return ipywidgets.VBox([ipywidgets.HBox([slider, caption]), view])
+        back.on_click(lambda _: setattr(slider, "value", max(0, slider.value - 1)))
+        forward.on_click(lambda _: setattr(slider, "value", min(len(self) - 1, slider.value + 1)))
+        return ipywidgets.VBox([ipywidgets.HBox([back, slider, forward]), caption, view])
+
+    def picture(self, k):
+        """Frame ``k`` as an SVG that fits its container (drawn once, when first asked for)."""
+        if self._svgs is not None:
+            return fit_svg(self._svgs[k])
+        if k not in self._drawn:
+            self._drawn[k] = fit_svg(svg(self.digraphs[k]))
+        return self._drawn[k]
+
+    def _caption_html(self, k):
+        return f'<div style="font: 13px sans-serif; min-height: 2.6em">{html.escape(self.captions[k])}</div>'

@@ -10,6 +10,8 @@ This module lets you *see* a tape::
     mt.viz.graph(tape, backward=True)    # gradients, and what flows along each edge
     mt.viz.graph(tape, step=2)           # the backward pass frozen after step 2
     mt.viz.graph(layer)                  # a layer's last forward, its parameters styled as such
+    mt.viz.graph(layer, expand="attention")   # at notebook width: one box per module, this one open
+    mt.viz.graph(layer, full_size=True)  # every op, at natural size (the cell scrolls)
 
 :func:`graph` returns a ``graphviz.Digraph``. In Jupyter it shows itself
 scaled to the cell's width (``.full_size()`` shows it at 100 %);
@@ -51,10 +53,11 @@ numbers), else from ones. Same computation, same DOT source, byte for byte.
 
 import warnings
 
+from .fit import NOTEBOOK_WIDTH, fitted_picture
 from .paint import paint
 from .picture import to_digraph
 from .program import collect, trace_backward
-from .view import MAX_NODES, SHAPE_OPS, View
+from .view import MAX_NODES, SHAPE_OPS
 
 __all__ = ["graph", "GraphCollapsedWarning", "MAX_NODES", "SHAPE_OPS", "check_options", "warn_if_collapsed"]
 
@@ -79,6 +82,8 @@ def graph(
     rankdir=None,
     legend=True,
     title=None,
+    width=NOTEBOOK_WIDTH,
+    full_size=False,
 ):
     """Draw a tape (or the computation behind a result) as a ``graphviz.Digraph``.
 
@@ -94,13 +99,25 @@ def graph(
     node of a tape is the result (default: the last one); ``grad``: the
     gradient to start the backward pass with. ``parameters``: a Module, or
     leaves (or their names), to style as parameters. ``rankdir``: ``"LR"``,
-    ``"TB"``, or None: left to right for at most 12 boxes, else top to bottom.
+    ``"TB"``, or None: left to right for at most 12 boxes, else top to bottom
+    — or the other way round when only that reads at ``width``. ``width``:
+    the pixels the picture is shown at (a notebook cell: 900); with
+    ``detail="auto"``, a graph whose smallest text would be unreadable at
+    that width is drawn one box per module (:mod:`microtape.viz.fit`);
+    ``width=None`` never summarises for width. ``full_size=True``: the whole
+    graph (``width=None``) shown at its natural size in Jupyter, the cell
+    scrolling — the switch for those who want every op.
     """
+    if not isinstance(full_size, bool):
+        raise TypeError(f"graph(full_size=...): expected True or False, got {full_size!r}")
+    if full_size:
+        width = None
     program = collect(tape_or_output, output, parameters)
-    options = check_options(group, detail, max_nodes, rankdir, expand)
-    view = View(program, **options)
-    warn_if_collapsed(view, max_nodes, stacklevel=3)
+    options = check_options(group, detail, max_nodes, rankdir, expand, width)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
+    drawn = dict(values=values, title=title, legend=legend)
+    view, rankdir, measured = fitted_picture(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
+    warn_if_collapsed(view, max_nodes, stacklevel=3)
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
@@ -110,11 +127,18 @@ def graph(
                 f"graph(step={step}): the backward pass of this picture has {count} steps, "
                 f"so step must be in 0..{count - 1}"
             )
-    return to_digraph(paint(view, trace, step, values=values, title=title, legend=legend, rankdir=rankdir))
+    if step is None and measured is not None:
+        picture = measured  # painted once, to measure its width: the same picture
+    else:
+        picture = paint(view, trace, step, values=values, title=title, legend=legend, rankdir=rankdir)
+    digraph = to_digraph(picture)
+    return digraph.full_size() if full_size else digraph
 
 
-def check_options(group, detail, max_nodes, rankdir, expand):
+def check_options(group, detail, max_nodes, rankdir, expand, width=None):
     """Check the drawing options once (graph and backward_frames share them); the View's keywords."""
+    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 100):
+        raise ValueError(f"graph(width=...): expected the pixels a picture is shown at (>= 100) or None, got {width!r}")
     if group not in ("module", None):
         raise ValueError(f"graph(group=...): expected 'module' or None, got {group!r}")
     if detail not in ("auto", "full", "summary"):

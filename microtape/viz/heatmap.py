@@ -59,6 +59,7 @@ WHICH = ("weights", "dropped", "grad_scores", "grad_weights")
 GRADIENTS = ("grad_scores", "grad_weights")
 NORMS = ("auto", "linear", "row", "log")
 ANNOTATE_UP_TO = 16  # numbers are written in maps of at most this many queries and keys
+FIGURE_WIDTH = 8.8  # inches: 880 px in Jupyter (100 dpi), shown unscaled in a 900 px cell
 LINEAR_UP_TO = 16  # norm="auto": linear up to this many keys, row-scaled above
 TITLES = {
     "weights": "attention weights  P = softmax(S)",
@@ -74,6 +75,7 @@ COLORBAR = {
 }
 MASK_GREY = "#d0d0d0"
 DROPPED_MARK = "#222222"
+DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards the top-right corner
 
 
 def attention_heatmaps(
@@ -88,7 +90,7 @@ def attention_heatmaps(
     annotate="auto",
     vmax=None,
     norm="auto",
-    ncols=4,
+    ncols=None,
     title=None,
 ):
     """One heatmap per head, shared colour scale and colorbar; returns a ``Figure``.
@@ -102,7 +104,8 @@ def attention_heatmaps(
     ``"dropped"``, ``"grad_scores"``, ``"grad_weights"``, or a sequence of
     them (one row of panels each). ``annotate``: write the numbers in the
     cells (``"auto"``: weights of maps up to 10 × 10; never above 16 × 16).
-    ``vmax``: the top of the colour scale (gradients: ±vmax). ``norm``:
+    ``vmax``: the top of the colour scale (gradients: ±vmax). ``ncols``: panels
+    per row (default: as many as fit 9 inches, a notebook cell). ``norm``:
     ``"auto"``, ``"linear"``, ``"row"`` or ``"log"`` (weights only).
     """
     whiches = (which,) if isinstance(which, str) else tuple(which)
@@ -130,8 +133,8 @@ def attention_heatmaps(
     dropped = _dropped_cells(attn_or_weights, is_layer, shape)[batch]  # [H, Tq, Tk] bool
     if annotate not in ("auto", True, False):
         raise ValueError(f"attention_heatmaps(annotate=...): expected 'auto', True or False, got {annotate!r}")
-    if isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1:
-        raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer, got {ncols!r}")
+    if ncols is not None and (isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1):
+        raise ValueError(f"attention_heatmaps(ncols=...): expected a positive integer or None, got {ncols!r}")
     if norm not in NORMS:
         raise ValueError(f"attention_heatmaps(norm=...): expected one of {', '.join(NORMS)}, got {norm!r}")
     if vmax is not None and (isinstance(vmax, bool) or not isinstance(vmax, numbers.Real) or not vmax > 0):
@@ -142,11 +145,13 @@ def attention_heatmaps(
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
 
-    cols = min(len(head_list), int(ncols))
-    rows = -(-len(head_list) // cols)
     panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
     label_room = 0.3 + 0.06 * max(len(s) for s in query_labels + key_labels)
     margin = 0.45 if set(whiches) & set(GRADIENTS) else 0.0  # the row-sum column
+    if ncols is None:  # as many panels side by side as fit a notebook cell (900 px at 100 dpi)
+        ncols = max(1, int((FIGURE_WIDTH - 1.3) // (panel + label_room + margin)))
+    cols = min(len(head_list), int(ncols))
+    rows = -(-len(head_list) // cols)
     block_height = rows * (panel + label_room) + 0.8
     width = max(cols * (panel + label_room + margin) + 1.3, 5.0)
     fig = new_figure(figsize=(width, len(whiches) * block_height + 0.6), layout="constrained")
@@ -416,11 +421,15 @@ def _norm(which, norm, low, high):
 
 
 def _mark_dropped(ax, cells, size):
-    """A dot in each cell dropout zeroed (a zero weight by chance looks the same otherwise)."""
+    """A dot in the top-right corner of each cell dropout zeroed (a zero weight by chance looks the same).
+
+    In the corner, not the centre: the centre is where a cell's number is written.
+    """
     rows, cols = np.nonzero(cells)
     if len(rows) and size <= 64 * 64:
         marker = 3.0 if size <= 16 * 16 else 1.5
-        ax.plot(cols, rows, linestyle="none", marker="o", markersize=marker, color=DROPPED_MARK, gid="dropped")
+        ax.plot(cols + DOT_OFFSET, rows - DOT_OFFSET, linestyle="none", marker="o", markersize=marker,
+                color=DROPPED_MARK, gid="dropped")  # fmt: skip
 
 
 def _row_sums(ax, data, hidden, image, write):

@@ -326,9 +326,26 @@ class Painter:
                 ends = [self.program.equations[i].inputs[p] for i, p in link.uses]
                 flow = norm_text(flatten(sent), max(trace.noise(x) for x in ends)) if sent else None
                 label = " ".join(t for t in (flow, label) if t)
+            elif not self.values:
+                label = self.what_flows(link)  # no numbers (a slide): say what flows, by name
             return Arrow(link.tail, link.head, label, state)
         i, position = link.uses[0]
         return Arrow(link.tail, link.head, self.formula(i, position, numbers=finished), state)
+
+    def what_flows(self, link):
+        """A summary edge in words: the formula of its one use, or the gradients it carries and how many uses."""
+        if len(link.uses) == 1:
+            return self.formula(*link.uses[0])
+        program = self.program
+        targets = []
+        for i, position in link.uses:
+            x = program.equations[i].inputs[position]
+            x = self._folded_leaf(x) or x  # a Linear's W.T drawn in W's box carries dW
+            if x.requires_grad:
+                name = grad_name(program.name(x), x.data.__class__ is float, program.loss_name)
+                targets += [name] if name not in targets else []
+        shown = ", ".join(targets[:2]) + (" …" if len(targets) > 2 else "")
+        return f"{shown} ({len(link.uses)} uses)" if shown else f"{len(link.uses)} uses"
 
     def _folded_leaf(self, x):
         """The leaf whose box shows ``x`` when ``x`` is a reshape/transpose chain folded into it, else None."""

@@ -49,8 +49,16 @@ STATE = {  # fill, text colour of the gradient lines
     "current": ("#f5a25d", "#5a1d00"),
     "pending": ("#f7f7f7", "#9e9e9e"),
     "off": ("#ffffff", "#9e9e9e"),
+    # Analytic against tape (microtape.viz.verdict): what the step-by-step report says of a gradient.
+    "agreed": ("#dcefdc", "#1b5e20"),
+    "differs": ("#f8d0d0", "#b71c1c"),
+    "first": ("#f28b82", "#8e0000"),
+    "depends": ("#ffe0b2", "#a84300"),
+    "unchecked": ("#ffffff", "#555555"),
 }
 STATE_EDGE = {"done": "#d35400", "current": "#b03a2e", "partial": "#d35400", "pending": "#c8c8c8", "off": "#dddddd"}
+STATE_EDGE.update({"agreed": "#2e7d32", "differs": "#c62828", "first": "#8e0000", "depends": "#ef6c00"})
+STATE_EDGE["unchecked"] = "#9e9e9e"
 EDGE = "#555555"
 PENDING_TEXT = "#9e9e9e"
 CONSTANT_EDGE = "#999999"
@@ -68,6 +76,11 @@ STATE_TEXT = {
     "current": "current step",
     "pending": "not yet",
     "off": "not on the path to the output",
+    "agreed": "analytic = tape",
+    "differs": "differs",
+    "first": "first row that differs",
+    "depends": "computed from a failure",
+    "unchecked": "no row of its own",
 }
 
 
@@ -290,7 +303,7 @@ def _shape_attrs(shape, backward):
         attrs["peripheries"] = "2"
     if backward and shape.state is not None:
         attrs["fillcolor"] = STATE[shape.state][0]
-        if shape.state == "current":
+        if shape.state in ("current", "first"):
             attrs["penwidth"] = "3"
         elif shape.state in ("pending", "off"):
             attrs["fontcolor"] = PENDING_TEXT
@@ -313,6 +326,10 @@ def _arrow_attrs(arrow, backward):
             attrs["fontcolor"] = STATE[arrow.state][1] if arrow.state != "current" else STATE_EDGE["current"]
             if arrow.state == "current":
                 attrs["penwidth"] = "2"
+            elif arrow.state == "first":
+                attrs["penwidth"] = "3.5"
+            elif arrow.state == "depends":
+                attrs["style"] = "dashed"
     return attrs
 
 

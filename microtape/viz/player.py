@@ -9,11 +9,14 @@ browser or a notebook::
 The controls: a slider, ◀ prev / next ▶, play, and a zoom button; the arrow
 keys step too (on the page anywhere, in a notebook once the player has the
 focus). The slider, the caption and the picture always change together, and
-they count the same steps (``step k of steps 0–N``). "Fit" (the default) scales the
-picture to the window — width and the height left below the controls — so
-the whole graph, and with it the current step, is in view; "100 %" shows it
-at its natural size and scrolls so the current step's box stays in view
-(each frame knows where that box is: ``focus``, fractions of the picture).
+they count the same steps (``step k of steps 0–N``). The layout is pinned:
+the caption keeps the height of the tallest caption, so stepping never moves
+the picture, and the picture sits in a stage that fills the window below the
+controls and scrolls by itself, so the controls never scroll away. "Fit"
+(the default) scales the picture to the stage, so the whole graph, and with
+it the current step, is in view; "100 %" shows it at its natural size and
+scrolls the stage so the current step's box stays in view (each frame knows
+where that box is: ``focus``, fractions of the picture).
 No server and no libraries: the page opens from disk. (ipywidgets would need
 a running kernel; :meth:`~microtape.viz.BackwardFrames.widget` is that variant.)
 """
@@ -52,10 +55,10 @@ def page(body, title):
 
 _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outline:none">
 <style>
-#{uid} .mt-controls {{ position: sticky; top: 0; z-index: 1; background: #fff; padding: 4px 0;
-  font: 13px sans-serif; border-bottom: 1px solid #eee; }}
+#{uid} .mt-controls {{ background: #fff; padding: 4px 0; font: 13px sans-serif; border-bottom: 1px solid #eee; }}
 #{uid} .mt-controls button {{ font: 13px sans-serif; }}
 #{uid} .mt-caption {{ margin-top: 4px; min-height: 2.6em; }}
+#{uid} .mt-stage {{ overflow: auto; position: relative; }}
 #{uid}.mt-fit .mt-frame img, #{uid}.mt-fit .mt-frame svg {{ max-width: 100%; width: auto; height: auto; }}
 #{uid}:not(.mt-fit) .mt-frame img, #{uid}:not(.mt-fit) .mt-frame svg {{ max-width: none; max-height: none; }}
 </style>
@@ -82,22 +85,34 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
   var stage = root.querySelector(".mt-stage");
   var play = root.querySelector('[data-go="play"]');
   var zoom = root.querySelector('[data-go="zoom"]');
+  var controls = root.querySelector(".mt-controls");
   var timer = null;
   function picture(k) {{ return frames[k].querySelector("img, svg"); }}
+  function pin() {{
+    // The layout is pinned: the caption is as tall as the tallest caption at this width, so stepping never
+    // moves the picture; the stage fills the window below the controls and scrolls by itself at 100 %, so
+    // the controls never scroll away.
+    var shown = caption.textContent, tallest = 0;
+    caption.style.minHeight = "0";
+    for (var i = 0; i < captions.length; i++) {{
+      caption.textContent = captions[i];
+      tallest = Math.max(tallest, caption.offsetHeight);
+    }}
+    caption.textContent = shown;
+    caption.style.minHeight = tallest + "px";
+    stage.style.height = Math.max(240, window.innerHeight - controls.offsetHeight - 16) + "px";
+  }}
   function fit(k) {{
-    // Fit: as high as the window leaves below the controls (never less than 320 px).
-    var top = stage.getBoundingClientRect().top + window.scrollY;
-    var room = Math.max(320, window.innerHeight - top - 12);
+    // Fit: the whole picture inside the stage.
     var p = picture(k);
-    if (p) p.style.maxHeight = root.classList.contains("mt-fit") ? room + "px" : "none";
+    if (p) p.style.maxHeight = root.classList.contains("mt-fit") ? stage.clientHeight + "px" : "none";
   }}
   function keepInView(k) {{
     var p = picture(k), f = focus[k];
     if (!p || !f || root.classList.contains("mt-fit")) return;
-    var box = p.getBoundingClientRect();
-    var x = window.scrollX + box.left + f[0] * box.width - window.innerWidth / 2;
-    var y = window.scrollY + box.top + f[1] * box.height - window.innerHeight / 2;
-    window.scrollTo(Math.max(0, x), Math.max(0, y));
+    var box = p.getBoundingClientRect(), room = stage.getBoundingClientRect();
+    stage.scrollLeft += box.left - room.left + f[0] * box.width - stage.clientWidth / 2;
+    stage.scrollTop += box.top - room.top + f[1] * box.height - stage.clientHeight / 2;
   }}
   function show(k) {{
     k = Math.max(0, Math.min(frames.length - 1, k));
@@ -132,11 +147,12 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
     if (e.key === "ArrowRight") {{ show(current() + 1); e.preventDefault(); }}
     if (e.key === "ArrowLeft") {{ show(current() - 1); e.preventDefault(); }}
   }});
-  window.addEventListener("resize", function() {{ show(current()); }});
+  window.addEventListener("resize", function() {{ pin(); show(current()); }});
   for (var i = 0; i < frames.length; i++) {{
     var p = picture(i);
     if (p && p.tagName === "IMG") p.addEventListener("load", function() {{ fit(current()); }});
   }}
+  pin();
   show(0);
 }})();
 </script>

@@ -96,8 +96,13 @@ def _display_names(program):
             names[node] = derived
             taken.add(derived)
     for leaf in program.leaves:
-        if not leaf.name and not leaf.requires_grad and np.size(leaf.data) == 1:
-            names[leaf] = fmt(np.reshape(leaf.data, -1)[0])
+        if leaf.name or leaf.requires_grad:
+            continue
+        data = leaf.data
+        if data.__class__ is float:  # a Scalar constant: no array made for it (a long scalar trace has many)
+            names[leaf] = fmt(data)
+        elif np.size(data) == 1:
+            names[leaf] = fmt(np.reshape(data, -1)[0])
     return names
 
 

@@ -109,9 +109,25 @@ def render(digraph, path, format=None, *, dpi=None):
     return path
 
 
+_DRAWN = {}  # DOT source -> its SVG, for the last few graphs drawn
+_KEEP = 16
+
+
 def svg(digraph):
-    """The graph drawn as an SVG string (raises GraphvizNotFound without ``dot``)."""
-    return _pipe(digraph, "svg").decode("utf-8")
+    """The graph drawn as an SVG string (raises GraphvizNotFound without ``dot``).
+
+    The last few drawings are kept by their DOT source: a graph that was
+    drawn to measure its width (:mod:`microtape.viz.fit`) is not drawn
+    again to be shown. Same source, same drawing: the key is the whole text.
+    """
+    key = (digraph.source, getattr(digraph, "pinned", False))
+    text = _DRAWN.get(key)
+    if text is None:
+        text = _pipe(digraph, "svg").decode("utf-8")
+        if len(_DRAWN) >= _KEEP:
+            _DRAWN.pop(next(iter(_DRAWN)))
+        _DRAWN[key] = text
+    return text
 
 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')

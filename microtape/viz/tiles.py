@@ -71,8 +71,10 @@ def tile_schedule(source, order="forward"):
     schedule = _schedule_of(source, "tile_schedule")
     walk = schedule.forward_order() if order == "forward" else schedule.backward_order()
     number = {(tile.q_block, tile.k_block): n for n, tile in enumerate(walk, start=1)}
-    fig = new_figure(figsize=(5.2, 5.2 * min(2.0, max(0.5, schedule.q_len / schedule.k_len))))
+    fig = new_figure(figsize=(5.2, 5.2 * min(2.0, max(0.5, schedule.q_len / schedule.k_len))), layout="constrained")
     ax = fig.add_subplot()
+    blocks = max(len(schedule.query_blocks), -(-schedule.k_len // schedule.block_size))
+    size = 9 if blocks <= 8 else 7 if blocks <= 16 else 5  # many tiles: smaller numbers, still inside them
     for tile in schedule.all_tiles():
         rows, cols = tile.rows, tile.cols
         done = (tile.q_block, tile.k_block) in number
@@ -84,13 +86,20 @@ def tile_schedule(source, order="forward"):
         ax.add_patch(rect)
         label = str(number[tile.q_block, tile.k_block]) if done else "skip"
         centre = ((cols.start + cols.stop) / 2, (rows.start + rows.stop) / 2)
-        ax.text(*centre, label, ha="center", va="center", fontsize=9, color="black" if done else "#636363")
+        ax.text(*centre, label, ha="center", va="center", fontsize=size, color="black" if done else "#636363")
     if schedule.causal:
         ax.plot([0, min(schedule.q_len, schedule.k_len)], [0, min(schedule.q_len, schedule.k_len)],
                 color="#cb181d", linewidth=1, label="diagonal (key = query)")  # fmt: skip
-        ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
+        # Below the plot: inside, it would sit on the tiles' numbers.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)
     ax.set_xlim(0, schedule.k_len)
     ax.set_ylim(schedule.q_len, 0)  # query 0 at the top, as in the heatmaps
+    # Ticks at the tile edges (at most about nine a side), not at every position: they line up with the tiles.
+    for axis, length in ((ax.xaxis, schedule.k_len), (ax.yaxis, schedule.q_len)):
+        edges = sorted({*range(0, length, schedule.block_size), length})
+        step = max(1, -(-len(edges) // 9))
+        axis.set_ticks(edges[::step] if edges[-1] in edges[::step] else [*edges[::step], edges[-1]])
+    ax.tick_params(labelsize=8)
     ax.set_aspect("equal")
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
@@ -133,7 +142,7 @@ def online_softmax(attn, row=0, head=0, batch=0):
     visible = scores > SUPPRESSED_BELOW
     final = m[-1]
 
-    fig = new_figure(figsize=(10, 4.6), layout="constrained")
+    fig = new_figure(figsize=(8.8, 4.6), layout="constrained")  # 880 px: fits a 900 px notebook cell
     left, right = fig.subplots(1, 2)
     keys = np.arange(scores.size)
     left.plot(keys[visible], scores[visible], "o", color="#9ecae1", label="score S_j of each key")

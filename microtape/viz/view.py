@@ -122,9 +122,14 @@ class View:
         self.max_nodes = max_nodes  # a summary with more modules than this summarises their parents
         self.note = None
         self.drawn_before = None  # boxes before summarising (for the warning)
-        self._plan(merge=detail != "full", summarise=detail == "summary" or bool(self.expand))
-        if detail == "auto" and not self.expand and len(self.boxes) > max_nodes:
-            self.drawn_before = len(self.boxes)
+        collapse = detail == "auto" and not self.expand
+        # Collapsing comes first: when the boxes of the full view, counted without planning it (no links,
+        # no orders), are already too many, only the summary is planned.
+        counted = self._count_boxes() if collapse else 0
+        if counted <= max_nodes:
+            self._plan(merge=detail != "full", summarise=detail == "summary" or bool(self.expand))
+        if collapse and (counted > max_nodes or len(self.boxes) > max_nodes):
+            self.drawn_before = max(counted, len(getattr(self, "boxes", ())))
             self._plan(merge=True, summarise=True)
             self.note = (
                 f"{self.drawn_before} boxes summarised as {len(self.boxes)} (one per module, or stretches of "
@@ -133,6 +138,33 @@ class View:
             )
 
     # -- planning
+
+    def _count_boxes(self):
+        """The boxes of the full ``detail="auto"`` view, counted without planning it (no links, no orders).
+
+        Equations whose box stands alone (a shape chain is one box, a chain
+        folded into its leaf none), plus leaves: repeated one-number
+        constants of a module share one box, a hub leaf of a big graph gets
+        one box per use (see the module docstring). A view this count lets
+        through is still checked once planned.
+        """
+        program = self.program
+        rep = _merge_shape_chains(program, self.clusters)
+        folded = _fold_into_leaves(program, rep)
+        count = sum(1 for i, r in enumerate(rep) if r == i and i not in folded)
+        groups = {}
+        for j, leaf in enumerate(program.leaves):
+            if _repeated_constant(leaf, program.kinds[j]):
+                key = (_number(leaf), self.clusters[program.uses[j][0][0]])
+            else:
+                key = j
+            groups.setdefault(key, []).append(j)
+        big = len(program.equations) > DUPLICATE_LEAVES_ABOVE
+        for leaves in groups.values():
+            uses = sum(len(program.uses[k]) for k in leaves)
+            shared = program.kinds[leaves[0]] == "parameter" and self._fed_through_junctions(leaves)
+            count += uses if big and uses > HUB_USES and not shared else 1  # a hub: one box per use
+        return count
 
     def _plan(self, merge, summarise):
         program = self.program
@@ -220,7 +252,7 @@ class View:
             if summarise and users:
                 key = ("summary", kinds[j], users[0])  # the leaves of a summary, by kind
             elif _repeated_constant(leaf, kinds[j]):
-                key = ("constant", float(np.reshape(leaf.data, -1)[0]), self.clusters[uses[0][0]])
+                key = ("constant", _number(leaf), self.clusters[uses[0][0]])
             else:
                 key = ("leaf", j)
             groups.setdefault(key, []).append(j)
@@ -597,4 +629,10 @@ def _fold_into_leaves(program, rep):
 
 def _repeated_constant(leaf, kind):
     """An unnamed one-number constant (the ``2`` in ``2 * a``): such constants may share a box."""
-    return kind == "constant" and not leaf.name and np.size(leaf.data) == 1
+    return kind == "constant" and not leaf.name and (leaf.data.__class__ is float or np.size(leaf.data) == 1)
+
+
+def _number(leaf):
+    """The one number a one-number leaf holds (a Scalar's float as it is: no array made for it)."""
+    data = leaf.data
+    return data if data.__class__ is float else float(np.reshape(data, -1)[0])

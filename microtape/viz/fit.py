@@ -1,0 +1,133 @@
+"""Pictures that read at the width they are shown: a notebook cell, a slide, the README.
+
+This module lets graph and frames pick, among a few ways to draw a
+computation, the first whose smallest text is still readable once the
+picture is scaled to the width it is shown at::
+
+    view, rankdir = fitted(program, options, trace, rankdir=None, width=900)
+    smallest_text_px(svg_text, width=900)    # what a reader sees of the smallest text, in pixels
+
+Why: a Jupyter cell shows a wide SVG scaled down to the cell (about 900
+pixels); an attention graph drawn op by op is about 2,000 points wide, so its
+8-point edge labels end up 4 pixels tall. The candidates, in order: the view
+asked for, laid out in the direction asked for (or the one the box count
+suggests); the other direction; then — when the computation has modules and
+``detail="auto"`` — one summary box per module, in both directions
+(``expand="attention"`` opens one module again; ``width=None`` draws every
+op whatever its width). The first that fits is drawn; if none does, the
+narrowest. Each candidate is drawn once by ``dot`` (and that drawing is kept:
+the one shown is not drawn twice; only pictures
+of up to ``max_nodes`` boxes are measured: bigger ones are summarised
+anyway). Without Graphviz nothing is measured.
+"""
+
+import re
+
+from .paint import paint
+from .picture import to_digraph
+from .render import GraphvizNotFound, svg
+from .view import View
+
+__all__ = [
+    "NOTEBOOK_WIDTH",
+    "SMALLEST_FONT",
+    "READABLE_PX",
+    "widest_readable",
+    "fitted",
+    "fitted_picture",
+    "smallest_text_px",
+]
+
+NOTEBOOK_WIDTH = 900  # pixels: a Jupyter cell, a slide, the README's column
+SMALLEST_FONT = 8  # points: the smallest text a graph writes (its edge labels)
+READABLE_PX = 7  # the smallest text must stay at least this many pixels tall once scaled
+PX_PER_PT = 4 / 3  # an SVG's points at 96 pixels to the inch
+
+
+def widest_readable(width):
+    """The widest picture (points) whose ``SMALLEST_FONT`` text is ``READABLE_PX`` tall when shown ``width`` px wide."""
+    return width * SMALLEST_FONT / READABLE_PX
+
+
+def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+    """``(view, rankdir)``: the first way to draw ``program`` that reads at ``width`` pixels (see the module doc).
+
+    ``options`` are the View's keywords; ``trace`` the backward pass if the
+    picture is a backward one (its edge labels are what makes it wide).
+    """
+    view, rankdir, _ = fitted_picture(
+        program, options, trace, rankdir=rankdir, width=width, paint_options=paint_options
+    )
+    return view, rankdir
+
+
+def fitted_picture(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+    """:func:`fitted`, plus the whole pass's picture it measured for the chosen view (None if none was).
+
+    A caller drawing that same picture (no ``step``) uses it instead of painting it again.
+    """
+    view = View(program, **options)
+    if width is None:
+        return view, rankdir, None
+    candidates = [(view, rankdir)] if rankdir else [(view, None), (view, "other")]
+    summarise = options["detail"] == "auto" and not options["expand"] and view.drawn_before is None
+    if summarise and any(program.equations[i].module for i in range(len(program.equations))):
+        summary = {**options, "detail": "summary"}
+        candidates += [(summary, rankdir)] if rankdir else [(summary, None), (summary, "other")]
+    limit = widest_readable(width)
+    measured, made = [], {}
+    for candidate, direction in candidates:
+        if isinstance(candidate, dict):
+            candidate = made.get("summary") or made.setdefault("summary", _summary_view(program, candidate, width))
+        if len(candidate.boxes) > candidate.max_nodes:
+            continue
+        picture = paint(candidate, trace, **(paint_options or {}))
+        if direction == "other":
+            picture.rankdir = "TB" if picture.rankdir == "LR" else "LR"
+        elif direction is not None:
+            picture.rankdir = direction  # the caller's
+        try:
+            drawn = svg(to_digraph(picture))  # kept: shown as it is, it is not drawn again
+        except GraphvizNotFound:
+            return view, rankdir, None
+        wide = float(_SVG_WIDTH.search(drawn).group(1))
+        measured.append((wide, candidate, picture))
+        if wide <= limit:
+            return candidate, picture.rankdir, picture
+    if not measured:
+        return view, rankdir, None
+    _, best, picture = min(measured, key=lambda m: m[0])
+    return best, picture.rankdir, picture
+
+
+def _summary_view(program, options, width):
+    """One box per module, with a note saying why and how to see more."""
+    view = View(program, **options)
+    modules = sorted({path.split(".")[0] for path in view.clusters if path})
+    view.note = (
+        f"one box per module, to read at {width} px wide: expand={modules[0]!r} opens one"
+        + (f" (modules: {', '.join(modules)})" if len(modules) > 1 else "")
+        + ", width=None draws every op"
+    )
+    return view
+
+
+_SVG_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
+_FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
+
+
+_ZOOM = re.compile(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)')
+
+
+def smallest_text_px(svg_text, width=NOTEBOOK_WIDTH):
+    """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide.
+
+    A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
+    ``transform``: its text is that much larger than its ``font-size`` says.
+    """
+    natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT
+    scale = min(1.0, width / natural)
+    zoom = _ZOOM.search(svg_text)
+    sizes = [float(size) for size in _FONT_SIZE.findall(svg_text)]
+    zoomed = float(zoom.group(1)) if zoom else 1.0
+    return min(sizes) * zoomed * PX_PER_PT * scale if sizes else float("inf")

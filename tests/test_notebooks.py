@@ -1,0 +1,99 @@
+"""The teaching notebooks: each runs, stays light, and every picture it shows reads at notebook width.
+
+``make test`` executes every notebook in a fresh kernel (nbclient, as
+nbmake did), then checks what it showed:
+
+* no cell fails (a failing cell names the notebook and the cell);
+* executed, with its outputs, the notebook weighs at most 500 kB;
+* every graph it shows (an SVG) keeps its smallest text at least
+  ``READABLE_PX`` pixels tall once scaled to a 900-pixel cell, and every image
+  (a PNG) is at most 900 pixels wide, so Jupyter shows it unscaled.
+
+Each notebook's execution time and size are printed at the end of the run
+(the time is reported, not asserted: speed is measured, never a test).
+"""
+
+import base64
+import json
+import re
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px  # noqa: E402
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+MAX_BYTES = 500_000
+
+REPORT = {}  # notebook name -> (seconds, bytes): printed by conftest.py's terminal summary
+
+
+def png_width(data):
+    """The width in pixels of a PNG (its IHDR chunk)."""
+    raw = base64.b64decode(data)
+    return struct.unpack(">I", raw[16:20])[0]
+
+
+def fitted_svgs(output):
+    """The Graphviz SVGs one output shows scaled to the cell (a graph, or a player's frames).
+
+    A graph shown with ``.full_size()`` is at its natural size (the cell
+    scrolls): its text is as large as drawn, so it is not among these.
+    """
+    text = output.get("data", {}).get("text/html") or ""
+    text = "".join(text) if isinstance(text, list) else text
+    return re.findall(r"<svg [^>]*data-width=.*?</svg>", text, re.S)
+
+
+def readable(svg):
+    """The smallest text of a fitted SVG (``width="100%" ... data-width="W"``), in px at notebook width."""
+    natural = re.search(r'data-width="([\d.]+)"', svg).group(1)
+    return smallest_text_px(re.sub(r"<svg [^>]*", f'<svg width="{natural}pt"', svg, count=1))
+
+
+def strings(value):
+    """Every string inside a JSON-like value (a notebook's widget state)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_light_and_readable(path, tmp_path):
+    notebook = nbformat.read(path, as_version=4)
+    folder = {"metadata": {"path": str(tmp_path)}}  # files a notebook writes go to a scratch folder
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources=folder)
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    size = len(json.dumps(notebook.dict()).encode("utf-8"))
+    REPORT[path.name] = (seconds, size)
+    assert size <= MAX_BYTES, f"{path.name}: {size / 1000:.0f} kB executed (at most {MAX_BYTES / 1000:.0f} kB)"
+    # A widget's picture (the backward pass stepped by a slider) is kept in the notebook's widget state.
+    for svg in re.findall(r"<svg [^>]*data-width=.*?</svg>", "".join(strings(notebook.metadata.get("widgets"))), re.S):
+        smallest = readable(svg)
+        assert smallest >= READABLE_PX, (
+            f"{path.name}: a widget's graph has {smallest:.1f} px text at {NOTEBOOK_WIDTH} px"
+        )
+    for k, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                width = png_width(png)
+                assert width <= NOTEBOOK_WIDTH, f"{path.name} cell {k}: an image {width} px wide (> {NOTEBOOK_WIDTH})"
+            for svg in fitted_svgs(output):
+                smallest = readable(svg)
+                assert smallest >= READABLE_PX, (
+                    f"{path.name} cell {k}: the smallest text of a graph is {smallest:.1f} px at "
+                    f"{NOTEBOOK_WIDTH} px wide (at least {READABLE_PX})"
+                )
