@@ -73,7 +73,8 @@ nb_render_markdown_format = "myst"  # Markdown from a cell (the primitives' tabl
 nb_ipywidgets_js = {}
 
 # ---------------------------------------------------------------- API reference
-autodoc_default_options = {"members": True, "show-inheritance": False}
+# Inherited members too: MultiHeadAttention's grad_key_input() lives in a shared base class.
+autodoc_default_options = {"members": True, "inherited-members": True, "show-inheritance": False}
 autodoc_member_order = "bysource"
 autosummary_generate = True
 autodoc_typehints = "none"
