@@ -36,17 +36,31 @@ from .tensor import Tensor
 __all__ = ["Optimizer", "SGD", "Adam"]
 
 
+def _hyper_parameter(value, what, expected, accept):
+    """A finite real number for which ``accept(number)`` holds, as a float; ValueError naming ``what`` otherwise.
+
+    Every hyper-parameter must be finite: an infinite weight decay or a
+    learning rate of 10**400 (an int too large for a float) is refused here,
+    not met as inf/NaN parameters (or a bare OverflowError) in the first step.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what}: expected {expected}, got {value!r:.60}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{what}: expected {expected}, got {value!r:.40}, too large for a float") from None
+    if not math.isfinite(number) or not accept(number):
+        raise ValueError(f"{what}: expected {expected}, got {value!r:.60}")
+    return number
+
+
 def _positive(value, what):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
-        raise ValueError(f"{what}: expected a positive number, got {value!r}")
-    return float(value)
+    return _hyper_parameter(value, what, "a finite positive number", lambda x: x > 0)
 
 
 def _fraction(value, what):
     """A number with 0 <= value < 1 (a momentum, a beta)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"{what}: expected a number with 0 <= value < 1, got {value!r}")
-    return float(value)
+    return _hyper_parameter(value, what, "a number with 0 <= value < 1", lambda x: 0 <= x < 1)
 
 
 class Optimizer:
@@ -91,7 +105,17 @@ class Optimizer:
             g = p.grad
             if g is not None:
                 label = p.name or f"params[{position}]"
-                g = np.asarray(g)
+                if not isinstance(g, np.ndarray) or g.dtype.kind not in "fiu":
+                    kind = f"dtype {g.dtype}" if isinstance(g, np.ndarray) else f"a {type(g).__name__} ({g!r:.40})"
+                    lost = (
+                        " (its imaginary part would be lost)"
+                        if isinstance(g, np.ndarray) and g.dtype.kind == "c"
+                        else ""
+                    )
+                    raise TypeError(
+                        f"{self.where}.step(): {label}.grad is {kind}{lost}; expected a real numpy array of shape "
+                        f"{p.shape} (or None); no parameter was changed"
+                    )
                 if g.shape != p.shape:
                     raise ValueError(f"{self.where}.step(): {label}.grad has shape {g.shape}, the parameter {p.shape}")
                 if not np.isfinite(g).all():
@@ -143,9 +167,9 @@ class Adam(Optimizer):
             raise ValueError(f"Adam(betas={betas!r}): expected two numbers (beta1, beta2)")
         self.betas = (_fraction(betas[0], "Adam(betas[0])"), _fraction(betas[1], "Adam(betas[1])"))
         self.eps = _positive(eps, "Adam(eps)")
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real) or not weight_decay >= 0:
-            raise ValueError(f"Adam(weight_decay={weight_decay!r}): expected a number >= 0")
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = _hyper_parameter(
+            weight_decay, f"Adam(weight_decay={weight_decay!r:.40})", "a finite number >= 0", lambda x: x >= 0
+        )
 
     def __repr__(self):
         return (

@@ -56,7 +56,7 @@ class Scalar(Node):
 
     def __repr__(self):
         label = f"{self.name}=" if self.name else ""
-        grad = "" if self.grad is None else f", grad={self.grad:.6g}"
+        grad = "" if self.grad is None else f", grad={_number_text(self.grad)}"
         return f"Scalar({label}{self.data:.6g}{grad})"
 
     def __float__(self):
@@ -188,6 +188,11 @@ def _lift(value):
         value = _number(value, "Scalar arithmetic")
     constant._init_leaf(value, False, None)
     return constant
+
+
+def _number_text(value):
+    """A number to 6 digits; anything else (a .grad set by hand to junk) as its repr: a repr never fails."""
+    return f"{value:.6g}" if isinstance(value, numbers.Real) else repr(value)
 
 
 def _value(value):

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import listing
+from .boundary import check_seed, check_user_forward, check_user_vjp, gradient_like, sum_into_grad, vjp_arity_problem
 
 __all__ = [
     "Tape",
@@ -134,7 +135,7 @@ class Node:
         ``create_graph=True`` the reverse pass is recorded and each ``.grad``
         is a Scalar or Tensor you can differentiate again.
         """
-        gradients(self, grad, tape=Tape.of(self), create_graph=create_graph).accumulate()
+        _gradients(self, grad, Tape.of(self), False, create_graph, "backward").accumulate()
 
     def zero_grad(self):
         self.grad = None
@@ -164,6 +165,8 @@ def record(op, inputs, params=None, name=None):
         data = op.forward(first.data)
     else:
         data = op.forward(*[node.data for node in inputs])
+    if not op.builtin:
+        data = check_user_forward(op, inputs, data)
     cls = first.__class__
     out = object.__new__(cls)  # a bare node (no __init__): every field is set below
     out.data = cls._output_data(data)
@@ -221,6 +224,8 @@ class Gradients(Mapping):
             grad = self._grads[node]
         except KeyError:
             raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
+        if grad.__class__ is not float and grad.__class__ is not np.ndarray:
+            grad = gradient_like(node.data, grad)  # numpy's 0-d arithmetic gives np.float64: an array again
         if grad.__class__ is np.ndarray and grad.flags.writeable:
             grad = grad.view()
             grad.flags.writeable = False
@@ -250,6 +255,9 @@ class Gradients(Mapping):
     def accumulate(self):
         """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
 
+        All or nothing: a ``.grad`` that cannot take its sum (a string, the
+        wrong shape) fails the call with every ``.grad`` as it was.
+
         One VJP may hand the same array (or views of it) to several nodes —
         add's ``g`` goes to both operands, reshape's is a view. Leaves (what
         people change in place: zeroing, clipping) each get memory of their
@@ -259,17 +267,34 @@ class Gradients(Mapping):
         """
         grads = self._grads
         shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
-        for node, g in grads.items():
-            if node.grad is not None:
-                node.grad = node.grad + g
-                continue
-            if g.__class__ is np.ndarray and shared[_memory_of(g)] > 1:
-                if node.op is None:
-                    g = g.copy()
-                else:
-                    g = g.view()
-                    g.flags.writeable = False
-            node.grad = g
+        summed = []  # sums into an existing .grad, written last: the one step that can fail comes first
+        try:
+            for node, g in grads.items():
+                if node.grad is not None:
+                    summed.append((node, sum_into_grad(node, g)))
+                    continue
+                kind = g.__class__
+                if kind is np.ndarray:
+                    if shared[_memory_of(g)] > 1:
+                        if node.op is None:
+                            g = g.copy()
+                        else:
+                            g = g.view()
+                            g.flags.writeable = False
+                elif kind is not float:
+                    g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
+                node.grad = g
+        except Exception:
+            # Undo: every .grad this loop wrote (before the node that failed) was None.
+            failed, kept = node, {id(n) for n, _ in summed}
+            for earlier in grads:
+                if earlier is failed:
+                    break
+                if id(earlier) not in kept:
+                    earlier.grad = None
+            raise
+        for node, total in summed:
+            node.grad = total
 
     def step_at(self, index):
         """The step of the equation at tape position ``index`` (None if the pass skipped it)."""
@@ -283,11 +308,16 @@ def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     """The gradient of ``output`` with respect to every node on its path — writing nothing.
 
     ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
-    Scalar). The order of the equations comes from ``tape`` when given (or the
-    innermost active tape, if it recorded ``output``), else from the graph.
+    Scalar; a given seed must be finite). The order of the equations comes
+    from ``tape`` when given (anything computed before that tape began is then
+    a leaf), else from the graph: the innermost active tape's order when it
+    recorded the whole computation, a search of the graph otherwise — so a
+    call inside a ``with Tape()`` that opened midway still follows everything.
     Returns a :class:`Gradients` mapping ``{node: gradient}``. No ``.grad`` is
     written, and calling it twice gives the same answer. ``steps=True`` also
-    keeps every step (for walks, frames and reports).
+    keeps every step (for walks, frames and reports). The dtype rule: every
+    gradient has the dtype of the value it belongs to (a float32 leaf used
+    with float64 values gets a float32 gradient).
 
     ``create_graph=True`` runs the same pass on Scalars and Tensors instead of
     their numbers: every VJP records its ops (on a tape of its own,
@@ -297,23 +327,31 @@ def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     the module ``∂name``, ``name`` being the forward variable it differentiates,
     so pictures group the backward program by the forward op it came from.
     """
+    return _gradients(output, grad, tape, steps, create_graph, "gradients")
+
+
+def _gradients(output, grad, tape, steps, create_graph, caller):
+    """:func:`gradients`, with ``caller`` (``"backward"``, ``"Tape.backward"``…) naming the entry point in errors."""
     if not isinstance(output, Node):
-        raise TypeError(f"gradients(output): expected a Scalar or Tensor, got {type(output).__name__}")
+        raise TypeError(f"{caller}(output): expected a Scalar or Tensor, got {type(output).__name__}")
     if not isinstance(create_graph, bool):
-        raise TypeError(f"gradients(create_graph={create_graph!r}): expected True or False")
+        raise TypeError(f"{caller}(create_graph={create_graph!r}): expected True or False")
     if tape is None:
         active = _active_tapes.get()
-        tape = active[-1] if active and active[-1]._position(output) is not None else Tape.of(output)
+        on_active = active and active[-1]._position(output) is not None
+        # A tape that opened after part of this computation would stop there and treat
+        # computed values as leaves: then the graph itself gives the order.
+        tape = active[-1] if on_active and not _began_before(active[-1], output) else Tape.of(output)
     elif not isinstance(tape, Tape):
-        raise TypeError(f"gradients(tape=...): expected a microtape Tape, got {type(tape).__name__}")
+        raise TypeError(f"{caller}(tape=...): expected a microtape Tape, got {type(tape).__name__}")
     elif output.op is not None and tape._position(output) is None:
-        raise ValueError(f"gradients(output): {output!r} was not recorded on this tape")
+        raise ValueError(f"{caller}(output): {output!r} was not recorded on this tape")
     if not create_graph:
-        seed = _seed_gradient(output, grad)
+        seed = check_seed(output, grad, caller)
         grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
         program = None
     else:
-        seed = _seed_node(output, grad)
+        seed = _seed_node(output, grad, caller)
         _refuse_first_order_ops(tape._nodes, output)
         names = derivative_labels(tape)
         with Tape.atomic() as program:
@@ -321,6 +359,20 @@ def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     if steps:
         taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
     return Gradients(grads, tape, output, seed, taken, completed, program)
+
+
+def _began_before(tape, output):
+    """True when a computed value ``output`` depends on is not on ``tape`` (it was computed before the tape began)."""
+    recorded = set(tape._nodes)
+    needed = {output}
+    for node in reversed(tape._nodes):
+        if node in needed:
+            for x in node.inputs:
+                if x.requires_grad:
+                    if x.op is not None and x not in recorded:
+                        return True
+                    needed.add(x)
+    return False
 
 
 def _reverse(equations, output, seed, keep_steps=False, names=None):
@@ -357,16 +409,19 @@ def _reverse(equations, output, seed, keep_steps=False, names=None):
         else:
             sent = op.vjp(g, node.data, *[x.data for x in inputs])
         if not op.builtin:
-            _check_user_vjp(op, node, sent)
+            sent = check_user_vjp(op, node, sent, recorded=names is not None)
         position = 0  # a counter, not enumerate(): this is the hottest loop of a Scalar backward
         for x in inputs:
             if x.requires_grad:
                 gx = sent[position]
                 if gx is None:
                     raise TypeError(
-                        f"op {op.name!r} gives no gradient for input {x!r}, which requires one; "
-                        "its input in that position must be a constant"
+                        f"op {op.name!r} gives no gradient for input {op.inputs[position]!r} ({x!r:.60}), "
+                        "which requires one; its input in that position must be a constant"
                     )
+                if gx.__class__ is not float and (gx.__class__ is not np.ndarray or gx.dtype != x.data.dtype):
+                    if names is None:  # (a recorded pass sends tape values)
+                        gx = gradient_like(x.data, gx)  # the dtype rule: a gradient has its value's type and dtype
                 previous = grads.get(x)
                 if previous is None:
                     grads[x] = gx
@@ -437,7 +492,7 @@ def _refuse_first_order_ops(equations, output):
         needed.update(x for x in node.inputs if x.requires_grad)
 
 
-def _seed_node(output, grad):
+def _seed_node(output, grad, caller="gradients"):
     """The seed of a recorded pass as a tape value: ``grad`` itself if it is one, else a constant."""
     if isinstance(grad, Node):
         if not isinstance(grad, output.__class__) or np.shape(grad.data) != np.shape(output.data):
@@ -445,67 +500,11 @@ def _seed_node(output, grad):
                 f"gradients(grad=...): grad is a {type(grad).__name__} of shape {np.shape(grad.data)}; expected a "
                 f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
             )
-        _seed_gradient(output, None)  # the output must still require a gradient
+        check_seed(output, None, caller)  # the output must still require a gradient
         return grad
-    seed = output.__class__._constant(_seed_gradient(output, grad), output)
+    seed = output.__class__._constant(check_seed(output, grad, caller), output)
     seed.name = "g"  # what the formulas call the incoming gradient
     return seed
-
-
-def vjp_arity_problem(sent, count):
-    """Why ``sent`` is not what a VJP of ``count`` inputs returns (a tuple of ``count`` gradients), or None.
-
-    The one rule for user-defined VJPs: the tape applies it when it runs one,
-    and the exercise checker when it grades one.
-    """
-    if isinstance(sent, (tuple, list)) and len(sent) == count:
-        return None
-    return (
-        f"its vjp must return a tuple of {count} gradient(s), one per input, got {type(sent).__name__}"
-        + (f" of length {len(sent)}" if isinstance(sent, (tuple, list)) else "")
-        + ("; for one input write `return (grad_x,)`" if count == 1 else "")
-    )
-
-
-def _check_user_vjp(op, node, sent):
-    """A user-defined VJP must return one gradient per input, each of that input's shape."""
-    problem = vjp_arity_problem(sent, len(node.inputs))
-    if problem:
-        raise TypeError(f"op {op.name!r}: {problem}")
-    for x, gx in zip(node.inputs, sent):
-        if gx is not None and np.shape(gx) != np.shape(x.data):
-            raise ValueError(
-                f"op {op.name!r}: its vjp returned a gradient of shape {np.shape(gx)} for an input of "
-                f"shape {np.shape(x.data)}; a gradient has the shape of its input"
-            )
-
-
-def _seed_gradient(root, grad):
-    """Check (or make) the gradient that starts the reverse pass."""
-    if not root.requires_grad:
-        raise ValueError(
-            f"backward(): {root!r} does not require a gradient — no input of the "
-            "computation had requires_grad=True, so there is nothing to differentiate"
-        )
-    data = root.data
-    if data.__class__ is float:
-        if grad is None:
-            return 1.0
-        if isinstance(grad, (int, float)) and not isinstance(grad, bool):
-            return float(grad)
-        raise TypeError(f"backward(grad=...): expected a number for a Scalar, got {type(grad).__name__}")
-    if grad is None:
-        return np.ones_like(data)
-    grad = np.asarray(getattr(grad, "data", grad))
-    if grad.shape != data.shape:
-        raise ValueError(
-            f"backward(grad=...): grad has shape {grad.shape} but the output has shape "
-            f"{data.shape}; pass a gradient of the output's shape"
-        )
-    if not np.issubdtype(grad.dtype, np.number) or np.issubdtype(grad.dtype, np.complexfloating):
-        raise TypeError(f"backward(grad=...): expected a real-valued array, got dtype {grad.dtype}")
-    # A copy: the caller's array must never become (or alias) some node's .grad.
-    return np.array(grad, dtype=data.dtype)
 
 
 def _memory_of(array):
@@ -672,7 +671,7 @@ class Tape:
 
     def gradients(self, output, grad=None, *, steps=False, create_graph=False):
         """:func:`gradients` in this tape's order (writes nothing)."""
-        return gradients(output, grad, tape=self, steps=steps, create_graph=create_graph)
+        return _gradients(output, grad, self, steps, create_graph, "Tape.gradients")
 
     def backward(self, output, grad=None, *, create_graph=False):
         """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
@@ -683,7 +682,7 @@ class Tape:
         pass that fails midway changes no ``.grad``. ``create_graph=True``: see
         :func:`gradients`.
         """
-        gradients(output, grad, tape=self, create_graph=create_graph).accumulate()
+        _gradients(output, grad, self, False, create_graph, "Tape.backward").accumulate()
 
     def backward_steps(self, output, grad=None):
         """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
@@ -691,7 +690,7 @@ class Tape:
         Each step holds the equation, the complete gradient of its output and
         what its VJP sends to each input.
         """
-        return iter(gradients(output, grad, tape=self, steps=True).steps)
+        return iter(_gradients(output, grad, self, True, False, "Tape.backward_steps").steps)
 
 
 def _topological_order(root):

@@ -373,6 +373,7 @@ class Tensor(Node):
     def logsumexp(self, axis=None, keepdims=False, name=None):
         """``log(sum(exp(x)))`` over ``axis``, stable (the max is taken out before the exp)."""
         axis = self._axis(axis, "logsumexp")
+        keepdims = self._keepdims(keepdims, "logsumexp")
         self._check_not_empty(axis, "logsumexp")
         return record(ops.logsumexp, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
@@ -513,6 +514,8 @@ def _index_key(index, shape):
             key.append(slice(*(None if v is None else int(v) for v in ends)))
         elif part is Ellipsis or part is None:
             key.append(part)
+        elif isinstance(part, np.ma.MaskedArray):
+            raise TypeError(f"Tensor[{index!r:.80}]: a masked array as an index would lose its mask; pass .filled(...)")
         else:
             array = np.asarray(part)
             if array.dtype.kind not in "iub" and array.size:
@@ -533,7 +536,11 @@ def _integer_indices(indices, length, what):
     """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
     if isinstance(indices, Node):
         raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
+    if isinstance(indices, np.ma.MaskedArray):
+        raise TypeError(f"{what}: indices are a masked array; the mask would be dropped silently (pass .filled(...))")
     array = np.asarray(indices)
+    if isinstance(indices, list) and array.size == 0:
+        array = array.astype(np.intp)  # numpy reads [] as floats; t[[]] picks nothing, as in numpy
     if array.dtype == np.bool_ or array.dtype.kind not in "iu":
         raise TypeError(f"{what}: indices must be integers, got dtype {array.dtype} ({indices!r:.60})")
     if array.size and (array.min() < -length or array.max() >= length):
@@ -566,7 +573,8 @@ def concatenate(tensors, axis=0, name=None):
                 f"{first.shape}; all axes but axis {axis} must match"
             )
     if len(tensors) == 1:
-        return tensors[0]
+        # Still a new node (as numpy's result is a new array), so a name names it, not the input.
+        return record(ops.reshape, (first,), {"shape": first.shape}, name=name)
     joined = first
     for tensor in tensors[1:]:
         joined = record(ops.concatenate, (joined, tensor), {"axis": axis})

@@ -8,9 +8,29 @@ import them as ``instructor.solutions`` from the repository's root.
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def define():
+    """``mt.ops.define`` that forgets the ops a test made (the registry is global)."""
+    import microtape as mt
+    from microtape.ops import OPS
+
+    made = []
+
+    def make(name, *args, **kwargs):
+        op = mt.ops.define(name, *args, **kwargs)
+        made.append(name)
+        return op
+
+    yield make
+    for name in made:
+        OPS.pop(name, None)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -13,21 +13,6 @@ import microtape as mt
 from microtape.ops import OPS
 
 
-@pytest.fixture
-def define():
-    """``mt.ops.define`` that forgets the ops a test made (the registry is global)."""
-    made = []
-
-    def make(name, *args, **kwargs):
-        op = mt.ops.define(name, *args, **kwargs)
-        made.append(name)
-        return op
-
-    yield make
-    for name in made:
-        OPS.pop(name, None)
-
-
 def _logistic(define, vjp=None, name="logistic"):
     return define(
         name,

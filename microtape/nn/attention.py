@@ -193,9 +193,13 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
 
     # -- checking a call (microtape/nn/attention_call.py: everything there runs before any state changes)
 
-    def check_call(self, query, key=None, value=None, mask=None):
-        """Check a forward's arguments exactly as :meth:`forward` does, changing nothing; an ``AttentionCall``."""
-        return attention_call.check_call(self, query, key, value, mask)
+    def check_call(self, query, key=None, value=None, mask=None, **naming):
+        """Check a forward's arguments exactly as :meth:`forward` does, changing nothing; an ``AttentionCall``.
+
+        ``mask_name=`` and ``where=`` say what errors call the mask and the call (a layer that wraps this one
+        passes its own names: ``tgt_mask``, ``TransformerDecoderLayer.forward``).
+        """
+        return attention_call.check_call(self, query, key, value, mask, **naming)
 
     def score_bytes(self, batch, q_len, k_len):
         """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""

@@ -138,57 +138,60 @@ def require_score_memory(layer, what, copies):
         )
 
 
-def _check_mask(layer, mask, q_len, k_len):
+def _check_mask(layer, mask, q_len, k_len, argument, where):
     if mask is None:
         return None
-    where = "MultiHeadAttention.forward"
     if np.asarray(getattr(mask, "data", mask)).dtype == np.bool_:
         raise TypeError(
-            f"{where}: mask is boolean, but masks here are additive floats "
+            f"{where}: {argument} is boolean, but masks here are additive floats "
             "(0 = may attend, a large negative number such as -1e9 = suppressed). Convert it with "
             "microtape.nn.masks.from_bool(allowed) (True = may attend)."
         )
     shape = np.shape(getattr(mask, "data", mask))
     if shape != (q_len, k_len):
-        raise ValueError(f"{where}: mask has shape {shape}; expected [Tq, Tk] = {[q_len, k_len]}")
-    mask = input_array(mask, "mask", where, layer.dtype, finite=False)
+        raise ValueError(f"{where}: {argument} has shape {shape}; expected [Tq, Tk] = {[q_len, k_len]}")
+    mask = input_array(mask, argument, where, layer.dtype, finite=False)
     if np.isnan(mask).any() or (mask == np.inf).any():
-        raise ValueError(f"{where}: mask contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
+        raise ValueError(f"{where}: {argument} contains NaN or +inf; use 0 to allow and -1e9 or -inf to suppress")
     return mask
 
 
-def _check_rows(suppressed):
+def _check_rows(suppressed, argument, where):
     """Refuse a mask (``suppressed``: booleans ``[Tq, Tk]``, causal part included) that hides a whole row."""
     blocked = np.all(suppressed, axis=-1)
     if np.any(blocked):
         row = int(np.flatnonzero(blocked)[0])
         raise ValueError(
-            f"MultiHeadAttention.forward: query row {row} has no valid key — every entry of mask row "
+            f"{where}: query row {row} has no valid key — every entry of {argument} row "
             f"{row} (causal mask included) is <= {masks.SUPPRESSED_BELOW:g}. Its softmax would be meaningless; "
             "leave at least one key allowed in every row."
         )
 
 
-def _with_masks(layer, call, mask):
+def _with_masks(layer, call, mask, argument, where):
     """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
-    user_mask = _check_mask(layer, mask, call.q_len, call.k_len)
+    user_mask = _check_mask(layer, mask, call.q_len, call.k_len, argument, where)
     if layer.block_size is not None:
         # The tiled kernel never builds a [Tq, Tk] causal mask (its tiles make their own); the
         # diagonal is always allowed, so only a user mask can hide a row.
         if user_mask is not None:
             hidden = masks.suppressed(user_mask)
-            _check_rows(hidden | np.triu(np.ones(hidden.shape, bool), 1) if layer.causal else hidden)
+            _check_rows(hidden | np.triu(np.ones(hidden.shape, bool), 1) if layer.causal else hidden, argument, where)
         return AttentionCall(**{**call.__dict__, "user_mask": user_mask})
     causal = masks.causal_mask(call.q_len, layer.dtype) if layer.causal else None
     parts = [part for part in (causal, user_mask) if part is not None]
     total = None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
     if total is not None:
-        _check_rows(masks.suppressed(total))
+        _check_rows(masks.suppressed(total), argument, where)
     return AttentionCall(**{**call.__dict__, "causal_mask": causal, "user_mask": user_mask, "total_mask": total})
 
 
-def check_call(layer, query, key=None, value=None, mask=None):
-    """Check a forward's arguments exactly as :meth:`forward` does, changing nothing."""
+def check_call(layer, query, key=None, value=None, mask=None, *, mask_name="mask", where="MultiHeadAttention.forward"):
+    """Check a forward's arguments exactly as :meth:`forward` does, changing nothing.
+
+    ``mask_name`` and ``where`` name the mask in errors as the caller calls it
+    (a decoder layer's ``tgt_mask`` and ``memory_mask``).
+    """
     call = check_inputs(layer, query, key, value)
     check_memory(layer, call.batch, call.q_len, call.k_len)
-    return _with_masks(layer, call, mask)
+    return _with_masks(layer, call, mask, mask_name, where)

@@ -41,6 +41,11 @@ def attention_from_torch(cls, module, causal=False, dtype=np.float64):
         raise ValueError("from_torch: the module must have biases (bias=True)")
     if getattr(module, "bias_k", None) is not None or getattr(module, "add_zero_attn", False):
         raise ValueError("from_torch: add_bias_kv and add_zero_attn are not supported")
+    if not module.batch_first:
+        raise ValueError(
+            "from_torch: the module has batch_first=False (inputs [T, B, E]); microtape's layer takes [B, T, E]: "
+            "build it with batch_first=True (the weights are the same)"
+        )
     weight = torch_array(module.in_proj_weight, "in_proj_weight")
     bias = torch_array(module.in_proj_bias, "in_proj_bias")
     out_weight = torch_array(module.out_proj.weight, "out_proj.weight")

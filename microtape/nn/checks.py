@@ -21,6 +21,7 @@ from ..tensor import Tensor
 
 __all__ = [
     "input_array",
+    "integer_ids",
     "gradient_array",
     "positive_int",
     "block_size_or_none",
@@ -64,6 +65,33 @@ def input_array(value, argument, where, dtype, *, finite=True):
     if finite:
         check_finite(data, argument, where, cast_from=value)
     return data
+
+
+def integer_ids(value, argument, where, what="integers"):
+    """``value`` (token ids, class ids: a numpy array or nested lists) as an integer array; clear errors otherwise.
+
+    Refused, naming ``argument``: a Tensor (it holds floats), a masked array
+    (its mask would be dropped silently), another numpy subclass, ragged
+    lists, booleans and non-integer dtypes.
+    """
+    if isinstance(value, Tensor):
+        raise TypeError(f"{where}: {argument} must be an integer numpy array ({what}), not a Tensor of floats")
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{where}: {argument} is a numpy masked array; its mask would be dropped silently. "
+            f"Pass {argument}.filled(value) (or a plain array)"
+        )
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        raise TypeError(f"{where}: {argument} is a {_describe(value)} (a numpy subclass); pass a plain array")
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged nested lists
+        raise ValueError(
+            f"{where}: {argument} is ragged (rows of different lengths); expected a rectangular array of {what}"
+        ) from None
+    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
+        raise TypeError(f"{where}: {argument} must be {what}, got dtype {array.dtype}")
+    return array
 
 
 def check_finite(data, argument, where, cast_from=None):

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..tensor import Tensor
 from . import analytic_blocks
-from .checks import float_dtype, gradient_array, positive_int, seed_value
-from .module import Module
+from .checks import float_dtype, gradient_array, integer_ids, positive_int, seed_value
+from .module import Module, add_to_grads
 
 __all__ = ["Embedding"]
 
@@ -51,11 +51,7 @@ class Embedding(Module):
     def check_call(self, ids):
         """``ids`` as an integer array, each in ``[0, num_embeddings)``; clear errors otherwise."""
         where = "Embedding.forward"
-        if isinstance(ids, Tensor):
-            raise TypeError(f"{where}: ids must be an integer numpy array (token ids), not a Tensor of floats")
-        array = np.asarray(ids)
-        if array.dtype == np.bool_ or array.dtype.kind not in "iu":
-            raise TypeError(f"{where}: ids must be integers (token ids), got dtype {array.dtype}")
+        array = integer_ids(ids, "ids", where, "integers (token ids)")
         if array.size and (array.min() < 0 or array.max() >= self.num_embeddings):
             bad = array[(array < 0) | (array >= self.num_embeddings)].ravel()[0]
             raise IndexError(f"{where}: token id {bad} is out of range; expected 0 <= id < {self.num_embeddings}")
@@ -79,7 +75,7 @@ class Embedding(Module):
         expected = self._last_ids.shape + (self.embedding_dim,)
         grad_output = gradient_array(grad_output, "grad_output", "Embedding.backward", expected, self.dtype)
         grad_weight = analytic_blocks.embedding_backward(grad_output, self._last_ids, self.num_embeddings)
-        self.weight.grad = grad_weight if self.weight.grad is None else self.weight.grad + grad_weight
+        add_to_grads([(self.weight, grad_weight)])
         return None
 
     @classmethod

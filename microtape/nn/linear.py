@@ -18,7 +18,7 @@ from ..tape import Tape
 from ..tensor import Tensor
 from . import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
-from .module import Module, _add_to_grad
+from .module import Module, add_to_grads
 
 __all__ = ["Linear", "linear", "linear_steps"]
 
@@ -122,7 +122,5 @@ class Linear(Module):
                     f"Linear.backward: {what} overflowed {self.dtype.name} (grad_output or x too large); "
                     "nothing was changed"
                 )
-        _add_to_grad(self.weight, grad_weight)
-        if self.bias is not None:
-            _add_to_grad(self.bias, grad_bias)
+        add_to_grads([(self.weight, grad_weight)] + ([(self.bias, grad_bias)] if self.bias is not None else []))
         return grad_x

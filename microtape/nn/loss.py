@@ -27,18 +27,14 @@ import numbers
 import numpy as np
 
 from ..tensor import Tensor
-from .checks import input_array
+from .checks import input_array, integer_ids
 
 __all__ = ["cross_entropy"]
 
 
 def _targets(targets, shape, classes, ignore_index):
     where = "cross_entropy"
-    if isinstance(targets, Tensor):
-        raise TypeError(f"{where}(targets): expected an integer numpy array of class ids, not a Tensor")
-    array = np.asarray(targets)
-    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
-        raise TypeError(f"{where}(targets): expected integer class ids, got dtype {array.dtype}")
+    array = integer_ids(targets, "targets", where, "integer class ids")
     if array.shape != shape:
         raise ValueError(
             f"{where}(targets): targets have shape {array.shape}; expected the logits' shape without the class "

@@ -18,7 +18,12 @@ This module lets you build layers out of layers, PyTorch-style::
 
 Assigning a :class:`~microtape.Tensor` that requires a gradient to a public
 attribute registers it as a parameter; assigning a Module registers it as a
-child (names starting with ``_`` are private state, never registered). A
+child (names starting with ``_`` are private state, never registered).
+Over a parameter only a parameter (a leaf Tensor with ``requires_grad=True``)
+or ``None`` may be assigned, and over a child only a Module or ``None`` —
+PyTorch's rule: ``lin.weight = lin.weight * 2`` raises ``TypeError`` instead
+of silently dropping the weight from ``parameters()`` (change the numbers in
+place, ``lin.weight.data *= 2``, or assign a new parameter). A
 parameter's ``name`` (what tape listings and graphs print) is its dotted path
 from the outermost module: ``q_proj.weight`` in an attention
 layer, ``self_attn.q_proj.weight`` once that layer sits in an encoder. A
@@ -28,10 +33,11 @@ so graphs draw one box per module.
 
 import numpy as np
 
+from ..boundary import sum_into_grad
 from ..tape import module_scope
 from ..tensor import Tensor
 
-__all__ = ["Module", "RecordedLayer"]
+__all__ = ["Module", "RecordedLayer", "add_to_grads"]
 
 
 class Module:
@@ -51,16 +57,21 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
-        self._parameters.pop(name, None)
-        self._modules.pop(name, None)
+        _check_replacement(self, name, value)
+        # A replacement keeps its place (a dict key assigned again does not move), as in PyTorch.
         if name.startswith("_"):
             pass  # private state (the last input, a cache) is never a parameter or a child
         elif isinstance(value, Module):
+            self._parameters.pop(name, None)
             self._modules[name] = value
             value._set_path(_join(self._path, name))
-        elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
+        elif _is_parameter(value):
+            self._modules.pop(name, None)
             self._parameters[name] = value
             value.name = _join(self._path, name)
+        else:
+            self._parameters.pop(name, None)
+            self._modules.pop(name, None)
         object.__setattr__(self, name, value)
 
     def _set_path(self, path):
@@ -137,6 +148,33 @@ class Module:
         return self.forward(*args, **kwargs)
 
 
+def _is_parameter(value):
+    return isinstance(value, Tensor) and value.requires_grad and value.is_leaf
+
+
+def _check_replacement(module, name, value):
+    """PyTorch's rule: over a parameter only a parameter or None, over a child only a Module or None."""
+    owner = type(module).__name__
+    if name in module._parameters and value is not None and not _is_parameter(value):
+        what = "a computed Tensor" if isinstance(value, Tensor) and not value.is_leaf else _kind(value)
+        raise TypeError(
+            f"{owner}.{name} = ...: {name!r} is a parameter and cannot be replaced by {what} (it would silently "
+            f"leave parameters()); assign a leaf Tensor with requires_grad=True or None, or change the numbers "
+            f"in place: {name}.data[...] = ..."
+        )
+    if name in module._modules and value is not None and not isinstance(value, Module):
+        raise TypeError(
+            f"{owner}.{name} = ...: {name!r} is a child module and cannot be replaced by {_kind(value)}; "
+            "assign a Module or None"
+        )
+
+
+def _kind(value):
+    if isinstance(value, Tensor):
+        return "a Tensor that does not require a gradient"
+    return f"a {type(value).__name__}"
+
+
 def _join(prefix, name):
     # Either part may be empty: the outermost module's path, a module's own entry in named_modules().
     return f"{prefix}.{name}" if prefix and name else prefix or name
@@ -180,13 +218,17 @@ class RecordedLayer(Module):
         if grads.reverse_pass is not None:
             grads.reverse_pass.accumulate()
         else:
-            for name, tensor in self.named_parameters():
-                _add_to_grad(tensor, grads[name])
-            for node, grad in input_grads:
-                _add_to_grad(node, grad)
+            add_to_grads([(tensor, grads[name]) for name, tensor in self.named_parameters()] + list(input_grads))
         self._last.grads = grads
 
 
-def _add_to_grad(node, grad):
-    """``node.grad += grad`` (a first gradient gets memory of its own)."""
-    node.grad = np.array(grad) if node.grad is None else node.grad + grad
+def add_to_grads(pairs):
+    """``node.grad += grad`` for each ``(node, grad)`` — all or nothing.
+
+    Every sum is made (and each existing ``.grad`` checked) before any is
+    written, so a ``.grad`` that cannot take its gradient fails the call with
+    every ``.grad`` as it was. A first gradient gets memory of its own.
+    """
+    summed = [(node, np.array(grad) if node.grad is None else sum_into_grad(node, grad)) for node, grad in pairs]
+    for node, total in summed:
+        node.grad = total

@@ -298,8 +298,9 @@ class TransformerEncoderLayer(_PostNormLayer):
 
     def check_call(self, x, mask=None):
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``x`` as an array."""
-        data = sequence_array(x, "x", "TransformerEncoderLayer.forward", self.embed, self.dtype)
-        self.self_attn.check_call(data, mask=mask)
+        where = "TransformerEncoderLayer.forward"
+        data = sequence_array(x, "x", where, self.embed, self.dtype)
+        self.self_attn.check_call(data, mask=mask, where=where)
         return data
 
     def forward(self, x, mask=None):
@@ -355,8 +356,10 @@ class TransformerDecoderLayer(_PostNormLayer):
             raise ValueError(
                 f"{where}: x has batch {data.shape[0]} but memory has {memory_data.shape[0]}; B must match"
             )
-        self.self_attn.check_call(data, mask=tgt_mask)
-        self.multihead_attn.check_call(data, memory_data, memory_data, mask=memory_mask)
+        self.self_attn.check_call(data, mask=tgt_mask, mask_name="tgt_mask", where=where)
+        self.multihead_attn.check_call(
+            data, memory_data, memory_data, mask=memory_mask, mask_name="memory_mask", where=where
+        )
         return data, memory_data
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):

@@ -7,11 +7,15 @@ and back::
     torch_layer = layer.to_torch()                                  # -> encoder_to_torch
 
 Every weight uses ``y = x Wᵀ + b`` on both sides, so they copy straight
-across. Two things do not map and are refused with a message: pre-norm
-layers (``norm_first=True``; microtape's layers are post-norm) and PyTorch's
-*exact* GELU (``activation="gelu"`` there is the erf form; microtape's gelu
-is the tanh approximation — build the torch layer with
-``activation=torch.nn.GELU(approximate="tanh")``).
+across. A conversion is exact or refused with a message naming the field
+that does not map: pre-norm layers (``norm_first=True``; microtape's layers
+are post-norm), PyTorch's *exact* GELU (``activation="gelu"`` there is the
+erf form; microtape's gelu is the tanh approximation — build the torch layer
+with ``activation=torch.nn.GELU(approximate="tanh")``), ``batch_first=False``
+attention (microtape takes ``[B, T, E]``), attention modules with different
+head counts or widths (microtape's layer has one ``num_heads``), and dropout
+probabilities that differ from one place to another (microtape's layer has one
+``dropout``).
 """
 
 import numpy as np
@@ -168,9 +172,11 @@ def feedforward_from_torch(cls, module, dtype=np.float64):
 
     _expect(module, torch.nn.Sequential, "FeedForward")
     parts = list(module)
-    dropouts = [part for part in parts if isinstance(part, torch.nn.Dropout)]
-    core = [part for part in parts if not isinstance(part, torch.nn.Dropout)]
-    if len(core) != 3 or not isinstance(core[0], torch.nn.Linear) or not isinstance(core[2], torch.nn.Linear):
+    # The dropout sits where microtape's does (after the activation) or nowhere: elsewhere it means another layer.
+    dropouts = parts[2:3] if len(parts) == 4 and isinstance(parts[2], torch.nn.Dropout) else []
+    core = [part for part in parts if not any(part is d for d in dropouts)]
+    linears = isinstance(core[0], torch.nn.Linear) and isinstance(core[-1], torch.nn.Linear) if core else False
+    if len(core) != 3 or not linears or any(isinstance(part, torch.nn.Dropout) for part in core):
         raise ValueError(
             "FeedForward.from_torch: expected Sequential(Linear, ReLU or GELU(approximate='tanh'), [Dropout], Linear)"
         )
@@ -209,6 +215,30 @@ def feedforward_to_torch(layer):
 # ---------------------------------------------------------------- encoder and decoder layers
 
 
+def _one_value(module, fields, what, where):
+    """The value that every ``field`` of ``module`` (dotted paths) shares; refuse naming the first that differs."""
+    values = {}
+    for field in fields:
+        value = module
+        for part in field.split("."):
+            value = getattr(value, part)
+        values[field] = value
+    first_field, first = fields[0], values[fields[0]]
+    for field in fields[1:]:
+        if values[field] != first:
+            raise ValueError(
+                f"{where}: {field} is {values[field]!r} but {first_field} is {first!r}; microtape's layer has one "
+                f"{what} for all of them, so this module cannot be converted exactly"
+            )
+    return first
+
+
+def _dropout_fields(module, attentions):
+    """Every dropout probability of a torch encoder/decoder layer, by its dotted name."""
+    residual = sorted(name for name, _ in module.named_children() if name.startswith("dropout") and name != "dropout")
+    return ["dropout.p", *[f"{name}.p" for name in residual], *[f"{name}.dropout" for name in attentions]]
+
+
 def _post_norm_from_torch(cls, module, dtype, attentions, norms):
     where = f"{cls.__name__}.from_torch"
     if module.norm_first:
@@ -216,11 +246,20 @@ def _post_norm_from_torch(cls, module, dtype, attentions, norms):
     eps = {getattr(module, norm).eps for norm in norms}
     if len(eps) != 1:
         raise ValueError(f"{where}: the norms use different eps {sorted(eps)}; microtape's layer has one")
+    for name in attentions:
+        if not getattr(module, name).batch_first:
+            raise ValueError(
+                f"{where}: {name}.batch_first is False (inputs [T, B, E]); microtape's layers take [B, T, E]: "
+                "build the torch layer with batch_first=True"
+            )
+    _one_value(module, [f"{name}.num_heads" for name in attentions], "num_heads", where)
+    _one_value(module, [f"{name}.embed_dim" for name in attentions], "embed width", where)
+    dropout = _one_value(module, _dropout_fields(module, attentions), "dropout probability", where)
     layer = cls(
         module.self_attn.embed_dim,
         module.self_attn.num_heads,
         module.linear1.out_features,
-        float(module.dropout.p),
+        float(dropout),
         _activation_name(module.activation, where),
         layer_norm_eps=eps.pop(),
         dtype=dtype,

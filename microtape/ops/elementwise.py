@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from ..tape import Node
 from .core import primitive, value_of
 
 __all__ = ["pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K", "diagonal_jvp"]
@@ -171,15 +172,30 @@ sigmoid = _unary(
 #: gelu(x) = x/2 · (1 + tanh(c (x + k x³))),  c = √(2/π),  k = 0.044715.
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_K = 0.044715
+# Beyond |x| = 20, tanh(c (x + k x³)) is exactly ±1 in float64 (and float32):
+# the cube is taken of x clipped there, so it cannot overflow (x³ does above
+# ~5.6e102) and the numbers inside the range are unchanged.
+_GELU_SATURATED = 20.0
+
+
+def _saturating(x):
+    """``x`` clipped to ±20, where tanh(c (x + k x³)) is already exactly ±1: its cube cannot overflow.
+
+    (On Scalars and Tensors — a recorded pass — ``x`` is used as it is.)
+    """
+    return x if isinstance(x, Node) else np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
 
 
 def _gelu_forward(x):
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + GELU_K * x * x * x)))
+    inner = _saturating(x)
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (inner + GELU_K * inner * inner * inner)))
 
 
 def _gelu_vjp(g, ans, x):
     # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
     #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
+    # (past the clip 1 − t² is exactly 0, so the clipped x changes nothing there)
+    x = _saturating(x)
     t = tanh.bind(GELU_C * (x + GELU_K * x * x * x))
     slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_K * x * x)
     return (g * slope,)

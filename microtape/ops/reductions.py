@@ -9,6 +9,7 @@ then ``broadcast_to``), weighted by how much each entry counted: equally for
 
 import numpy as np
 
+from ..tape import Node
 from .broadcasting import kept_shape, shape_of
 from .core import primitive, value_of
 from .elementwise import exp
@@ -100,13 +101,32 @@ def _logsumexp_forward(x, axis=None, keepdims=False):
     # log Σ exp(x) = m + log Σ exp(x − m) with m the max: no exp can overflow,
     # and the largest term is exp(0) = 1, so the log never sees 0.
     peak = np.max(x, axis=axis, keepdims=True)
-    total = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    # Where the max is infinite it is the answer (a row of -inf gives -inf, a
+    # row holding +inf gives +inf, as in PyTorch); shifting by it would make
+    # inf - inf = NaN, so those rows are shifted by 0 and the exp/log say it.
+    shift = np.where(np.isinf(peak), 0.0, peak)
+    with np.errstate(over="ignore", divide="ignore"):  # exp(+inf) = inf, log(0) = -inf: the edge values
+        total = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
     return total if keepdims else np.squeeze(total, axis=axis)
 
 
 def _logsumexp_weights(ans, x, axis, keepdims):
     # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
-    return exp.bind(x - with_kept_axes(ans, axis, keepdims, shape_of(x)))
+    result = with_kept_axes(ans, axis, keepdims, shape_of(x))
+    if isinstance(x, Node):  # a recorded pass: the same formula, on the tape (NaN at an infinite result)
+        return exp.bind(x - result)
+    with np.errstate(invalid="ignore"):  # inf - inf where the result is infinite: replaced below
+        weights = np.exp(x - result)
+    infinite = np.isinf(result)
+    if np.any(infinite):
+        # At an infinite result softmax's limit is max's gradient: the entries
+        # equal to the max (the +inf ones; in a row of -inf, all) share it.
+        # (PyTorch gives NaN there.)
+        winners = x == result
+        with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
+            share = winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
+        weights = np.where(infinite, share, weights)
+    return weights
 
 
 def _logsumexp_jvp(tangents, ans, x, axis=None, keepdims=False):
@@ -121,6 +141,7 @@ logsumexp = primitive(
     ),
     ["broadcast({g}) * softmax({x})"],
     [r"\bar x = \bar y\, \mathrm{softmax}(x)"],
+    note="a row of -inf gives -inf and one holding +inf gives +inf, where the entries equal to the max share g",
     example_params={"axis": -1, "keepdims": False},
     jvp=_logsumexp_jvp,
 )

@@ -15,7 +15,7 @@ results, ``command`` is
 ``microtape train``.
 """
 
-from .loop import DEFAULT_STEPS, TrainConfig, TrainResult, one_blas_thread, train
+from .loop import DEFAULT_STEPS, LIMITS, ConfigError, Diverged, TrainConfig, TrainResult, one_blas_thread, train
 from .model import TinyTransformer
 from .pictures import write_outputs
 from .tasks import TASKS
@@ -24,8 +24,11 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "train",
-    "one_blas_thread",
+    "Diverged",
+    "ConfigError",
+    "LIMITS",
     "DEFAULT_STEPS",
+    "one_blas_thread",
     "TinyTransformer",
     "TASKS",
     "write_outputs",

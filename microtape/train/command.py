@@ -10,14 +10,17 @@ It prints the configuration, a progress bar on stderr (tqdm's, through
 :mod:`microtape.progress`: on a terminal only, so a log gets no redrawn lines),
 the held-out accuracy and the files it
 wrote (:mod:`microtape.train.pictures`). Exit status: 0 when the trained
-layer's backward check passes, 1 when a row of it fails, 2 for a bad option.
+layer's backward check passes, 1 when a row of it fails or the run diverged
+(the message says at which step), 2 for a bad option (every size and the
+learning rate are checked against :data:`~microtape.train.loop.LIMITS`
+before any work).
 """
 
 import sys
 
 from ..cli_args import UsageError, non_negative_int, output_folder, positive_float, positive_int
 from ..progress import progress
-from .loop import DEFAULT_STEPS, TrainConfig, train
+from .loop import DEFAULT_STEPS, ConfigError, Diverged, TrainConfig, train
 from .tasks import TASKS
 
 __all__ = ["add_arguments", "run"]
@@ -53,19 +56,20 @@ def add_arguments(parser):
 
 
 def config_from(args):
-    """The :class:`TrainConfig` the options describe; a combination that makes no sense is a UsageError."""
+    """The :class:`TrainConfig` the options describe; a value out of range, or a combination that makes no
+    sense, is a UsageError naming the option (checked before any work: ``--length`` sizes the task as 10^length).
+    """
     if args.embed % args.heads:
         raise UsageError(f"--heads {args.heads}: must divide --embed {args.embed}")
-    if args.held_out >= 10**args.length // 2:
-        raise UsageError(
-            f"--held-out {args.held_out}: too many for sequences of {args.length} digits "
-            f"(there are only {10**args.length} of them; keep it under half)"
-        )
-    return TrainConfig(
-        task=args.task, steps=args.steps, length=args.length, embed=args.embed, heads=args.heads,
-        ff_dim=args.ff_dim, layers=args.layers, batch=args.batch, lr=args.lr, seed=args.seed,
-        eval_every=args.eval_every, held_out=args.held_out,
-    )  # fmt: skip
+    try:
+        return TrainConfig(
+            task=args.task, steps=args.steps, length=args.length, embed=args.embed, heads=args.heads,
+            ff_dim=args.ff_dim, layers=args.layers, batch=args.batch, lr=args.lr, seed=args.seed,
+            eval_every=args.eval_every, held_out=args.held_out,
+        )  # fmt: skip
+    except ConfigError as error:
+        value = f"{error.value:g}" if isinstance(error.value, float) else error.value
+        raise UsageError(f"--{error.field.replace('_', '-')} {value}: {error.reason}") from None
 
 
 def run(args):
@@ -79,13 +83,17 @@ def run(args):
         f"heads={config.heads}, ff_dim={config.ff_dim}, layers={config.layers}, {config.steps} steps of "
         f"{config.batch} sequences, Adam lr={config.lr:g}, seed={config.seed}, {config.dtype}"
     )
-    with progress(total=config.steps, desc=config.task, unit="step") as bar:
+    try:
+        with progress(total=config.steps, desc=config.task, unit="step") as bar:
 
-        def show(step, loss, accuracy):
-            bar.set_postfix(loss=f"{loss:.4f}", acc=f"{100 * accuracy:.1f}%", refresh=False)
-            bar.update(step - bar.n)
+            def show(step, loss, accuracy):
+                bar.set_postfix(loss=f"{loss:.4f}", acc=f"{100 * accuracy:.1f}%", refresh=False)
+                bar.update(step - bar.n)
 
-        result = train(config, progress=show)
+            result = train(config, progress=show)
+    except Diverged as error:
+        print(f"microtape train: {error} (--lr {config.lr:g})", file=sys.stderr)
+        return 1
     reached = "reached" if result.held_out_accuracy >= 0.99 else "did NOT reach"
     print(
         f"Held-out token accuracy: {100 * result.held_out_accuracy:.2f}% on {config.held_out} unseen sequences "

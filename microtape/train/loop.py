@@ -33,11 +33,55 @@ from ..tape import Tape
 from .model import TinyTransformer
 from .tasks import TASKS, HeldOut, training_batch
 
-__all__ = ["TrainConfig", "TrainResult", "train", "one_blas_thread", "DEFAULT_STEPS"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "one_blas_thread",
+    "DEFAULT_STEPS",
+    "LIMITS",
+    "ConfigError",
+    "Diverged",
+]
 
 #: Steps each task needs with the default model (measured: reverse is learnt
 #: in about 300 steps, sort in about 1200).
 DEFAULT_STEPS = {"reverse": 600, "sort": 1500}
+
+#: The largest value of each size a run accepts, checked before any work: a
+#: toy model on a laptop (the scores grow as length², the task as vocab^length).
+LIMITS = {
+    "steps": 1_000_000,
+    "length": 256,
+    "vocab": 1000,
+    "embed": 1024,
+    "heads": 64,
+    "ff_dim": 8192,
+    "layers": 16,
+    "batch": 4096,
+    "held_out": 100_000,
+    "eval_every": 1_000_000,
+}
+#: Adam moves every weight by about ``lr`` a step: beyond 1 a run can only diverge.
+MAX_LR = 1.0
+
+
+class ConfigError(ValueError):
+    """A :class:`TrainConfig` field out of range; ``field``, ``value`` and ``reason`` say which and why."""
+
+    def __init__(self, field, value, reason):
+        super().__init__(f"TrainConfig({field}={value!r}): {reason}")
+        self.field, self.value, self.reason = field, value, reason
+
+
+class Diverged(ArithmeticError):
+    """Training blew up: the loss or a gradient stopped being a finite number. ``step`` says when."""
+
+    def __init__(self, step, steps, lr, reason):
+        super().__init__(
+            f"training diverged at step {step} of {steps}: {reason}; try a smaller learning rate than lr={lr:g}"
+        )
+        self.step = step
 
 
 @dataclass
@@ -65,16 +109,23 @@ class TrainConfig:
             raise ValueError(f"TrainConfig(task={self.task!r}): expected one of {', '.join(TASKS)}")
         if self.steps is None:
             self.steps = DEFAULT_STEPS[self.task]
-        for name in ("steps", "length", "vocab", "embed", "heads", "ff_dim", "layers", "batch", "held_out"):
+        for name, limit in LIMITS.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrainConfig({name}={value!r}): expected a positive integer")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ConfigError(name, value, f"expected a positive integer, at most {limit}")
         if self.embed % self.heads:
-            raise ValueError(f"TrainConfig(heads={self.heads}): must divide embed={self.embed}")
+            raise ConfigError("heads", self.heads, f"must divide embed={self.embed}")
         if self.vocab < 2:
-            raise ValueError(f"TrainConfig(vocab={self.vocab}): expected at least 2 digits")
-        if not self.lr > 0:
-            raise ValueError(f"TrainConfig(lr={self.lr!r}): expected a positive learning rate")
+            raise ConfigError("vocab", self.vocab, "expected at least 2 digits")
+        if self.held_out >= self.vocab**self.length // 2:
+            raise ConfigError(
+                "held_out",
+                self.held_out,
+                f"too many for sequences of {self.length} digits (there are only {self.vocab**self.length} of "
+                "them; keep it under half)",
+            )
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not 0 < self.lr <= MAX_LR:
+            raise ConfigError("lr", self.lr, f"expected a learning rate with 0 < lr <= {MAX_LR:g}")
 
 
 @dataclass
@@ -155,12 +206,17 @@ def _train(config, progress):
     started = time.perf_counter()
     for step in range(1, config.steps + 1):
         ids, targets = training_batch(config.task, batches, config.batch, config.length, config.vocab, held_out)
-        with Tape() as tape:
-            logits = model(ids)
-            loss = nn.cross_entropy(logits, targets)
-        optimizer.zero_grad()
-        tape.backward(loss)
-        optimizer.step()
+        try:
+            with Tape() as tape:
+                logits = model(ids)
+                loss = nn.cross_entropy(logits, targets)
+            if not np.isfinite(loss.data):
+                raise FloatingPointError(f"the loss is {float(loss.data)}")
+            optimizer.zero_grad()
+            tape.backward(loss)
+            optimizer.step()  # refuses a non-finite gradient before it moves anything
+        except FloatingPointError as error:  # an overflow the layers or the optimizer refused, or the loss above
+            raise Diverged(step, config.steps, config.lr, error) from error
         record = {
             "step": step,
             "loss": float(loss.data),
