@@ -69,9 +69,23 @@ def scale_of(q):
     return score_scale(q.shape[-1])
 
 
+#: Plain text to the symbols hints and prompts write (``P ⊙ dP``, ``dSᵀ``, ``√d``, ``P̃``).
+_UNICODE = ((" * ", " ⊙ "), (" - ", " − "), ("sqrt(d)", "√d"), ("^T", "ᵀ"), ("P~", "P̃"))
+
+
+def unicode_formula(formula):
+    """A table formula as the exercises' hints write it: ``dS = P ⊙ (dP − rowsum(dP ⊙ P))``."""
+    for plain, symbol in _UNICODE:
+        formula = formula.replace(plain, symbol)
+    return " ".join(formula.split())
+
+
 def formula(label, dropout=False):
-    """The formula of the derivation table's row ``label`` (``"dS"``), as hints write it: for hints that quote it."""
-    return derivation.hint_formula(label, dropout)
+    """The formula of the derivation table's row ``label`` (``"dS"``), as hints write it (read at each call)."""
+    text = derivation.formula_of(derivation.ATTENTION, label, {"keep": True if dropout else None})
+    if text is None:
+        raise KeyError(f"formula({label!r}): no row of the attention derivation has that label")
+    return unicode_formula(text)
 
 
 def taped(inputs, mask=None, keep=None):

@@ -53,8 +53,6 @@ __all__ = [
     "gradient_rows",
     "formula_of",
     "step_formulas",
-    "unicode_formula",
-    "hint_formula",
     "parameter_rows",
     "input_rows",
     "attention_rows",
@@ -296,25 +294,6 @@ def formula_of(table, name, constants=None):
         if row_name == name or label == name:
             return formula
     return None
-
-
-#: Plain text to the symbols hints and prompts write (``P ⊙ dP``, ``dSᵀ``, ``√d``, ``P̃``).
-_UNICODE = ((" * ", " ⊙ "), (" - ", " − "), ("sqrt(d)", "√d"), ("^T", "ᵀ"), ("P~", "P̃"))
-
-
-def unicode_formula(formula):
-    """A table formula as the exercises' hints write it: ``dS = P ⊙ (dP − rowsum(dP ⊙ P))``."""
-    for plain, symbol in _UNICODE:
-        formula = formula.replace(plain, symbol)
-    return " ".join(formula.split())
-
-
-def hint_formula(label, dropout=False):
-    """The formula of the row ``label`` (``"dS"``) in the current table, as hints write it (read at each call)."""
-    formula = formula_of(ATTENTION, label, {"keep": True if dropout else None})
-    if formula is None:
-        raise KeyError(f"hint_formula({label!r}): no row of the attention derivation has that label")
-    return unicode_formula(formula)
 
 
 def step_formulas(table, name, recorded=()):
