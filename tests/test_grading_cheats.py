@@ -149,8 +149,8 @@ def test_patching_numpy_and_the_checker_changes_nothing_here(tmp_path):
     numpy.abs = lambda x: numpy.zeros_like(x)
     numpy.isfinite = lambda x: numpy.ones_like(x, dtype=bool)
     try:
-        import microtape.exercises.checker as checker
-        checker._agrees = lambda got, want: numpy.ones(numpy.shape(want), dtype=bool)
+        import microtape.exercises.diagnose as diagnose
+        diagnose._agrees = lambda got, want: numpy.ones(numpy.shape(want), dtype=bool)
     except ImportError:
         pass
     def softmax_backward(p, grad_p):
@@ -192,7 +192,7 @@ def _package_digest():
 
 def test_a_poisoning_submission_changes_no_file_and_no_later_grade(tmp_path):
     before = _package_digest()
-    checker_file = PACKAGE / "exercises" / "checker.py"
+    checker_file = PACKAGE / "exercises" / "diagnose.py"  # where the checker compares
     cheat = f"""
     import os
     for target in [{str(checker_file)!r}, "/proc/1/root" + {str(checker_file)!r}]:

@@ -11,7 +11,7 @@ from .. import ops
 from ..check import mistakes as wrong
 from ..nn import analytic
 from . import core
-from .registry import Exercise, Mistake, register
+from .registry import Mistake, register_lab_exercise
 
 __all__ = ["attention_backward"]
 
@@ -128,100 +128,93 @@ def _with_mistake(mistake, q, k, v, grad_c):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-register(
-    Exercise(
-        name="attention_backward",
-        title="Scaled dot-product attention backward: dQ, dK, dV",
-        stub=attention_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=core.GRADIENT_OUTPUTS,
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "no_backward_scale",
-                "missing_scale",
-                lambda: (
-                    "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
-                    f"so the chain rule scales their gradients too: {core.formula('dQ')}, {core.formula('dK')}."
-                ),
-                core.variant(_with_mistake, "no_backward_scale"),
+register_lab_exercise(
+    attention_backward,
+    title="Scaled dot-product attention backward: dQ, dK, dV",
+    outputs=core.GRADIENT_OUTPUTS,
+    mistakes=(
+        Mistake(
+            "no_backward_scale",
+            "missing_scale",
+            lambda: (
+                "your dQ and dK miss the factor 1/√d. The forward scaled the scores, S = Q Kᵀ / √d, "
+                f"so the chain rule scales their gradients too: {core.formula('dQ')}, {core.formula('dK')}."
             ),
-            Mistake(
-                "no_forward_scale",
-                "missing_scale",
-                "your P is softmax(Q Kᵀ), without the 1/√d: recompute the forward as in the prompt, "
-                "P = softmax(Q Kᵀ / √d). The backward's 1/√d you already have.",
-                core.variant(_with_mistake, "no_forward_scale"),
-            ),
-            Mistake(
-                "no_scale_anywhere",
-                "missing_scale",
-                "your answer is the gradient of attention *without* the 1/√d: recompute "
-                "P = softmax(Q Kᵀ / √d) in the forward, and divide dQ and dK by √d in the backward.",
-                core.variant(_with_mistake, "no_scale_anywhere"),
-            ),
-            Mistake(
-                "no_rowsum",
-                "missing_rowsum",
-                lambda: (
-                    "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
-                    f"{core.formula('dS')}, with the sum over each row (axis=-1, keepdims=True)."
-                ),
-                core.variant(_with_mistake, "no_rowsum"),
-            ),
-            Mistake(
-                "rowsum_wrong_axis",
-                "wrong_axis",
-                "your softmax backward sums down the columns (axis=-2). Each row of P is one "
-                "softmax over the keys, so rowsum(dP ⊙ P) runs over axis=-1.",
-                core.variant(_with_mistake, "rowsum_wrong_axis"),
-            ),
-            Mistake(
-                "grad_v_not_transposed",
-                "transposed",
-                "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC (shape [Tk, D], like V).",
-                core.variant(_with_mistake, "grad_v_not_transposed"),
-            ),
-            Mistake(
-                "grad_k_not_transposed",
-                "transposed",
-                "your dK is dS Q / √d. K enters the scores transposed (S = Q Kᵀ / √d), so "
-                "dK = dSᵀ Q / √d (shape [Tk, D], like K).",
-                core.variant(_with_mistake, "grad_k_not_transposed"),
-            ),
-            Mistake(
-                "softmax_skipped",
-                "skipped_step",
-                lambda: (
-                    "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
-                    f"without passing through the softmax. Apply the softmax backward first: {core.formula('dS')}."
-                ),
-                core.variant(_with_mistake, "softmax_skipped"),
-            ),
-            core.unstable_exp_mistake(_with_mistake),
-            Mistake(
-                "global_max",
-                "global_max",
-                "your softmax subtracts the largest score of the whole array, not each row's own: on a row "
-                "far below it every exp underflows to 0, and 0 / 0 is NaN. Subtract s.max(axis=-1, keepdims=True).",
-                core.variant(_with_mistake, "global_max"),
-            ),
-            Mistake(
-                "rowsum_without_keepdims",
-                "missing_keepdims",
-                "your rowsum(dP ⊙ P) lost its axis (no keepdims=True), so numpy broadcast the row sums along "
-                "the wrong axis: entry (i, j) subtracted the sum of row j. Use np.sum(dP * P, axis=-1, keepdims=True).",
-                core.variant(_with_mistake, "rowsum_without_keepdims"),
-            ),
-            Mistake(
-                "scale_one_over_d",
-                "wrong_scale",
-                "you scaled by 1/d; scaled dot-product attention divides by √d: P = softmax(Q Kᵀ / √d) in the "
-                "forward, and dQ = dS K / √d, dK = dSᵀ Q / √d in the backward.",
-                core.variant(_with_mistake, "scale_one_over_d"),
-            ),
+            core.variant(_with_mistake, "no_backward_scale"),
         ),
-    )
+        Mistake(
+            "no_forward_scale",
+            "missing_scale",
+            "your P is softmax(Q Kᵀ), without the 1/√d: recompute the forward as in the prompt, "
+            "P = softmax(Q Kᵀ / √d). The backward's 1/√d you already have.",
+            core.variant(_with_mistake, "no_forward_scale"),
+        ),
+        Mistake(
+            "no_scale_anywhere",
+            "missing_scale",
+            "your answer is the gradient of attention *without* the 1/√d: recompute "
+            "P = softmax(Q Kᵀ / √d) in the forward, and divide dQ and dK by √d in the backward.",
+            core.variant(_with_mistake, "no_scale_anywhere"),
+        ),
+        Mistake(
+            "no_rowsum",
+            "missing_rowsum",
+            lambda: (
+                "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
+                f"{core.formula('dS')}, with the sum over each row (axis=-1, keepdims=True)."
+            ),
+            core.variant(_with_mistake, "no_rowsum"),
+        ),
+        Mistake(
+            "rowsum_wrong_axis",
+            "wrong_axis",
+            "your softmax backward sums down the columns (axis=-2). Each row of P is one "
+            "softmax over the keys, so rowsum(dP ⊙ P) runs over axis=-1.",
+            core.variant(_with_mistake, "rowsum_wrong_axis"),
+        ),
+        Mistake(
+            "grad_v_not_transposed",
+            "transposed",
+            "your dV is P dC. C = P V is a matmul with V on the right, so dV = Pᵀ dC (shape [Tk, D], like V).",
+            core.variant(_with_mistake, "grad_v_not_transposed"),
+        ),
+        Mistake(
+            "grad_k_not_transposed",
+            "transposed",
+            "your dK is dS Q / √d. K enters the scores transposed (S = Q Kᵀ / √d), so "
+            "dK = dSᵀ Q / √d (shape [Tk, D], like K).",
+            core.variant(_with_mistake, "grad_k_not_transposed"),
+        ),
+        Mistake(
+            "softmax_skipped",
+            "skipped_step",
+            lambda: (
+                "your dQ and dK use dP where dS belongs: the gradient went straight from P to S "
+                f"without passing through the softmax. Apply the softmax backward first: {core.formula('dS')}."
+            ),
+            core.variant(_with_mistake, "softmax_skipped"),
+        ),
+        core.unstable_exp_mistake(_with_mistake),
+        Mistake(
+            "global_max",
+            "global_max",
+            "your softmax subtracts the largest score of the whole array, not each row's own: on a row "
+            "far below it every exp underflows to 0, and 0 / 0 is NaN. Subtract s.max(axis=-1, keepdims=True).",
+            core.variant(_with_mistake, "global_max"),
+        ),
+        Mistake(
+            "rowsum_without_keepdims",
+            "missing_keepdims",
+            "your rowsum(dP ⊙ P) lost its axis (no keepdims=True), so numpy broadcast the row sums along "
+            "the wrong axis: entry (i, j) subtracted the sum of row j. Use np.sum(dP * P, axis=-1, keepdims=True).",
+            core.variant(_with_mistake, "rowsum_without_keepdims"),
+        ),
+        Mistake(
+            "scale_one_over_d",
+            "wrong_scale",
+            "you scaled by 1/d; scaled dot-product attention divides by √d: P = softmax(Q Kᵀ / √d) in the "
+            "forward, and dQ = dS K / √d, dK = dSᵀ Q / √d in the backward.",
+            core.variant(_with_mistake, "scale_one_over_d"),
+        ),
+    ),
 )

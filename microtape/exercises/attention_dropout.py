@@ -11,7 +11,7 @@ import numpy as np
 from ..check import mistakes as wrong
 from ..nn import analytic
 from . import core, trials
-from .registry import Exercise, Mistake, register
+from .registry import Mistake, register_lab_exercise
 
 __all__ = ["attention_dropout_backward"]
 
@@ -121,54 +121,47 @@ def _t(x):
     return np.swapaxes(x, -1, -2)
 
 
-register(
-    Exercise(
-        name="attention_dropout_backward",
-        title="Attention with dropout backward: dV = P̃ᵀ dC, dP = (dC Vᵀ) ⊙ keep",
-        stub=attention_dropout_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=core.GRADIENT_OUTPUTS,
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "grad_v_without_dropout",
-                "dropout_misplaced",
-                "your dV is Pᵀ dC, with the weights before dropout. V met the dropped weights, C = P̃ V, so dV = P̃ᵀ dC.",
-                core.variant(_with_mistake, "grad_v_without_dropout"),
-            ),
-            Mistake(
-                "grad_p_without_dropout",
-                "dropout_misplaced",
-                "your dP is dC Vᵀ: that is dP̃, the gradient of the *dropped* weights. Dropout multiplied "
-                "P by keep, so dP = (dC Vᵀ) ⊙ keep before the softmax backward.",
-                core.variant(_with_mistake, "grad_p_without_dropout"),
-            ),
-            Mistake(
-                "dropout_scale_missing",
-                "dropout_scale_missing",
-                "your keep is the mask without 1/(1 − p). Inverted dropout scales the kept weights: "
-                "keep = mask / (1 − p), in P̃ (and so in dV) and in dP = (dC Vᵀ) ⊙ keep.",
-                core.variant(_with_mistake, "dropout_scale_missing"),
-            ),
-            Mistake(
-                "rowsum_with_dropped_weights",
-                "dropout_misplaced",
-                lambda: (
-                    "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
-                    f"after it), so {core.formula('dS', dropout=True)} with the undropped P."
-                ),
-                core.variant(_with_mistake, "rowsum_with_dropped_weights"),
-            ),
-            Mistake(
-                "dropout_after_softmax_backward",
-                "dropout_misplaced",
-                "your keep multiplies dS, after the softmax backward. Undo the steps in reverse order: "
-                "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
-                core.variant(_with_mistake, "dropout_after_softmax_backward"),
-            ),
-            core.unstable_exp_mistake(_with_mistake),
+register_lab_exercise(
+    attention_dropout_backward,
+    title="Attention with dropout backward: dV = P̃ᵀ dC, dP = (dC Vᵀ) ⊙ keep",
+    outputs=core.GRADIENT_OUTPUTS,
+    mistakes=(
+        Mistake(
+            "grad_v_without_dropout",
+            "dropout_misplaced",
+            "your dV is Pᵀ dC, with the weights before dropout. V met the dropped weights, C = P̃ V, so dV = P̃ᵀ dC.",
+            core.variant(_with_mistake, "grad_v_without_dropout"),
         ),
-    )
+        Mistake(
+            "grad_p_without_dropout",
+            "dropout_misplaced",
+            "your dP is dC Vᵀ: that is dP̃, the gradient of the *dropped* weights. Dropout multiplied "
+            "P by keep, so dP = (dC Vᵀ) ⊙ keep before the softmax backward.",
+            core.variant(_with_mistake, "grad_p_without_dropout"),
+        ),
+        Mistake(
+            "dropout_scale_missing",
+            "dropout_scale_missing",
+            "your keep is the mask without 1/(1 − p). Inverted dropout scales the kept weights: "
+            "keep = mask / (1 − p), in P̃ (and so in dV) and in dP = (dC Vᵀ) ⊙ keep.",
+            core.variant(_with_mistake, "dropout_scale_missing"),
+        ),
+        Mistake(
+            "rowsum_with_dropped_weights",
+            "dropout_misplaced",
+            lambda: (
+                "your softmax backward uses P̃ where P belongs. The softmax produced P (dropout came "
+                f"after it), so {core.formula('dS', dropout=True)} with the undropped P."
+            ),
+            core.variant(_with_mistake, "rowsum_with_dropped_weights"),
+        ),
+        Mistake(
+            "dropout_after_softmax_backward",
+            "dropout_misplaced",
+            "your keep multiplies dS, after the softmax backward. Undo the steps in reverse order: "
+            "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
+            core.variant(_with_mistake, "dropout_after_softmax_backward"),
+        ),
+        core.unstable_exp_mistake(_with_mistake),
+    ),
 )

@@ -7,7 +7,7 @@ layer records on its weights — and the tape backward.
 from ..tape import Tape
 from ..tensor import Tensor
 from . import trials
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["dropout_backward"]
 
@@ -97,45 +97,38 @@ def _scaled_by_p(grad_y, mask, p):
     return {"grad_x": grad_y * mask / p}
 
 
-register(
-    Exercise(
-        name="dropout_backward",
-        title="Dropout backward: grad_x from the saved mask",
-        stub=dropout_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(Output("grad_x", "grad_y"),),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "scale_missing",
-                "dropout_scale_missing",
-                "your grad_x is grad_y * mask: the 1/(1 − p) is missing. The forward multiplied the "
-                "kept entries by 1/(1 − p), so the backward does too: grad_y * mask / (1 − p).",
-                _scale_missing,
-            ),
-            Mistake(
-                "mask_not_applied",
-                "mask_not_applied",
-                "your grad_x is grad_y / (1 − p) everywhere. A dropped entry did not reach y at all, "
-                "so its gradient is 0: multiply by the saved mask.",
-                _mask_not_applied,
-            ),
-            Mistake(
-                "scale_inverted",
-                "dropout_scale_inverted",
-                "your grad_x multiplies by (1 − p). Inverted dropout *divides* the kept entries by "
-                "(1 − p) (to keep the expected value), so the backward divides too.",
-                _scale_inverted,
-            ),
-            Mistake(
-                "scaled_by_p",
-                "dropout_scale_inverted",
-                "your grad_x divides by p. p is the probability of *dropping*; the kept entries "
-                "are divided by the probability of keeping, 1 − p.",
-                _scaled_by_p,
-            ),
+register_lab_exercise(
+    dropout_backward,
+    title="Dropout backward: grad_x from the saved mask",
+    outputs=(Output("grad_x", "grad_y"),),
+    mistakes=(
+        Mistake(
+            "scale_missing",
+            "dropout_scale_missing",
+            "your grad_x is grad_y * mask: the 1/(1 − p) is missing. The forward multiplied the "
+            "kept entries by 1/(1 − p), so the backward does too: grad_y * mask / (1 − p).",
+            _scale_missing,
         ),
-    )
+        Mistake(
+            "mask_not_applied",
+            "mask_not_applied",
+            "your grad_x is grad_y / (1 − p) everywhere. A dropped entry did not reach y at all, "
+            "so its gradient is 0: multiply by the saved mask.",
+            _mask_not_applied,
+        ),
+        Mistake(
+            "scale_inverted",
+            "dropout_scale_inverted",
+            "your grad_x multiplies by (1 − p). Inverted dropout *divides* the kept entries by "
+            "(1 − p) (to keep the expected value), so the backward divides too.",
+            _scale_inverted,
+        ),
+        Mistake(
+            "scaled_by_p",
+            "dropout_scale_inverted",
+            "your grad_x divides by p. p is the probability of *dropping*; the kept entries "
+            "are divided by the probability of keeping, 1 − p.",
+            _scaled_by_p,
+        ),
+    ),
 )

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..tape import Tape, gradients
 from ..tensor import Tensor
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["tanh_layer_backward", "tanh_layer_tape", "NODES"]
 
@@ -141,50 +141,43 @@ def _variant(mistake):
     return variant
 
 
-register(
-    Exercise(
-        name="tanh_layer_backward",
-        title="A tanh layer's gradients by node name, lined up with mt.check.compare",
-        stub=tanh_layer_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(
-            Output("z", "grad_h", aliases=("your dL/dz", "z gradient"), name_in_hints=False),
-            Output("x", "x", aliases=("x gradient",), name_in_hints=False),
-            Output("weight", "weight", aliases=("weight gradient",), name_in_hints=False),
-            Output("bias", "bias", aliases=("bias gradient",), name_in_hints=False),
+register_lab_exercise(
+    tanh_layer_backward,
+    title="A tanh layer's gradients by node name, lined up with mt.check.compare",
+    outputs=(
+        Output("z", "grad_h", aliases=("your dL/dz", "z gradient"), name_in_hints=False),
+        Output("x", "x", aliases=("x gradient",), name_in_hints=False),
+        Output("weight", "weight", aliases=("weight gradient",), name_in_hints=False),
+        Output("bias", "bias", aliases=("bias gradient",), name_in_hints=False),
+    ),
+    mistakes=(
+        Mistake(
+            "derivative_of_z",
+            "wrong_derivative",
+            "your dL/dz uses 1 − z². The derivative of tanh is 1 − tanh(z)² = 1 − h²: square h, not z. "
+            "Everything after z (x, weight, bias) inherits the error.",
+            _variant("derivative_of_z"),
         ),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "derivative_of_z",
-                "wrong_derivative",
-                "your dL/dz uses 1 − z². The derivative of tanh is 1 − tanh(z)² = 1 − h²: square h, not z. "
-                "Everything after z (x, weight, bias) inherits the error.",
-                _variant("derivative_of_z"),
-            ),
-            Mistake(
-                "derivative_missing",
-                "skipped_step",
-                "your dL/dz is grad_h itself: the tanh's derivative is missing. dL/dz = grad_h ⊙ (1 − h²), "
-                "and x, weight and bias take their gradients from it.",
-                _variant("derivative_missing"),
-            ),
-            Mistake(
-                "weight_grad_transposed",
-                "transposed",
-                "your weight gradient is xᵀ dz, the transpose of the answer. The weight is stored "
-                "[out, in], so it is dzᵀ x (shape [out, in]).",
-                _variant("weight_grad_transposed"),
-            ),
-            Mistake(
-                "bias_not_summed",
-                "wrong_axis",
-                "your bias gradient is dL/dz itself, one row per input. The bias is shared by every row, "
-                "so add the rows up: dz.sum(axis=0), shape [out].",
-                _variant("bias_not_summed"),
-            ),
+        Mistake(
+            "derivative_missing",
+            "skipped_step",
+            "your dL/dz is grad_h itself: the tanh's derivative is missing. dL/dz = grad_h ⊙ (1 − h²), "
+            "and x, weight and bias take their gradients from it.",
+            _variant("derivative_missing"),
         ),
-    )
+        Mistake(
+            "weight_grad_transposed",
+            "transposed",
+            "your weight gradient is xᵀ dz, the transpose of the answer. The weight is stored "
+            "[out, in], so it is dzᵀ x (shape [out, in]).",
+            _variant("weight_grad_transposed"),
+        ),
+        Mistake(
+            "bias_not_summed",
+            "wrong_axis",
+            "your bias gradient is dL/dz itself, one row per input. The bias is shared by every row, "
+            "so add the rows up: dz.sum(axis=0), shape [out].",
+            _variant("bias_not_summed"),
+        ),
+    ),
 )

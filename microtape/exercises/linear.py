@@ -8,7 +8,7 @@ import numpy as np
 
 from ..tape import Tape
 from ..tensor import Tensor
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["linear_backward"]
 
@@ -104,52 +104,45 @@ def _weight_grad_one_row(x, weight, grad_y):
     return {"grad_weight": np.outer(grad_y[0], x[0])}
 
 
-register(
-    Exercise(
-        name="linear_backward",
-        title="Linear backward: grad_x, grad_weight, grad_bias of y = x Wᵀ + b",
-        stub=linear_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(Output("grad_x", "x"), Output("grad_weight", "weight"), Output("grad_bias", "bias")),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "weight_grad_transposed",
-                "transposed",
-                "your grad_weight is xᵀ grad_y, the transpose of the answer. The weight is stored "
-                "[out, in], so grad_weight = grad_yᵀ x (shape [out, in]).",
-                _weight_grad_transposed,
-            ),
-            Mistake(
-                "input_grad_with_weight_transposed",
-                "transposed",
-                "your grad_x is grad_y Wᵀ. The forward multiplies by Wᵀ, so the backward "
-                "multiplies by (Wᵀ)ᵀ = W: grad_x = grad_y @ weight.",
-                _input_grad_with_weight_transposed,
-            ),
-            Mistake(
-                "bias_summed_over_wrong_axis",
-                "wrong_axis",
-                "your grad_bias sums over the features (axis=1). The bias is shared by every row, "
-                "so its gradient sums over the rows: grad_y.sum(axis=0).",
-                _bias_summed_over_wrong_axis,
-            ),
-            Mistake(
-                "bias_not_summed",
-                "wrong_axis",
-                "your grad_bias is grad_y itself, one row per input. The bias is shared by every "
-                "row, so add the rows up: grad_y.sum(axis=0), shape [out].",
-                _bias_not_summed,
-            ),
-            Mistake(
-                "weight_grad_one_row",
-                "skipped_step",
-                "your grad_weight uses only the first row. Every row used the same weight, so "
-                "each row's outer product grad_y[n] x[n]ᵀ adds up: grad_yᵀ x.",
-                _weight_grad_one_row,
-            ),
+register_lab_exercise(
+    linear_backward,
+    title="Linear backward: grad_x, grad_weight, grad_bias of y = x Wᵀ + b",
+    outputs=(Output("grad_x", "x"), Output("grad_weight", "weight"), Output("grad_bias", "bias")),
+    mistakes=(
+        Mistake(
+            "weight_grad_transposed",
+            "transposed",
+            "your grad_weight is xᵀ grad_y, the transpose of the answer. The weight is stored "
+            "[out, in], so grad_weight = grad_yᵀ x (shape [out, in]).",
+            _weight_grad_transposed,
         ),
-    )
+        Mistake(
+            "input_grad_with_weight_transposed",
+            "transposed",
+            "your grad_x is grad_y Wᵀ. The forward multiplies by Wᵀ, so the backward "
+            "multiplies by (Wᵀ)ᵀ = W: grad_x = grad_y @ weight.",
+            _input_grad_with_weight_transposed,
+        ),
+        Mistake(
+            "bias_summed_over_wrong_axis",
+            "wrong_axis",
+            "your grad_bias sums over the features (axis=1). The bias is shared by every row, "
+            "so its gradient sums over the rows: grad_y.sum(axis=0).",
+            _bias_summed_over_wrong_axis,
+        ),
+        Mistake(
+            "bias_not_summed",
+            "wrong_axis",
+            "your grad_bias is grad_y itself, one row per input. The bias is shared by every "
+            "row, so add the rows up: grad_y.sum(axis=0), shape [out].",
+            _bias_not_summed,
+        ),
+        Mistake(
+            "weight_grad_one_row",
+            "skipped_step",
+            "your grad_weight uses only the first row. Every row used the same weight, so "
+            "each row's outer product grad_y[n] x[n]ᵀ adds up: grad_yᵀ x.",
+            _weight_grad_one_row,
+        ),
+    ),
 )

@@ -11,7 +11,7 @@ import numpy as np
 from ..check import mistakes as wrong
 from ..nn import analytic, masks
 from . import core, trials
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["masked_attention"]
 
@@ -122,65 +122,58 @@ def _with_mistake(mistake, q, k, v, mask, grad_c):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-register(
-    Exercise(
-        name="masked_attention",
-        title="Causal and padding-masked attention, end to end: C, dQ, dK, dV",
-        stub=masked_attention,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(
-            Output("context", "grad_c", aliases=("C",)),
-            *core.GRADIENT_OUTPUTS,
+register_lab_exercise(
+    masked_attention,
+    title="Causal and padding-masked attention, end to end: C, dQ, dK, dV",
+    outputs=(
+        Output("context", "grad_c", aliases=("C",)),
+        *core.GRADIENT_OUTPUTS,
+    ),
+    mistakes=(
+        Mistake(
+            "mask_ignored",
+            "mask_not_applied",
+            "your P is softmax(Q Kᵀ / √d) without the mask, so queries look at keys they may not "
+            "(the future, or padding). Add the mask to the scaled scores before the softmax.",
+            core.variant(_with_mistake, "mask_ignored"),
         ),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "mask_ignored",
-                "mask_not_applied",
-                "your P is softmax(Q Kᵀ / √d) without the mask, so queries look at keys they may not "
-                "(the future, or padding). Add the mask to the scaled scores before the softmax.",
-                core.variant(_with_mistake, "mask_ignored"),
-            ),
-            Mistake(
-                "mask_after_softmax",
-                "mask_after_softmax",
-                "your P is the unmasked softmax with the masked weights zeroed afterwards, so its rows no "
-                "longer sum to 1. Add the mask *before* the softmax: softmax(S + M) renormalises over "
-                "the allowed keys.",
-                core.variant(_with_mistake, "mask_after_softmax"),
-            ),
-            Mistake(
-                "masked_scores_set_to_zero",
-                "mask_as_zero",
-                "your masked scores are set to 0 — but exp(0) = 1, so the masked keys still get weight. "
-                "The mask is *added*: S + M, where exp(score − 1e9) is 0.",
-                core.variant(_with_mistake, "masked_scores_set_to_zero"),
-            ),
-            Mistake(
-                "mask_transposed",
-                "transposed",
-                "your mask is transposed: mask[i, j] is about query i (row) and key j (column), so add "
-                "it as it is — a transposed causal mask lets each query see the future, not the past.",
-                core.variant(_with_mistake, "mask_transposed"),
-            ),
-            Mistake(
-                "no_rowsum",
-                "missing_rowsum",
-                lambda: (
-                    "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
-                    f"{core.formula('dS')}; the mask, a constant, changes nothing in it."
-                ),
-                core.variant(_with_mistake, "no_rowsum"),
-            ),
-            Mistake(
-                "exp_not_stabilised",
-                "unstable_exp",
-                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
-                "Subtract each row's maximum of S + M before exp: the softmax does not change.",
-                core.variant(_with_mistake, "exp_not_stabilised"),
-            ),
+        Mistake(
+            "mask_after_softmax",
+            "mask_after_softmax",
+            "your P is the unmasked softmax with the masked weights zeroed afterwards, so its rows no "
+            "longer sum to 1. Add the mask *before* the softmax: softmax(S + M) renormalises over "
+            "the allowed keys.",
+            core.variant(_with_mistake, "mask_after_softmax"),
         ),
-    )
+        Mistake(
+            "masked_scores_set_to_zero",
+            "mask_as_zero",
+            "your masked scores are set to 0 — but exp(0) = 1, so the masked keys still get weight. "
+            "The mask is *added*: S + M, where exp(score − 1e9) is 0.",
+            core.variant(_with_mistake, "masked_scores_set_to_zero"),
+        ),
+        Mistake(
+            "mask_transposed",
+            "transposed",
+            "your mask is transposed: mask[i, j] is about query i (row) and key j (column), so add "
+            "it as it is — a transposed causal mask lets each query see the future, not the past.",
+            core.variant(_with_mistake, "mask_transposed"),
+        ),
+        Mistake(
+            "no_rowsum",
+            "missing_rowsum",
+            lambda: (
+                "your dS is P ⊙ dP: the softmax backward lost its rowsum term. "
+                f"{core.formula('dS')}; the mask, a constant, changes nothing in it."
+            ),
+            core.variant(_with_mistake, "no_rowsum"),
+        ),
+        Mistake(
+            "exp_not_stabilised",
+            "unstable_exp",
+            "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+            "Subtract each row's maximum of S + M before exp: the softmax does not change.",
+            core.variant(_with_mistake, "exp_not_stabilised"),
+        ),
+    ),
 )

@@ -13,7 +13,7 @@ from ..nn import masks
 from ..tape import Tape
 from ..tensor import Tensor
 from . import trials
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["masked_softmax_backward"]
 
@@ -121,55 +121,48 @@ def _exp_not_stabilised(s, mask, grad_p):
         return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
-register(
-    Exercise(
-        name="masked_softmax_backward",
-        title="Masked softmax backward: grad_s of softmax(s + mask)",
-        stub=masked_softmax_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(Output("grad_s", "s"),),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "mask_ignored",
-                "mask_not_applied",
-                "your grad_s is the gradient of softmax(s), without the mask: recompute "
-                "P = softmax(s + mask). Masked weights are then exactly 0, and so is their gradient.",
-                _mask_ignored,
-            ),
-            Mistake(
-                "mask_after_softmax",
-                "mask_after_softmax",
-                "your P is softmax(s) with the masked entries zeroed afterwards, so its rows no "
-                "longer sum to 1. Add the mask *before* the softmax: P = softmax(s + mask) "
-                "renormalises over the allowed keys.",
-                _mask_after_softmax,
-            ),
-            Mistake(
-                "masked_scores_set_to_zero",
-                "mask_as_zero",
-                "your P is the softmax of the scores with the masked ones set to 0 — but exp(0) = 1, so "
-                "the masked keys still get weight. The mask is *added*: P = softmax(s + mask), and "
-                "exp(s − 1e9) is 0.",
-                _masked_scores_set_to_zero,
-            ),
-            Mistake(
-                "no_rowsum",
-                "missing_rowsum",
-                "your grad_s is P ⊙ grad_p: the softmax backward lost its rowsum term. "
-                "grad_s = P ⊙ (grad_p − rowsum(grad_p ⊙ P)).",
-                _no_rowsum,
-            ),
-            Mistake(
-                "exp_not_stabilised",
-                "unstable_exp",
-                "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
-                "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly "
-                "(with a -inf mask, take the maximum of s + mask).",
-                _exp_not_stabilised,
-            ),
+register_lab_exercise(
+    masked_softmax_backward,
+    title="Masked softmax backward: grad_s of softmax(s + mask)",
+    outputs=(Output("grad_s", "s"),),
+    mistakes=(
+        Mistake(
+            "mask_ignored",
+            "mask_not_applied",
+            "your grad_s is the gradient of softmax(s), without the mask: recompute "
+            "P = softmax(s + mask). Masked weights are then exactly 0, and so is their gradient.",
+            _mask_ignored,
         ),
-    )
+        Mistake(
+            "mask_after_softmax",
+            "mask_after_softmax",
+            "your P is softmax(s) with the masked entries zeroed afterwards, so its rows no "
+            "longer sum to 1. Add the mask *before* the softmax: P = softmax(s + mask) "
+            "renormalises over the allowed keys.",
+            _mask_after_softmax,
+        ),
+        Mistake(
+            "masked_scores_set_to_zero",
+            "mask_as_zero",
+            "your P is the softmax of the scores with the masked ones set to 0 — but exp(0) = 1, so "
+            "the masked keys still get weight. The mask is *added*: P = softmax(s + mask), and "
+            "exp(s − 1e9) is 0.",
+            _masked_scores_set_to_zero,
+        ),
+        Mistake(
+            "no_rowsum",
+            "missing_rowsum",
+            "your grad_s is P ⊙ grad_p: the softmax backward lost its rowsum term. "
+            "grad_s = P ⊙ (grad_p − rowsum(grad_p ⊙ P)).",
+            _no_rowsum,
+        ),
+        Mistake(
+            "exp_not_stabilised",
+            "unstable_exp",
+            "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
+            "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly "
+            "(with a -inf mask, take the maximum of s + mask).",
+            _exp_not_stabilised,
+        ),
+    ),
 )

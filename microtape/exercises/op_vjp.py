@@ -16,7 +16,7 @@ from .. import ops
 from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import trials
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["logsumexp_vjp", "logsumexp_forward"]
 
@@ -118,46 +118,39 @@ def _exp_not_stabilised(g, ans, x):
         return {"grad_x": g[..., None] * e / np.sum(e, axis=-1, keepdims=True)}
 
 
-register(
-    Exercise(
-        name="logsumexp_vjp",
-        title="An op's VJP: logsumexp, registered with mt.ops.define and gradchecked",
-        stub=logsumexp_vjp,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(Output("grad_x", "x", aliases=("dx",)),),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        is_vjp=True,
-        mistakes=(
-            Mistake(
-                "not_normalised",
-                "skipped_step",
-                "your grad_x is g · exp(x): the derivative of log(Σ exp) also divides by Σ exp. "
-                "∂y/∂x_j = exp(x_j) / Σ_k exp(x_k) = exp(x_j − y) — a softmax.",
-                _not_normalised,
-            ),
-            Mistake(
-                "g_not_expanded",
-                "wrong_axis",
-                "your g lost its row axis: g has one entry per row ([N]), the softmax is [N, T], and "
-                "numpy broadcast g along the last axis. Use g[..., None].",
-                _g_not_expanded,
-            ),
-            Mistake(
-                "softmax_wrong_axis",
-                "wrong_axis",
-                "your softmax normalises down the columns (axis=0). y sums over the last axis, so "
-                "normalise each row: axis=-1.",
-                _softmax_wrong_axis,
-            ),
-            Mistake(
-                "exp_not_stabilised",
-                "unstable_exp",
-                "your softmax overflows on rows of size ±1000 (np.exp(1000) is inf, inf / inf is NaN). "
-                "Use exp(x − y[..., None]) — y, the output you are given, is at least the row max.",
-                _exp_not_stabilised,
-            ),
+register_lab_exercise(
+    logsumexp_vjp,
+    title="An op's VJP: logsumexp, registered with mt.ops.define and gradchecked",
+    outputs=(Output("grad_x", "x", aliases=("dx",)),),
+    mistakes=(
+        Mistake(
+            "not_normalised",
+            "skipped_step",
+            "your grad_x is g · exp(x): the derivative of log(Σ exp) also divides by Σ exp. "
+            "∂y/∂x_j = exp(x_j) / Σ_k exp(x_k) = exp(x_j − y) — a softmax.",
+            _not_normalised,
         ),
-    )
+        Mistake(
+            "g_not_expanded",
+            "wrong_axis",
+            "your g lost its row axis: g has one entry per row ([N]), the softmax is [N, T], and "
+            "numpy broadcast g along the last axis. Use g[..., None].",
+            _g_not_expanded,
+        ),
+        Mistake(
+            "softmax_wrong_axis",
+            "wrong_axis",
+            "your softmax normalises down the columns (axis=0). y sums over the last axis, so "
+            "normalise each row: axis=-1.",
+            _softmax_wrong_axis,
+        ),
+        Mistake(
+            "exp_not_stabilised",
+            "unstable_exp",
+            "your softmax overflows on rows of size ±1000 (np.exp(1000) is inf, inf / inf is NaN). "
+            "Use exp(x − y[..., None]) — y, the output you are given, is at least the row max.",
+            _exp_not_stabilised,
+        ),
+    ),
+    is_vjp=True,
 )

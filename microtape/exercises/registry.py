@@ -36,10 +36,11 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
 
 import difflib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Output", "Mistake", "Exercise", "EXERCISES", "register", "get"]
+__all__ = ["KINDS", "Output", "Mistake", "Exercise", "EXERCISES", "register", "register_lab_exercise", "get"]
 
 #: The kinds of known mistake, each with the label printed in feedback.
 KINDS = {
@@ -190,6 +191,33 @@ def register(exercise):
     assert len(outputs) == len(set(outputs)), f"{exercise.name}: output names must be unique"
     EXERCISES[exercise.name] = exercise
     return exercise
+
+
+def register_lab_exercise(stub, title, outputs, mistakes, **options):
+    """Register the exercise of one lab module, whose student function is ``stub``; return it.
+
+    Every module of the lab (``microtape.exercises.LAB``) holds its trials
+    and its truth under the same names — ``VISIBLE``, ``HIDDEN``,
+    ``make_inputs`` and ``tape_gradients`` — and the exercise is named after
+    its stub, so those are read from the stub's module rather than listed
+    again in each one. ``options`` are :class:`Exercise`'s other fields
+    (``stretch``, ``is_vjp``).
+    """
+    module = sys.modules[stub.__module__]
+    return register(
+        Exercise(
+            name=stub.__name__,
+            title=title,
+            stub=stub,
+            make_inputs=module.make_inputs,
+            tape_gradients=module.tape_gradients,
+            outputs=outputs,
+            mistakes=mistakes,
+            visible=module.VISIBLE,
+            hidden=module.HIDDEN,
+            **options,
+        )
+    )
 
 
 def get(name):

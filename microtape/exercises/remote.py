@@ -8,11 +8,11 @@ This module lets the grader treat a student's boxed code like a local function::
 
 Calling ``fn`` sends the input arrays to the child and returns the arrays it
 sent back, rebuilt as the tuple, list or dict the student returned (anything
-that was not numbers arrives as a :class:`~microtape.exercises.checker.NotAnArray`).
+that was not numbers arrives as a :class:`~microtape.exercises.result.NotAnArray`).
 The child's exceptions come back as :class:`StudentError` (with the type, the
 text and the student's line), its exits and crashes as
-:class:`~microtape.exercises.checker.NotChecked`, and running past the
-exercise's seconds as :class:`~microtape.exercises.checker.TimeLimitExceeded`.
+:class:`~microtape.exercises.result.NotChecked`, and running past the
+exercise's seconds as :class:`~microtape.exercises.result.TimeLimitExceeded`.
 A child that was killed is started again, and the submission run again in
 it, for the next exercise.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checker import NotAnArray, NotChecked, TimeLimitExceeded
+from .result import NotAnArray, NotChecked, TimeLimitExceeded
 from .sandbox import BoxTimeout, ChildGone, Sandbox
 
 __all__ = ["BoxedSubmission", "StudentError", "read_submission", "MAX_SUBMISSION_BYTES"]

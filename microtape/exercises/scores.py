@@ -14,7 +14,7 @@ This module lets a notebook's last cell (or a grading script) show progress::
     linear_backward   not started  0 / 3   —
     total                          1 / 4
 
-Each row is one :class:`~microtape.exercises.checker.CheckResult`: *not
+Each row is one :class:`~microtape.exercises.result.CheckResult`: *not
 started* (no function, or the stub still raises ``NotImplementedError``),
 *partly right* (naming the right and the wrong outputs), *right*, *wrong*,
 or *not checked* (it exited or ran past the time limit).

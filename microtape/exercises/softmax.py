@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops
 from ..tape import Tape
 from ..tensor import Tensor
-from .registry import Exercise, Mistake, Output, register
+from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["softmax_backward"]
 
@@ -94,40 +94,33 @@ def _rowsum_without_keepdims(p, grad_p):
     return {"grad_s": ops.softmax_backward(grad_p, p, row_sum=np.sum(grad_p * p, axis=-1))}
 
 
-register(
-    Exercise(
-        name="softmax_backward",
-        title="Softmax backward: grad_s from p and grad_p",
-        stub=softmax_backward,
-        make_inputs=make_inputs,
-        tape_gradients=tape_gradients,
-        outputs=(Output("grad_s", "p"),),
-        visible=VISIBLE,
-        hidden=HIDDEN,
-        mistakes=(
-            Mistake(
-                "no_rowsum",
-                "missing_rowsum",
-                "your grad_s equals p * grad_p: that is only the diagonal of the Jacobian "
-                "diag(p) − p pᵀ. The −p pᵀ part gives a second term: "
-                "grad_s = p * (grad_p − rowsum(grad_p * p)).",
-                _no_rowsum,
-            ),
-            Mistake(
-                "rowsum_wrong_axis",
-                "wrong_axis",
-                "your row sum runs down the columns (axis=-2). Softmax normalises each row over "
-                "its last axis, so sum with axis=-1, keepdims=True.",
-                _rowsum_wrong_axis,
-            ),
-            Mistake(
-                "rowsum_without_keepdims",
-                "wrong_axis",
-                "your row sum lost its axis (no keepdims=True), so numpy broadcast the sums along "
-                "the wrong axis: entry (i, j) subtracted the sum of row j. Use "
-                "np.sum(grad_p * p, axis=-1, keepdims=True).",
-                _rowsum_without_keepdims,
-            ),
+register_lab_exercise(
+    softmax_backward,
+    title="Softmax backward: grad_s from p and grad_p",
+    outputs=(Output("grad_s", "p"),),
+    mistakes=(
+        Mistake(
+            "no_rowsum",
+            "missing_rowsum",
+            "your grad_s equals p * grad_p: that is only the diagonal of the Jacobian "
+            "diag(p) − p pᵀ. The −p pᵀ part gives a second term: "
+            "grad_s = p * (grad_p − rowsum(grad_p * p)).",
+            _no_rowsum,
         ),
-    )
+        Mistake(
+            "rowsum_wrong_axis",
+            "wrong_axis",
+            "your row sum runs down the columns (axis=-2). Softmax normalises each row over "
+            "its last axis, so sum with axis=-1, keepdims=True.",
+            _rowsum_wrong_axis,
+        ),
+        Mistake(
+            "rowsum_without_keepdims",
+            "wrong_axis",
+            "your row sum lost its axis (no keepdims=True), so numpy broadcast the sums along "
+            "the wrong axis: entry (i, j) subtracted the sum of row j. Use "
+            "np.sum(grad_p * p, axis=-1, keepdims=True).",
+            _rowsum_without_keepdims,
+        ),
+    ),
 )

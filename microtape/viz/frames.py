@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ..nn import derivation
 from ..progress import progress
-from .fit import NOTEBOOK_WIDTH, fitted
-from .graph import check_options, warn_if_collapsed
+from .drawing import takes_drawing_options, warn_if_collapsed
+from .fit import fitted
 from .layout import Layout, widest
 from .paint import Painter, paint
 from .picture import to_digraph
@@ -38,31 +38,14 @@ from .player import fragment, page
 from .program import collect, trace_backward
 from .render import GraphvizNotFound, fit_svg, render, svg
 from .text import flatten, grad_lines, norm_text, step_text
-from .view import MAX_NODES
 
 __all__ = ["backward_frames", "BackwardFrames"]
 
 LEGEND = (("state", "done"), ("state", "partial"), ("state", "current"), ("state", "pending"), ("state", "off"))
 
 
-def backward_frames(
-    tape_or_output,
-    output=None,
-    *,
-    grad=None,
-    out_dir=None,
-    format="svg",
-    group="module",
-    detail="auto",
-    expand=None,
-    values=True,
-    parameters=None,
-    max_nodes=MAX_NODES,
-    rankdir=None,
-    legend=True,
-    title=None,
-    width=NOTEBOOK_WIDTH,
-):
+@takes_drawing_options
+def backward_frames(tape_or_output, output=None, *, grad=None, out_dir=None, format="svg", drawing):
     """One graph per backward step, all at one layout; with ``out_dir``, also write them and ``index.html``.
 
     Takes what :func:`microtape.viz.graph` takes (a tape, a result, a layer, a
@@ -70,24 +53,29 @@ def backward_frames(
     Returns a :class:`BackwardFrames`. ``format`` (``"svg"`` or ``"png"``) is
     the format of the files written to ``out_dir``.
     """
-    program = collect(tape_or_output, output, parameters)
-    options = check_options(group, detail, max_nodes, rankdir, expand, width)
+    program = collect(tape_or_output, output, drawing.parameters)
     trace = trace_backward(program, grad)
-    drawn = dict(values=values, title=title, legend=legend)
-    view, rankdir = fitted(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
-    warn_if_collapsed(view, max_nodes, stacklevel=3)
+    view, rankdir = fitted(
+        program,
+        drawing.view_options,
+        trace,
+        rankdir=drawing.rankdir,
+        width=drawing.width,
+        paint_options=drawing.paint_options,
+    )
+    warn_if_collapsed(view, drawing.max_nodes, stacklevel=4)  # the caller, past the decorator
     if len(trace) == 0:
         raise ValueError("backward_frames: the output is a leaf, so the backward pass has no steps to show")
     stops = view.steps(trace)
     received = trace.received_series(stops)
-    painters = [Painter(view, trace, k, values=values, received=received[k]) for k in range(len(stops))]
-    pictures = [painter.picture(title, legend=legend, rankdir=rankdir) for painter in painters]
-    whole = paint(view, trace, values=values, title=title, legend=legend, rankdir=rankdir)
+    painters = [Painter(view, trace, k, values=drawing.values, received=received[k]) for k in range(len(stops))]
+    pictures = [painter.picture(drawing.title, legend=drawing.legend, rankdir=rankdir) for painter in painters]
+    whole = paint(view, trace, rankdir=rankdir, **drawing.paint_options)
     for picture in pictures:
         # Every frame has the same caption on top (the step is said by the player's caption),
         # so that the pinned canvas fits them all.
         picture.note = view.note
-        picture.legend = _union_legend(pictures + [whole]) if legend else []
+        picture.legend = _union_legend(pictures + [whole]) if drawing.legend else []
     try:
         layout = Layout.of(to_digraph(widest(pictures)))
     except GraphvizNotFound:

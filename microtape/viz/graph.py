@@ -51,9 +51,8 @@ output's ``.grad`` (so after ``attn.backward(g)`` the picture shows the same
 numbers), else from ones. Same computation, same DOT source, byte for byte.
 """
 
-import warnings
-
-from .fit import NOTEBOOK_WIDTH, fitted_picture
+from .drawing import GraphCollapsedWarning, check_options, takes_drawing_options, warn_if_collapsed
+from .fit import fitted_picture
 from .paint import paint
 from .picture import to_digraph
 from .program import collect, trace_backward
@@ -62,29 +61,8 @@ from .view import MAX_NODES, SHAPE_OPS
 __all__ = ["graph", "GraphCollapsedWarning", "MAX_NODES", "SHAPE_OPS", "check_options", "warn_if_collapsed"]
 
 
-class GraphCollapsedWarning(UserWarning):
-    """A graph was too large to draw box by box and was summarised."""
-
-
-def graph(
-    tape_or_output,
-    *,
-    backward=False,
-    step=None,
-    group="module",
-    detail="auto",
-    expand=None,
-    values=True,
-    output=None,
-    grad=None,
-    parameters=None,
-    max_nodes=MAX_NODES,
-    rankdir=None,
-    legend=True,
-    title=None,
-    width=NOTEBOOK_WIDTH,
-    full_size=False,
-):
+@takes_drawing_options
+def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, full_size=False, drawing):
     """Draw a tape (or the computation behind a result) as a ``graphviz.Digraph``.
 
     ``tape_or_output``: a :class:`~microtape.Tape`, a ``Scalar``/``Tensor``
@@ -110,14 +88,13 @@ def graph(
     """
     if not isinstance(full_size, bool):
         raise TypeError(f"graph(full_size=...): expected True or False, got {full_size!r}")
-    if full_size:
-        width = None
-    program = collect(tape_or_output, output, parameters)
-    options = check_options(group, detail, max_nodes, rankdir, expand, width)
+    width = None if full_size else drawing.width
+    program = collect(tape_or_output, output, drawing.parameters)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
-    drawn = dict(values=values, title=title, legend=legend)
-    view, rankdir, measured = fitted_picture(program, options, trace, rankdir=rankdir, width=width, paint_options=drawn)
-    warn_if_collapsed(view, max_nodes, stacklevel=3)
+    view, rankdir, measured = fitted_picture(
+        program, drawing.view_options, trace, rankdir=drawing.rankdir, width=width, paint_options=drawing.paint_options
+    )
+    warn_if_collapsed(view, drawing.max_nodes, stacklevel=4)  # the caller, past the decorator
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
@@ -130,44 +107,6 @@ def graph(
     if step is None and measured is not None:
         picture = measured  # painted once, to measure its width: the same picture
     else:
-        picture = paint(view, trace, step, values=values, title=title, legend=legend, rankdir=rankdir)
+        picture = paint(view, trace, step, rankdir=rankdir, **drawing.paint_options)
     digraph = to_digraph(picture)
     return digraph.full_size() if full_size else digraph
-
-
-def check_options(group, detail, max_nodes, rankdir, expand, width=None):
-    """Check the drawing options once (graph and backward_frames share them); the View's keywords."""
-    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 100):
-        raise ValueError(f"graph(width=...): expected the pixels a picture is shown at (>= 100) or None, got {width!r}")
-    if group not in ("module", None):
-        raise ValueError(f"graph(group=...): expected 'module' or None, got {group!r}")
-    if detail not in ("auto", "full", "summary"):
-        raise ValueError(f"graph(detail=...): expected 'auto', 'full' or 'summary', got {detail!r}")
-    if rankdir not in (None, "LR", "TB", "RL", "BT"):
-        raise ValueError(f"graph(rankdir=...): expected 'LR', 'TB' or None, got {rankdir!r}")
-    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
-        raise ValueError(f"graph(max_nodes=...): expected a positive integer, got {max_nodes!r}")
-    if expand is not None:
-        if detail == "full":
-            raise ValueError(
-                "graph(expand=...): detail='full' already draws every module; expand opens one of a summary"
-            )
-        if not isinstance(expand, (str, list, tuple)):
-            raise TypeError(
-                f"graph(expand=...): expected a module path like 'attention' or a list of them, got {expand!r}"
-            )
-    return dict(group=group, detail=detail, max_nodes=max_nodes, expand=expand)
-
-
-def warn_if_collapsed(view, max_nodes, stacklevel):
-    """Say so when ``detail="auto"`` had to summarise a graph (``stacklevel`` points at the caller)."""
-    if view.drawn_before is None:
-        return
-    warnings.warn(
-        f"microtape.viz.graph: this graph has {view.drawn_before} boxes (more than max_nodes={max_nodes}), "
-        f"so it is drawn as {len(view.boxes)} summary boxes (one per module, or stretches of the tape). "
-        "Pass detail='full' to draw every node (dot gets slow above a few hundred), "
-        "expand='module.path' to open one module, or max_nodes=... to move the threshold.",
-        GraphCollapsedWarning,
-        stacklevel=stacklevel + 1,
-    )

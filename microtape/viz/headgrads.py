@@ -21,7 +21,8 @@ import numbers
 import numpy as np
 
 from .figure import new_figure
-from .heatmap import MASK_GREY, _masked_cells
+from .heatmap.colour import MASK_GREY
+from .heatmap.inputs import masked_cells
 from .text import fmt
 
 __all__ = ["head_gradients"]
@@ -56,7 +57,7 @@ def head_gradients(attn, *, batch=0, heads=None, title=None):
         "dP": np.asarray(attn.grad_weights(), dtype=np.float64),
         **{f"d{k}": np.asarray(grads[f"{k}_heads"], dtype=np.float64).reshape(B, H, -1, attn.head_dim) for k in "QKV"},
     }
-    hidden = _masked_cells(attn, True, True, weights.shape)[batch]
+    hidden = masked_cells(attn, True, True, weights.shape)[batch]
     shown = {key: value[batch][chosen] for key, value in per_head.items()}
     visible = ~hidden[chosen]
     top_p = float(np.max(shown["P"][visible], initial=0.0)) or 1.0

@@ -18,7 +18,8 @@ scale's top. Masked cells stay out of the scale, as in
 
 import numpy as np
 
-from .heatmap import GRADIENTS, WHICH, _array_for, _is_layer, _masked_cells, attention_heatmaps
+from .heatmap import attention_heatmaps
+from .heatmap.inputs import GRADIENTS, WHICH, array_for, is_layer, masked_cells
 from .text import fmt
 
 __all__ = ["paired_heatmaps", "shared_limit"]
@@ -30,11 +31,11 @@ def shared_limit(sources, *, which="weights", mask=True, batch=0):
         raise ValueError(f"paired_heatmaps(which=...): expected one of {', '.join(WHICH)}, got {which!r}")
     top = 0.0
     for source in sources:
-        layer = _is_layer(source)
-        array = _array_for(source, which, layer)
+        layer = is_layer(source)
+        array = array_for(source, which, layer)
         if not -array.shape[0] <= batch < array.shape[0]:
             raise ValueError(f"paired_heatmaps(batch={batch!r}): expected an integer in 0..{array.shape[0] - 1}")
-        hidden = _masked_cells(source, mask, layer, array.shape)[batch]
+        hidden = masked_cells(source, mask, layer, array.shape)[batch]
         visible = array[batch][~hidden]
         if visible.size:
             top = max(top, float(np.max(np.abs(visible) if which in GRADIENTS else visible)))

@@ -27,8 +27,8 @@ failure* when ``h``'s gradient is wrong, and it *differs* when ``t``'s row
 fails while ``h``'s gradient is right.
 """
 
+from .drawing import check_options
 from .fit import NOTEBOOK_WIDTH, fitted
-from .graph import check_options
 from .paint import paint
 from .picture import to_digraph
 from .program import collect, trace_backward

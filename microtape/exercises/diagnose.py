@@ -1,0 +1,198 @@
+"""Comparing a student's outputs with the tape's, and diagnosing what is wrong.
+
+An output agrees when ``|yours − tape| <= RTOL·|tape| + ATOL·scale``; a
+wrong one is compared with the exercise's known mistaken variants, then with
+a few generic slips (see "Diagnosis" in :mod:`microtape.exercises.checker`).
+"""
+
+import numpy as np
+
+from .result import Diagnosis, Problem
+from .student_call import copies
+
+__all__ = ["RTOL", "ATOL", "PRECISION_RTOL", "compare_outputs", "same"]
+
+#: Tolerances of the float64 comparison. A correct formula agrees with the
+#: tape to ~1e-13 even on the large-score trials; float32 arithmetic is off by
+#: ~1e-7 and a real mistake by far more.
+RTOL = 1e-9
+ATOL = 1e-11
+#: Agreement to this (relative to the output's largest entry) but not to RTOL
+#: is "a precision problem, not the maths".
+PRECISION_RTOL = 1e-3
+
+_LOW_PRECISION = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _scale(want):
+    """The size of an output: its largest entry, at least 1."""
+    return max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+
+
+def _agrees(got, want):
+    """Entry by entry: does ``got`` agree with ``want`` to float64 precision?"""
+    return np.abs(got - want) <= ATOL * _scale(want) + RTOL * np.abs(want)
+
+
+def same(a, b):
+    """Same shape, non-finite in the same places, and the finite entries agree (to float64 precision)."""
+    if a.shape != b.shape:
+        return False
+    finite = np.isfinite(a)
+    if not np.array_equal(finite, np.isfinite(b)):
+        return False
+    return bool(np.all(_agrees(a[finite], b[finite])))
+
+
+def _precision_only(got, want):
+    """Off, but only by what float32 arithmetic costs: within PRECISION_RTOL of the output's size."""
+    if got.shape != want.shape or not np.all(np.isfinite(got)):
+        return False
+    size = float(np.max(np.abs(want))) if want.size else 0.0
+    return bool(np.max(np.abs(got - want), initial=0.0) <= PRECISION_RTOL * max(size, 1e-300))
+
+
+def compare_outputs(exercise, args, outputs, expected):
+    """``(problems, names of right outputs, max error of the right ones)`` for one trial."""
+    problems, right, worst = [], [], 0.0
+    variants = _Variants(exercise, args, outputs, expected)
+    for i, (output, got, want) in enumerate(zip(exercise.outputs, outputs, expected, strict=True)):
+        name = output.name
+        low_precision = got.dtype in _LOW_PRECISION
+        if got.shape != want.shape:
+            problem = Problem(
+                name,
+                "shape",
+                f"{name} has shape {list(got.shape)}, expected {list(want.shape)} — the shape of {output.like}",
+            )
+            if got.size == want.size and got.ndim != want.ndim:
+                problem.text += " (same number of entries: an axis was added or dropped, e.g. keepdims)"
+        elif not np.all(np.isfinite(got)):
+            index = tuple(int(n) for n in np.argwhere(~np.isfinite(got))[0])
+            problem = Problem(
+                name,
+                "not finite",
+                f"{_at(name, index)} is {got[index]}, tape {want[index]:.6g}",
+                index=index,
+                got=float(got[index]),
+                expected=float(want[index]),
+            )
+        else:
+            got64 = got.astype(np.float64)
+            wrong = ~_agrees(got64, want)
+            error = float(np.max(np.abs(got64 - want))) if got.size else 0.0
+            if not np.any(wrong) and not low_precision:
+                right.append(name)
+                worst = max(worst, error)
+                continue
+            if low_precision and not np.any(wrong):
+                problem = Problem(name, "precision", f"{name} is a {got.dtype} array (max |error| {error:.3g})")
+            else:
+                index = tuple(int(n) for n in np.argwhere(wrong)[0])
+                problem = Problem(
+                    name,
+                    "values",
+                    f"{_at(name, index)}: yours {got64[index]:.10g}, tape {want[index]:.10g} "
+                    "— the first wrong entry "
+                    f"({int(wrong.sum())} of {wrong.size} differ, max |error| {error:.3g})",
+                    index=index,
+                    got=float(got64[index]),
+                    expected=float(want[index]),
+                )
+            if low_precision:
+                problem.text += f"; your array is {got.dtype}"
+        problem.diagnoses = variants.diagnoses(i)
+        if not problem.diagnoses:
+            problem.diagnoses = _generic(exercise, i, got, expected, low_precision)
+        problems.append(problem)
+    return problems, right, worst
+
+
+def _at(name, index):
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+class _Variants:
+    """The known mistakes run on one trial's inputs, and which of them the student's answer holds.
+
+    A variant returns the outputs its mistake changes, by name. On this trial
+    it *changes* those of them that differ from the tape; the student's answer
+    *holds* the mistake when each changed output equals the student's.
+    """
+
+    def __init__(self, exercise, args, outputs, expected):
+        self.exercise = exercise
+        names = [output.name for output in exercise.outputs]
+        got = {name: np.asarray(value).astype(np.float64) for name, value in zip(names, outputs, strict=True)}
+        want = dict(zip(names, expected, strict=True))
+        self.held = []  # (mistake, names of the outputs it changes)
+        for mistake in exercise.mistakes:
+            changed = self._changes(mistake, args, want)
+            if changed and all(same(got[name], value) for name, value in changed.items()):
+                self.held.append((mistake, tuple(changed)))
+
+    def _changes(self, mistake, args, want):
+        try:
+            with np.errstate(all="ignore"):
+                returned = mistake.fn(*copies(args))
+            values = {name: np.asarray(value, dtype=np.float64) for name, value in returned.items()}
+        except Exception:
+            # This mistake cannot even run on these shapes (numpy refuses to
+            # line them up), so it is not what the student did.
+            return {}
+        return {name: value for name, value in values.items() if not same(value, want[name])}
+
+    def diagnoses(self, i):
+        name = self.exercise.outputs[i].name
+        return [Diagnosis(m.name, m.kind, m.hint) for m, changed in self.held if name in changed]
+
+
+def _generic(exercise, i, got, expected, low_precision):
+    """Comparisons that hold for any exercise, tried when no known mistake matched."""
+    got64 = got.astype(np.float64)
+    if not np.all(np.isfinite(got64)):
+        return []
+    found = _generic_slip(exercise, i, got64, expected, f"it is a {got.dtype} array: " if low_precision else "")
+    return [Diagnosis(found[0], found[0], found[1])] if found else []
+
+
+def _generic_slip(exercise, i, got, expected, cast):
+    """``(kind, hint)`` of the first generic slip ``got`` (float64, finite) shows, or None."""
+    want = expected[i]
+    name = exercise.outputs[i].name
+    if _precision_only(got, want):
+        return "precision", (
+            f"your {name} agrees with the tape to about {_relative(got, want):.0e} — {cast}a precision "
+            "problem, not the maths: compute in float64 throughout (no float32 / astype(np.float32))."
+        )
+    if got.shape == want.shape and got.size and not np.any(got) and np.any(np.abs(want) > ATOL):
+        return "placeholder", f"your {name} is all zeros — is it still a placeholder?"
+    if same(got, -want):
+        return "sign_flipped", f"your {name} is exactly minus the right answer: a sign is flipped somewhere."
+    if want.ndim >= 2 and same(got, np.swapaxes(want, -1, -2)) and not same(want, np.swapaxes(want, -1, -2)):
+        return "transposed", (
+            f"your {name} is the transpose of the right answer: swap the order of a matrix product "
+            "(and transpose its operands), or check which side the transposed factor goes on."
+        )
+    if any(j != i and same(got, other) for j, other in enumerate(expected)):
+        order = ", ".join(output.name for output in exercise.outputs)
+        return "swapped_outputs", (
+            f"these outputs hold each other's right answers: return them in the order ({order})."
+        )
+    if got.shape != want.shape and got.size == want.size and same(got.reshape(want.shape), want):
+        return "extra_axis", (
+            f"your {name} has the right numbers in the wrong shape {list(got.shape)}: drop the extra "
+            f"axis (a sum with keepdims=True keeps one) so it has shape {list(want.shape)}."
+        )
+    if got.shape == want.shape and np.any(want):
+        factor = float(np.sum(got * want) / np.sum(want * want))
+        if abs(factor - 1.0) > 1e-6 and same(got, factor * want):
+            return "constant_factor", (
+                f"your {name} is {factor:.6g} × the right answer: a constant factor is missing or extra."
+            )
+    return None
+
+
+def _relative(got, want):
+    size = float(np.max(np.abs(want))) if want.size else 0.0
+    return float(np.max(np.abs(got - want), initial=0.0)) / max(size, 1e-300)

@@ -1,0 +1,185 @@
+"""Calling a student's function: its signature, fresh copies of the inputs, a time limit, what it returned.
+
+The checker (:mod:`microtape.exercises.checker`) calls the student through
+these; everything here is about the *call*, nothing about the maths.
+"""
+
+import inspect
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..tape import vjp_arity_problem
+from .result import NotAnArray, TimeLimitExceeded
+
+__all__ = ["Clock", "time_limit", "signature_problem", "copies", "describe", "exception_message", "unpack", "exit_code"]
+
+
+def exit_code(error):
+    return "" if error.code is None else repr(error.code)
+
+
+class Clock:
+    """The time limit of one check, shared by all its trials."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.used = 0.0
+
+    @contextmanager
+    def running(self):
+        if self.limit is None:
+            yield
+            return
+        started = time.perf_counter()
+        try:
+            with time_limit(max(self.limit - self.used, 1e-3), f"no answer within {self.limit:g} s"):
+                yield
+        finally:
+            self.used += time.perf_counter() - started
+
+
+@contextmanager
+def time_limit(seconds, message="time limit exceeded"):
+    """Raise :class:`TimeLimitExceeded` in the block if it runs longer than ``seconds``.
+
+    Uses SIGALRM, so it works in the main thread of a Unix process (a
+    notebook kernel, a script, the command line's child process); elsewhere
+    the block runs without a limit.
+    """
+    if not (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()):
+        yield
+        return
+
+    def ring(signum, frame):
+        raise TimeLimitExceeded(message)
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def signature_problem(exercise, student_fn):
+    """A message if the function cannot take the exercise's arguments, else None."""
+    try:
+        signature = inspect.signature(student_fn)
+    except (TypeError, ValueError):
+        return None  # a builtin or C function: just call it
+    try:
+        signature.bind(*exercise.parameters)
+    except TypeError:
+        wanted = ", ".join(exercise.parameters)
+        return (
+            f"your function takes ({', '.join(signature.parameters)}), but it is called as "
+            f"{exercise.name}({wanted}): it needs {len(exercise.parameters)} positional arguments."
+        )
+    return None
+
+
+def copies(args):
+    """Fresh copies, so a function that writes into its inputs harms nobody."""
+    return [arg.copy() if isinstance(arg, np.ndarray) else arg for arg in args]
+
+
+def describe(parameters, args):
+    parts = []
+    for parameter, arg in zip(parameters, args, strict=True):
+        if isinstance(arg, np.ndarray):
+            kind = "bool" if arg.dtype == np.bool_ else ""
+            parts.append(f"{parameter} {kind}{list(arg.shape)}")
+        else:
+            parts.append(f"{parameter}={arg!r}")
+    return ", ".join(parts)
+
+
+def exception_message(name, student_fn, error, where):
+    kind = getattr(error, "type_name", type(error).__name__)  # a StudentError from the box names the real type
+    lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
+    location = getattr(error, "location", None) or _where_raised(student_fn, error)
+    if location:
+        lineno, function, code_line = location
+        lines.append(f"  at line {lineno} of {function}" + (f":  {code_line}" if code_line else ""))
+    text = str(error)
+    if kind == "ValueError" and "broadcast" in text:
+        lines.append(
+            "  note: numpy could not line up two shapes. Print the shapes on that line; a sum "
+            "without keepdims=True loses an axis, and .T reverses *all* axes of a batch."
+        )
+    elif kind == "ValueError" and "matmul" in text:
+        lines.append(
+            "  note: a matrix product's inner sizes differ. Write the shape of each operand next "
+            "to it: the transpose is probably on the other operand (use swapaxes(-1, -2) for batches)."
+        )
+    return "\n".join(lines)
+
+
+def _where_raised(student_fn, error):
+    """``(line number, function, code line)`` of the student's last frame in the traceback, or None."""
+    code = getattr(student_fn, "__code__", None)
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [frame for frame in frames if code is not None and frame.filename == code.co_filename]
+    if not mine:
+        return None
+    frame = mine[-1]
+    return frame.lineno, frame.name, (frame.line or "").strip()
+
+
+def unpack(exercise, returned):
+    """The returned value as a list of numeric arrays, one per output, or a problem message."""
+    values, problem = _values(exercise, returned)
+    if problem:
+        return None, problem
+    arrays = []
+    for output, value in zip(exercise.outputs, values, strict=True):
+        if value is None:
+            return None, f"{output.name} is None; expected an array shaped like {output.like}."
+        if isinstance(value, NotAnArray):
+            return None, f"{output.name} is a {value.what}; expected a float array shaped like {output.like}."
+        try:
+            array = np.asarray(value)
+        except Exception:  # ragged lists and the like
+            array = None
+        if array is None or array.dtype.kind not in "biuf":
+            kind = type(value).__name__ if array is None else f"{type(value).__name__} of dtype {array.dtype}"
+            return None, f"{output.name} is a {kind}; expected a float array shaped like {output.like}."
+        arrays.append(array)
+    return arrays, None
+
+
+def _values(exercise, returned):
+    """``(one value per output, None)``, or ``(None, a problem message)`` when the count or form is off."""
+    names = [output.name for output in exercise.outputs]
+    count = len(names)
+    listing = "(" + ", ".join(names) + ")"
+    if returned is None:
+        expected = listing if count > 1 else names[0]
+        return None, f"your function returned None — is the `return` missing? Expected {expected}."
+    if exercise.is_vjp:
+        # The rule mt.ops applies to every VJP it runs: a tuple with one gradient per input.
+        problem = vjp_arity_problem(returned, count)
+        if problem:
+            return None, f"{problem} — {listing} (mt.ops.define's op would refuse it when it runs backward)."
+    if isinstance(returned, NotAnArray):
+        return None, f"returned {returned.what}; expected {listing if count > 1 else 'one array, ' + names[0]}."
+    if isinstance(returned, dict):
+        missing = [n for n in names if n not in returned]
+        if missing:
+            return None, f"the returned dict lacks {', '.join(missing)}; expected keys {listing}."
+        return [returned[n] for n in names], None
+    if count == 1:
+        if isinstance(returned, tuple) and len(returned) != 1:
+            return None, f"returned {len(returned)} values; expected one array, {names[0]}."
+        return [returned[0] if isinstance(returned, tuple) else returned], None
+    if not isinstance(returned, (tuple, list)):
+        return None, f"returned one {type(returned).__name__}; expected a tuple of {count}: {listing}."
+    if len(returned) != count:
+        return None, f"returned {len(returned)} values; expected {count}: {listing}."
+    return list(returned), None

@@ -1,0 +1,146 @@
+"""What is written and marked on a heatmap: numbers in the cells, row sums, masked and dropped cells, titles.
+
+Numbers are written in the cells of weight maps up to 10 × 10 by default, of
+any map up to 16 × 16 with ``annotate=True``, never above (the title says
+they were left out). Gradient maps get a margin column ``Σ`` of row sums.
+Masked cells are hatched; cells dropout zeroed carry a dot in a corner.
+"""
+
+import textwrap
+
+import numpy as np
+
+from ..text import fmt
+from .colour import ink
+from .inputs import GRADIENTS
+
+__all__ = [
+    "annotate_cells",
+    "row_sums",
+    "mark_dropped",
+    "hatch_masked",
+    "colorbar",
+    "figure_title",
+    "TITLES",
+    "ANNOTATE_UP_TO",
+    "DOT_OFFSET",
+]
+
+ANNOTATE_UP_TO = 16  # numbers are written in maps of at most this many queries and keys
+TITLES = {
+    "weights": "attention weights  P = softmax(S)",
+    "dropped": "attention weights after dropout",
+    "grad_weights": "gradient of the weights  dP = ∂L/∂P",
+    "grad_scores": "gradient of the scores  dS = ∂L/∂S",
+}
+COLORBAR = {
+    "weights": "weight",
+    "dropped": "weight after dropout",
+    "grad_weights": "dP",
+    "grad_scores": "dS",
+}
+DROPPED_MARK = "#222222"
+DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards the top-right corner
+HATCHED_UP_TO = 64 * 64  # cells; above this, masked and dropped cells are only coloured (the marks would be noise)
+
+
+def writes_numbers(which, annotate, rows, keys):
+    """Whether the numbers go in the cells of a ``which`` map of ``rows`` × ``keys``."""
+    if max(rows, keys) > ANNOTATE_UP_TO:
+        return False
+    return annotate is True or (annotate == "auto" and which not in GRADIENTS and max(rows, keys) <= 10)
+
+
+def hatch_masked(ax, hidden):
+    """Hatch the masked cells (grey already: the colour map's "bad" colour), in maps up to 64 × 64."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    cells = np.argwhere(hidden)
+    if len(cells) and hidden.size <= HATCHED_UP_TO:
+        patches = [Rectangle((c - 0.5, r - 0.5), 1, 1) for r, c in cells]
+        ax.add_collection(PatchCollection(patches, facecolor="none", edgecolor="#8a8a8a", hatch="///", linewidth=0))
+
+
+def mark_dropped(ax, cells, size):
+    """A dot in the top-right corner of each cell dropout zeroed (a zero weight by chance looks the same).
+
+    In the corner, not the centre: the centre is where a cell's number is written.
+    """
+    rows, cols = np.nonzero(cells)
+    if len(rows) and size <= HATCHED_UP_TO:
+        marker = 3.0 if size <= 16 * 16 else 1.5
+        ax.plot(cols + DOT_OFFSET, rows - DOT_OFFSET, linestyle="none", marker="o", markersize=marker,
+                color=DROPPED_MARK, gid="dropped")  # fmt: skip
+
+
+def row_sums(ax, data, hidden, image, write):
+    """A margin column Σ: each row's sum over its visible cells, on the map's colour scale (numbers up to 16 rows).
+
+    Masked cells are left out: a key hidden from a query is no part of its
+    row (``dP`` is not zero there, but nothing flows through it).
+    """
+    rows, keys = data.shape
+    visible = np.where(hidden, 0.0, data)
+    sums = visible.sum(axis=-1)
+    # A row sum that is 0 in exact arithmetic (each row of dS) comes out as rounding noise.
+    sums = np.where(np.abs(sums) <= 1e-12 * np.max(np.abs(visible), axis=-1), 0.0, sums)
+    left = keys - 0.5 + 0.35
+    ax.imshow(sums[:, None], cmap=image.cmap, norm=image.norm, extent=(left, left + 1, rows - 0.5, -0.5),
+              interpolation="nearest", aspect="auto")  # fmt: skip
+    ax.set_xlim(-0.5, left + 1)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.text(left + 0.5, -0.55, "Σ", ha="center", va="bottom", fontsize=8, gid="row-sum-title")
+    if write:
+        for r, total in enumerate(sums):
+            ax.text(left + 0.5, r, fmt(total), ha="center", va="center", fontsize=6, color=ink(image, total),
+                    gid="row-sum")  # fmt: skip
+
+
+def annotate_cells(ax, values, shown, hidden, image):
+    """Write each visible value in its cell (the real value, even when the colours are row-scaled)."""
+    for (r, c), v in np.ndenumerate(values):
+        if not hidden[r, c]:
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color=ink(image, shown[r, c]))
+
+
+def colorbar(block, image, axes, which, data, high, norm):
+    """The colorbar of one row of panels, labelled with what it measures (an arrow when values pass its top)."""
+    bar = block.colorbar(
+        image,
+        ax=axes,
+        shrink=0.85,
+        pad=0.02,
+        extend="max" if which not in GRADIENTS and np.max(data, initial=0) > high else "neither",
+    )
+    row_scaled = norm == "row" and which not in GRADIENTS
+    bar.set_label(COLORBAR[which] + (" ÷ its row's largest" if row_scaled else ""), fontsize=9)
+    bar.ax.tick_params(labelsize=8)
+
+
+def figure_title(maps, title, norm, annotate, width):
+    """The figure's title, wrapped to its width: what is shown, then notes on how (unless ``title`` is given)."""
+    if title is None:
+        whiches = maps.whiches
+        B, _, Tq, Tk = maps.shape
+        notes = [f"batch {maps.batch % B}"]
+        if maps.masked.any():
+            notes.append("hatched = masked")
+        if any(w in ("dropped", "grad_weights") for w in whiches) and maps.dropped.any():
+            notes.append("· = dropped by dropout")
+        if norm in ("row", "log") and any(w not in GRADIENTS for w in whiches):
+            notes.append("each row scaled to its largest weight" if norm == "row" else "log scale")
+        if max(Tq, Tk) > ANNOTATE_UP_TO and annotate is not False:
+            notes.append(f"numbers not written: {Tq}×{Tk} is more than {ANNOTATE_UP_TO}×{ANNOTATE_UP_TO}")
+        title = f"{_kind_title(whiches)}   ({'; '.join(notes)})"
+    # Wrapped to the figure's width, so nothing is clipped (one head makes a narrow figure).
+    return textwrap.fill(title, width=max(30, int(width * 72 / (11 * 0.55))))
+
+
+def _kind_title(whiches):
+    kinds = set(whiches)
+    if kinds <= {"weights", "dropped"}:
+        return TITLES[whiches[0]] if len(whiches) == 1 else "attention weights, before and after dropout"
+    if kinds <= set(GRADIENTS):
+        return TITLES[whiches[0]] if len(whiches) == 1 else "attention gradients"
+    return "attention weights and their gradients"
