@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..nonfinite import first_nonfinite_gradient, first_nonfinite_value
 from ..scalar import Scalar
-from ..tape import Node, gradients
+from ..tape import Node, Tape, gradients
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]
@@ -157,7 +158,7 @@ def _taped(fn, arrays, scalars, rng, not_finite):
     What is not finite (the value, a gradient) is said in ``not_finite``.
     """
     wrapped = [_wrap(a, s) for a, s in zip(arrays, scalars)]
-    with np.errstate(all="ignore"):  # a non-finite value is reported, not warned about
+    with np.errstate(all="ignore"), Tape() as tape:  # a non-finite value is reported, not warned about
         output = fn(*wrapped)
     if not isinstance(output, Node):
         raise TypeError(f"gradcheck: fn must return a Scalar or Tensor, got {type(output).__name__}")
@@ -167,6 +168,7 @@ def _taped(fn, arrays, scalars, rng, not_finite):
     if not np.isfinite(value).all():
         index, bad = _where(value)
         not_finite.append(f"the function's value is {bad} at index {index}")
+        not_finite.append(first_nonfinite_value(tape) or "(it was not finite at an input already)")
     seed_grad = float(upstream) if isinstance(output, Scalar) else upstream.astype(output.data.dtype)
     with np.errstate(all="ignore"):
         found = gradients(output, seed_grad) if output.requires_grad else {}
@@ -175,6 +177,8 @@ def _taped(fn, arrays, scalars, rng, not_finite):
         if not np.isfinite(grad).all():
             index, bad = _where(grad)
             not_finite.append(f"the taped gradient of input {position} is {bad} at index {index}")
+    if any("taped gradient" in text for text in not_finite) and output.requires_grad:
+        not_finite.append(first_nonfinite_gradient(tape, output, seed_grad) or "(the seed itself was not finite)")
     return upstream, taped
 
 
