@@ -23,7 +23,8 @@ The inputs are chosen so that central finite differences are a fair judge:
   with repeats, or a boolean mask.
 
 Binary ops get shapes that broadcast (``mutually_broadcastable_shapes``),
-including 0-d arrays and operands of different rank. The tiled attention core
+including 0-d arrays and operands of different rank; elementwise ops (one
+input or two) also get empty arrays (an axis of length 0). The tiled attention core
 (``tiled_attention``) gets heads ``[N, T, D]`` with ``Tq`` and ``Tk`` free,
 block sizes that divide ``T``, do not, or exceed it, causal or not, masks with
 ``-inf``, ``-1e9`` or small finite biases (every row keeps a key it may see,
@@ -75,9 +76,9 @@ POSITIVE = st.floats(0.5, 2.5, allow_nan=False, allow_infinity=False)
 UNIT = st.floats(-0.9, 0.9, allow_nan=False, allow_infinity=False)
 
 
-def shapes(min_dims=0, max_dims=MAX_DIMS):
-    """Array shapes with up to ``max_dims`` axes of 1..MAX_SIDE entries."""
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=MAX_SIDE)
+def shapes(min_dims=0, max_dims=MAX_DIMS, min_side=1):
+    """Array shapes with up to ``max_dims`` axes of ``min_side``..MAX_SIDE entries (0: empty arrays too)."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=MAX_SIDE)
 
 
 def real_arrays(shape):
@@ -106,10 +107,10 @@ def distinct_arrays(draw, shape):
     return np.array(values, dtype=np.float64).reshape(shape) / 8.0
 
 
-def broadcastable_pair(min_dims=0, max_dims=MAX_DIMS):
-    """Two shapes that broadcast against each other (ranks may differ)."""
+def broadcastable_pair(min_dims=0, max_dims=MAX_DIMS, min_side=1):
+    """Two shapes that broadcast against each other (ranks may differ; ``min_side=0``: empty ones too)."""
     return hnp.mutually_broadcastable_shapes(
-        num_shapes=2, min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=MAX_SIDE
+        num_shapes=2, min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=MAX_SIDE
     ).map(lambda result: result.input_shapes)
 
 
@@ -132,18 +133,18 @@ def axis_params(draw, ndim, example):
 
 
 def _unary(op, params=None):
-    """One input of any shape (0-d included) from the op's domain."""
+    """One input of any shape (0-d and empty included) from the op's domain."""
     params = st.just(dict(op.example_params)) if params is None else params
     return st.builds(
         lambda x, p: OpCase((x,), p),
-        shapes().flatmap(lambda shape: _domain_arrays(op, shape)),
+        shapes(min_side=0).flatmap(lambda shape: _domain_arrays(op, shape)),
         params,
     )
 
 
 @st.composite
 def _binary(draw, op):
-    shape_a, shape_b = draw(broadcastable_pair())
+    shape_a, shape_b = draw(broadcastable_pair(min_side=0))
     return OpCase((draw(_domain_arrays(op, shape_a)), draw(_domain_arrays(op, shape_b))), {})
 
 
