@@ -14,15 +14,72 @@ trains a tiny Transformer on a toy task.
 
 from . import ops
 from .forward_mode import jvp
+from .functions import (  # numpy's names: mt.sin(x), mt.where(m, a, b), mt.einsum("ij,jk->ik", a, b)
+    abs,
+    arccos,
+    arcsin,
+    arctan,
+    arctan2,
+    broadcast_to,
+    cbrt,
+    clip,
+    cos,
+    cosh,
+    cumprod,
+    cumsum,
+    dot,
+    einsum,
+    exp,
+    exp2,
+    expand_dims,
+    expm1,
+    flip,
+    log,
+    log1p,
+    log2,
+    log10,
+    log_softmax,
+    logaddexp,
+    logsumexp,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    norm,
+    outer,
+    power,
+    prod,
+    reciprocal,
+    repeat,
+    reshape,
+    sin,
+    sinh,
+    softmax,
+    sqrt,
+    square,
+    squeeze,
+    std,
+    sum,
+    tan,
+    tanh,
+    tile,
+    transpose,
+    var,
+    where,
+)  # fmt: skip
 from .higher_order import hessian, hvp
+from .joining import concatenate, pad, split, stack
 
 # Every built-in op is registered now, the tiled attention kernel's included,
 # so the set of ops never depends on which subpackage was imported first.
 from .nn import tiled as _tiled  # noqa: F401  (imported for its registration)
 from .scalar import Scalar
 from .tape import Tape, gradients, module_scope
-from .tensor import Tensor, concatenate, stack
+from .tensor import Tensor
 
+# fmt: off
 __all__ = [
     "Scalar",
     "Tensor",
@@ -34,6 +91,14 @@ __all__ = [
     "module_scope",
     "concatenate",
     "stack",
+    "split",
+    "pad",
+    # numpy's names (microtape.functions)
+    "abs", "arccos", "arcsin", "arctan", "arctan2", "broadcast_to", "cbrt", "clip", "cos", "cosh", "cumprod",
+    "cumsum", "dot", "einsum", "exp", "exp2", "expand_dims", "expm1", "flip", "log", "log1p", "log2", "log10",
+    "log_softmax", "logaddexp", "logsumexp", "matmul", "max", "maximum", "mean", "min", "minimum", "norm", "outer",
+    "power", "prod", "reciprocal", "repeat", "reshape", "sin", "sinh", "softmax", "sqrt", "square", "squeeze",
+    "std", "sum", "tan", "tanh", "tile", "transpose", "var", "where",
     "ops",
     "check",
     "nn",
@@ -41,6 +106,7 @@ __all__ = [
     "viz",
     "__version__",
 ]
+# fmt: on
 __version__ = "0.1.0"
 
 

@@ -22,6 +22,7 @@ import math
 import numbers
 
 from . import ops
+from .scalar_math import ScalarMath
 from .tape import Node, record
 
 __all__ = ["Scalar"]
@@ -38,8 +39,12 @@ def _number(value, what):
         raise ValueError(f"{what}: {value!r:.60} is too large for a float (about 1.8e308 at most)") from None
 
 
-class Scalar(Node):
-    """A float on the tape. ``.data`` is the value, ``.grad`` its gradient."""
+class Scalar(ScalarMath, Node):
+    """A float on the tape. ``.data`` is the value, ``.grad`` its gradient.
+
+    The arithmetic is here; trigonometry, more logs and powers, and the
+    two-input functions are in :mod:`~microtape.scalar_math`.
+    """
 
     __slots__ = ()
     _output_data = float
@@ -122,7 +127,7 @@ class Scalar(Node):
 
     def pow(self, exponent, name=None):
         if isinstance(exponent, Scalar):
-            raise TypeError("Scalar ** Scalar is not supported: the exponent must be a plain number")
+            return self.power(exponent, name)  # a Scalar exponent gets its gradient too
         exponent = _number(exponent, "Scalar ** exponent")
         if self.data < 0.0 and not exponent.is_integer():
             raise ValueError(f"Scalar ** {exponent}: a non-integer power of {self.data} is not a real number")

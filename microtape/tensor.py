@@ -29,8 +29,11 @@ import numpy as np
 
 from . import ops
 from .tape import Node, record
+from .tensor_elementwise import ElementwiseMethods, check_broadcast
+from .tensor_reductions import ReductionMethods
+from .tensor_shape import ShapeMethods
 
-__all__ = ["Tensor", "concatenate", "stack"]
+__all__ = ["Tensor"]
 
 
 def _as_float_array(data, what):
@@ -51,8 +54,15 @@ def _as_float_array(data, what):
     raise TypeError(f"{what}: expected real numbers (a float array, list or number), got dtype {array.dtype}")
 
 
-class Tensor(Node):
-    """An array on the tape. ``requires_grad=True`` marks it as something to differentiate."""
+class Tensor(ElementwiseMethods, ReductionMethods, ShapeMethods, Node):
+    """An array on the tape. ``requires_grad=True`` marks it as something to differentiate.
+
+    Its methods come in families, each in a module of its own: entry by entry
+    (:mod:`~microtape.tensor_elementwise`), reductions
+    (:mod:`~microtape.tensor_reductions`) and shape
+    (:mod:`~microtape.tensor_shape`); this class adds construction, the
+    operators and comparisons.
+    """
 
     __slots__ = ()
     _output_data = staticmethod(np.asarray)
@@ -117,6 +127,18 @@ class Tensor(Node):
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
 
+    # -- numpy's functions on a Tensor (np.exp(t), np.sum(t, axis=1)): recorded, or refused by name
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from . import numpy_protocol  # (imported here: it builds on the functions built on Tensor)
+
+        return numpy_protocol.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import numpy_protocol
+
+        return numpy_protocol.array_function(func, args, kwargs)
+
     def item(self):
         return self.data.item()
 
@@ -145,7 +167,7 @@ class Tensor(Node):
     def _binary(self, op, other, opname, reflected=False):
         other = self._lift(other, opname)
         inputs = (other, self) if reflected else (self, other)
-        _check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
+        check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
         return record(op, inputs)
 
     # -- comparisons: elementwise, not recorded
@@ -206,431 +228,6 @@ class Tensor(Node):
     def neg(self, name=None):
         return record(ops.neg, (self,), None, name)
 
-    def __pow__(self, exponent):
-        return self.pow(exponent)
-
-    def pow(self, exponent, name=None):
-        """``self ** exponent`` for a plain-number exponent."""
-        if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
-            raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
-        exponent = float(exponent)
-        if not exponent.is_integer() and np.any(self.data < 0):
-            raise ValueError(
-                f"Tensor ** {exponent}: a non-integer power of a negative number is not real; all entries must be >= 0"
-            )
-        if exponent < 0 and np.any(self.data == 0):
-            raise ValueError(f"Tensor ** {exponent}: a negative power of 0 is not a number (division by zero)")
-        return record(ops.pow_, (self,), {"exponent": exponent}, name)
-
-    def sqrt(self, name=None):
-        """The square root, entry by entry (entries must be >= 0)."""
-        if np.any(self.data < 0):
-            where = tuple(int(i) for i in np.argwhere(self.data < 0)[0])
-            raise ValueError(
-                f"Tensor.sqrt(): sqrt of {self.data[where]} at index {where} is not real; expected values >= 0"
-            )
-        return record(ops.sqrt, (self,), name=name)
-
-    def exp(self, name=None):
-        return record(ops.exp, (self,), name=name)
-
-    def log(self, name=None):
-        if np.any(self.data <= 0):
-            where = tuple(int(i) for i in np.argwhere(self.data <= 0)[0])
-            raise ValueError(
-                f"Tensor.log(): log of {self.data[where]} at index {where} is undefined; expected positive values"
-            )
-        return record(ops.log, (self,), name=name)
-
-    def tanh(self, name=None):
-        return record(ops.tanh, (self,), name=name)
-
-    def relu(self, name=None):
-        return record(ops.relu, (self,), name=name)
-
-    def gelu(self, name=None):
-        """GELU, tanh approximation: ``x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))``."""
-        return record(ops.gelu, (self,), name=name)
-
-    def sigmoid(self, name=None):
-        """``1 / (1 + exp(-x))``, computed without overflow for large ``|x|``."""
-        return record(ops.sigmoid, (self,), name=name)
-
-    def abs(self, name=None):
-        """``|x|`` (its gradient at 0 is 0)."""
-        return record(ops.abs_, (self,), name=name)
-
-    def __abs__(self):
-        return self.abs()
-
-    def maximum(self, other, name=None):
-        """The larger of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
-        return self._binary_named(ops.maximum, other, "maximum", name)
-
-    def minimum(self, other, name=None):
-        """The smaller of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
-        return self._binary_named(ops.minimum, other, "minimum", name)
-
-    def _binary_named(self, op, other, opname, name):
-        other = self._lift(other, opname)
-        _check_broadcast(self.shape, other.shape, f"Tensor.{opname}")
-        return record(op, (self, other), name=name)
-
-    def scale(self, factor, name=None):
-        """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
-        # A plain float: numpy 2 would let an np.float64 factor promote float32 data.
-        return record(ops.scale, (self,), {"factor": float(factor)}, name=name)
-
-    def add_constant(self, constant, name=None):
-        """Add a constant array (a mask) that receives no gradient."""
-        constant = self._lift(constant, "add_constant")
-        if constant.requires_grad:
-            raise ValueError("Tensor.add_constant(constant): the constant must not require a gradient")
-        _check_broadcast(self.shape, constant.shape, "Tensor.add_constant")
-        return record(ops.add_constant, (self, constant), name=name)
-
-    def dropout(self, keep, name=None):
-        """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
-        keep = self._lift(keep, "dropout")
-        if keep.requires_grad:
-            raise ValueError("Tensor.dropout(keep): the keep mask is a constant and must not require a gradient")
-        if keep.shape != self.shape:
-            raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
-        return record(ops.dropout, (self, keep), name=name)
-
-    def astype(self, dtype, name=None):
-        """The same values in another float dtype (recorded: gradients flow back)."""
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"Tensor.astype({dtype}): expected a float dtype such as float32 or float64")
-        return record(ops.cast, (self,), {"dtype": dtype}, name=name)
-
-    # -- reductions
-
-    def _axis(self, axis, what):
-        """Check ``axis`` (None, an int or a tuple of distinct ints in range) and return it."""
-        if axis is None:
-            return None
-        axes = axis if isinstance(axis, tuple) else (axis,)
-        for a in axes:
-            if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-                raise TypeError(f"Tensor.{what}(axis={axis!r}): expected None, an integer or a tuple of integers")
-            if not -self.ndim <= a < self.ndim:
-                raise ValueError(f"Tensor.{what}(axis={axis!r}): axis out of range for a tensor of shape {self.shape}")
-        if len({int(a) % self.ndim for a in axes}) != len(axes):
-            raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
-        return tuple(int(a) for a in axes) if isinstance(axis, tuple) else int(axis)
-
-    @staticmethod
-    def _keepdims(keepdims, what):
-        if not isinstance(keepdims, (bool, np.bool_)):
-            raise TypeError(f"Tensor.{what}(keepdims={keepdims!r}): expected True or False")
-        return bool(keepdims)
-
-    def _check_not_empty(self, axis, what):
-        reduced = self.size if axis is None else np.prod([self.shape[a] for a in np.atleast_1d(axis)])
-        if reduced == 0:
-            raise ValueError(f"Tensor.{what}(axis={axis!r}): nothing to reduce (shape {self.shape} is empty there)")
-
-    def sum(self, axis=None, keepdims=False, name=None):
-        axis = self._axis(axis, "sum")
-        keepdims = self._keepdims(keepdims, "sum")
-        return record(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
-
-    def mean(self, axis=None, keepdims=False, name=None):
-        axis = self._axis(axis, "mean")
-        keepdims = self._keepdims(keepdims, "mean")
-        self._check_not_empty(axis, "mean")
-        return record(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
-
-    def max(self, axis=None, keepdims=False, name=None):
-        axis = self._axis(axis, "max")
-        keepdims = self._keepdims(keepdims, "max")
-        self._check_not_empty(axis, "max")
-        return record(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
-
-    def softmax(self, axis=-1, name=None):
-        """Softmax along one ``axis`` as one fused, numerically stable op."""
-        if axis is None or isinstance(axis, tuple) or isinstance(axis, bool):
-            raise ValueError(
-                f"Tensor.softmax(axis={axis!r}): softmax normalises along one axis; give one integer axis "
-                "(for a softmax over everything, reshape to one axis first)"
-            )
-        axis = self._axis(axis, "softmax")
-        if self.shape[axis] == 0:
-            raise ValueError(
-                f"Tensor.softmax(axis={axis}): the axis is empty (shape {self.shape}); nothing to normalise"
-            )
-        return record(ops.softmax, (self,), {"axis": int(axis)}, name=name)
-
-    def log_softmax(self, axis=-1, name=None):
-        """``log(softmax(x))`` along one ``axis``, as one stable op (finite where softmax underflows to 0)."""
-        axis = self._one_axis(axis, "log_softmax")
-        return record(ops.log_softmax, (self,), {"axis": axis}, name=name)
-
-    def logsumexp(self, axis=None, keepdims=False, name=None):
-        """``log(sum(exp(x)))`` over ``axis``, stable (the max is taken out before the exp)."""
-        axis = self._axis(axis, "logsumexp")
-        keepdims = self._keepdims(keepdims, "logsumexp")
-        self._check_not_empty(axis, "logsumexp")
-        return record(ops.logsumexp, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
-
-    def var(self, axis=None, keepdims=False, name=None):
-        """The variance ``mean((x - mean(x))²)`` over ``axis`` (divided by n, like numpy and LayerNorm).
-
-        Not a primitive: it is built from ``mean``, ``sub`` and ``mul``, so the
-        tape shows its three steps.
-        """
-        axis = self._axis(axis, "var")
-        self._check_not_empty(axis, "var")
-        centered = self - self.mean(axis, keepdims=True)
-        return (centered * centered).mean(axis, keepdims=keepdims, name=name)
-
-    def _one_axis(self, axis, what):
-        if axis is None or isinstance(axis, tuple) or isinstance(axis, bool):
-            raise ValueError(f"Tensor.{what}(axis={axis!r}): give one integer axis")
-        axis = self._axis(axis, what)
-        if self.shape[axis] == 0:
-            raise ValueError(f"Tensor.{what}(axis={axis}): the axis is empty (shape {self.shape})")
-        return int(axis)
-
-    # -- picking entries
-
-    def take(self, indices, axis=0, name=None):
-        """The entries at integer ``indices`` along ``axis`` (``numpy.take``): the embedding lookup.
-
-        The result has shape ``shape[:axis] + indices.shape + shape[axis+1:]``.
-        Its gradient is a scatter-add: an index used twice receives both
-        gradients. ``indices`` are copied (changing your array later changes
-        nothing on the tape).
-        """
-        if self.ndim == 0:
-            raise ValueError("Tensor.take(): a 0-d tensor has no axis to take from")
-        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -self.ndim <= axis < self.ndim:
-            raise ValueError(f"Tensor.take(axis={axis!r}): expected an integer axis of a tensor of shape {self.shape}")
-        axis = int(axis) % self.ndim
-        indices = _integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
-        return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
-
-    def __getitem__(self, index):
-        """Read entries as numpy does, recorded: ``t[3]``, ``t[[0, 2]]``, ``t[:, 0]``, ``t[1:, ..., -1]``, ``t[mask]``.
-
-        An integer or an integer array alone picks along the first axis
-        (that is :meth:`take`, the embedding lookup); anything else (slices,
-        several axes, ``...``, ``None``, a boolean mask) is the ``index``
-        op. Either way the gradient goes back to the entries read, 0
-        elsewhere, and an entry read twice gets both gradients. Index arrays
-        are copied (changing yours later changes nothing on the tape).
-        """
-        if _picks_along_the_first_axis(index):
-            return self.take(index, axis=0)
-        key = _index_key(index, self.shape)
-        return record(ops.index, (self,), {"key": key})
-
-    # -- linear algebra and shape
-
-    def matmul(self, other, name=None):
-        other = self._lift(other, "@")
-        return _matmul(self, other, name)
-
-    def __matmul__(self, other):
-        return _matmul(self, self._lift(other, "@"), None)
-
-    def __rmatmul__(self, other):
-        return _matmul(self._lift(other, "@"), self, None)
-
-    def reshape(self, *shape, name=None):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        for n in shape:
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-                raise TypeError(f"Tensor.reshape{tuple(shape)}: sizes must be integers, got {n!r}")
-        shape = tuple(int(n) for n in shape)
-        known = int(np.prod([n for n in shape if n != -1]))
-        free = shape.count(-1)
-        fits = (free == 0 and known == self.size) or (free == 1 and known > 0 and self.size % known == 0)
-        if free > 1 or not fits or any(n < -1 for n in shape):
-            raise ValueError(
-                f"Tensor.reshape{shape}: cannot reshape a tensor of shape {self.shape} ({self.size} values)"
-            )
-        return record(ops.reshape, (self,), {"shape": shape}, name=name)
-
-    def transpose(self, *axes, name=None):
-        """Permute axes like ``numpy.transpose`` (no axes: reverse them)."""
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        if not axes:
-            axes = tuple(range(self.ndim - 1, -1, -1))
-        valid = all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes)
-        if not valid or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
-            raise ValueError(
-                f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}"
-            )
-        return record(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
-
-    def swapaxes(self, axis1, axis2, name=None):
-        axes = list(range(self.ndim))
-        try:
-            axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-        except (IndexError, TypeError):
-            raise ValueError(f"Tensor.swapaxes({axis1}, {axis2}): axes out of range for shape {self.shape}") from None
-        return self.transpose(tuple(axes), name=name)
-
-    @property
-    def T(self):
-        """The transpose (all axes reversed, as in numpy)."""
-        return self.transpose()
-
-
-def _picks_along_the_first_axis(index):
-    """True for an integer, or integers in a list or array (not booleans): ``t[3]``, ``t[[0, 2, 2]]``."""
-    if isinstance(index, (bool, np.bool_)):
-        return False
-    if isinstance(index, (int, np.integer)):
-        return True
-    if isinstance(index, (list, np.ndarray)):
-        kind = np.asarray(index).dtype.kind
-        return kind in "iu" or (kind == "f" and np.size(index) == 0)  # numpy reads [] as floats
-    return False
-
-
-def _index_key(index, shape):
-    """``t[index]``'s key as a tuple of ints, slices, ``...``, ``None`` and fresh index arrays; clear errors."""
-    parts = index if isinstance(index, tuple) else (index,)
-    key = []
-    for part in parts:
-        if isinstance(part, Node):
-            raise TypeError(
-                f"Tensor[{index!r:.80}]: a {type(part).__name__} cannot be an index (use its .data, or numbers)"
-            )
-        if isinstance(part, (bool, np.bool_)):
-            raise TypeError(f"Tensor[{index!r:.80}]: True/False is not an index; use a boolean array as a mask")
-        if isinstance(part, (int, np.integer)):
-            key.append(int(part))
-        elif isinstance(part, slice):
-            ends = (part.start, part.stop, part.step)
-            if not all(v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) for v in ends):
-                raise TypeError(f"Tensor[{index!r:.80}]: slice bounds must be integers or None, got {part!r}")
-            key.append(slice(*(None if v is None else int(v) for v in ends)))
-        elif part is Ellipsis or part is None:
-            key.append(part)
-        elif isinstance(part, np.ma.MaskedArray):
-            raise TypeError(f"Tensor[{index!r:.80}]: a masked array as an index would lose its mask; pass .filled(...)")
-        else:
-            array = np.asarray(part)
-            if array.dtype.kind not in "iub" and array.size:
-                raise TypeError(
-                    f"Tensor[{index!r:.80}]: expected integers, slices, ..., None, or integer or boolean "
-                    f"arrays; got {part!r:.60} (dtype {array.dtype})"
-                )
-            key.append(np.array(array, dtype=np.bool_ if array.dtype == np.bool_ else np.intp))
-    key = tuple(key)
-    try:  # numpy's own check, on a view that costs no memory
-        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[key]
-    except IndexError as error:
-        raise IndexError(f"Tensor[{index!r:.80}] of a tensor of shape {shape}: {error}") from None
-    return key
-
-
-def _integer_indices(indices, length, what):
-    """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
-    if isinstance(indices, Node):
-        raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
-    if isinstance(indices, np.ma.MaskedArray):
-        raise TypeError(f"{what}: indices are a masked array; the mask would be dropped silently (pass .filled(...))")
-    array = np.asarray(indices)
-    if isinstance(indices, list) and array.size == 0:
-        array = array.astype(np.intp)  # numpy reads [] as floats; t[[]] picks nothing, as in numpy
-    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
-        raise TypeError(f"{what}: indices must be integers, got dtype {array.dtype} ({indices!r:.60})")
-    if array.size and (array.min() < -length or array.max() >= length):
-        bad = array[(array < -length) | (array >= length)].ravel()[0]
-        raise IndexError(f"{what}: index {bad} is out of range for an axis of length {length}")
-    return np.array(array, dtype=np.intp)
-
-
-def concatenate(tensors, axis=0, name=None):
-    """Join tensors along an existing ``axis`` (``numpy.concatenate``), recorded on the tape.
-
-    The primitive joins two at a time, so three tensors are two tape rows:
-    ``concatenate(concatenate(a, b), c)``. Arrays among ``tensors`` are constants.
-    """
-    tensors = _tensor_list(tensors, "concatenate")
-    first = tensors[0]
-    if first.ndim == 0:
-        raise ValueError("concatenate(tensors): 0-d tensors have no axis to join along; use stack")
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -first.ndim <= axis < first.ndim:
-        raise ValueError(f"concatenate(axis={axis!r}): expected an integer axis for tensors of rank {first.ndim}")
-    axis = int(axis) % first.ndim
-    for position, tensor in enumerate(tensors):
-        same_rank = tensor.ndim == first.ndim
-        if (
-            not same_rank
-            or tensor.shape[:axis] + tensor.shape[axis + 1 :] != first.shape[:axis] + first.shape[axis + 1 :]
-        ):
-            raise ValueError(
-                f"concatenate(tensors): tensor {position} has shape {tensor.shape} but tensor 0 has "
-                f"{first.shape}; all axes but axis {axis} must match"
-            )
-    if len(tensors) == 1:
-        # Still a new node (as numpy's result is a new array), so a name names it, not the input.
-        return record(ops.reshape, (first,), {"shape": first.shape}, name=name)
-    joined = first
-    for tensor in tensors[1:]:
-        joined = record(ops.concatenate, (joined, tensor), {"axis": axis})
-    joined.name = name
-    return joined
-
-
-def stack(tensors, axis=0, name=None):
-    """Join same-shaped tensors along a new ``axis`` (``numpy.stack``): a reshape each, then concatenate."""
-    tensors = _tensor_list(tensors, "stack")
-    shape = tensors[0].shape
-    for position, tensor in enumerate(tensors):
-        if tensor.shape != shape:
-            raise ValueError(f"stack(tensors): tensor {position} has shape {tensor.shape}, tensor 0 has {shape}")
-    rank = len(shape) + 1
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -rank <= axis < rank:
-        raise ValueError(f"stack(axis={axis!r}): expected an integer axis for the stacked rank {rank}")
-    axis = int(axis) % rank
-    expanded = shape[:axis] + (1,) + shape[axis:]
-    return concatenate([tensor.reshape(expanded) for tensor in tensors], axis=axis, name=name)
-
-
-def _tensor_list(tensors, what):
-    if isinstance(tensors, (Tensor, np.ndarray)) or not hasattr(tensors, "__iter__"):
-        raise TypeError(f"{what}(tensors): expected a list of Tensors, got {type(tensors).__name__}")
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError(f"{what}(tensors): expected at least one tensor, got an empty list")
-    like = next((t for t in tensors if isinstance(t, Tensor)), None)
-    if like is None:
-        raise TypeError(f"{what}(tensors): give at least one Tensor (the others may be arrays)")
-    return [like._lift(t, what) for t in tensors]
-
-
-def _matmul(a, b, name):
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"Tensor @: matmul needs arrays of rank >= 1, got shapes {a.shape} and {b.shape}")
-    inner_a = a.shape[-1]
-    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
-    if inner_a != inner_b:
-        raise ValueError(
-            f"Tensor @: shapes {a.shape} and {b.shape} do not match for matmul: "
-            f"a's last axis ({inner_a}) must equal b's second-to-last ({inner_b})"
-        )
-    _check_broadcast(a.shape[:-2], b.shape[:-2], f"Tensor @ (batch axes of {a.shape} and {b.shape})")
-    return record(ops.matmul, (a, b), name=name)
-
-
-def _check_broadcast(left, right, what):
-    """Refuse shapes numpy cannot broadcast, with a message naming both."""
-    if left == right:
-        return
-    try:
-        np.broadcast_shapes(left, right)
-    except ValueError:
-        raise ValueError(
-            f"{what}: shapes {left} and {right} do not broadcast "
-            "(each axis, aligned from the right, must match or be 1)"
-        ) from None
+    def __pos__(self):
+        # +x is x itself (as PyTorch's positive()): nothing to record, the gradient is the same.
+        return self

@@ -72,6 +72,7 @@ REAL = st.one_of(
     st.floats(0.25, 2.0, allow_nan=False, allow_infinity=False),
 )
 POSITIVE = st.floats(0.5, 2.5, allow_nan=False, allow_infinity=False)
+UNIT = st.floats(-0.9, 0.9, allow_nan=False, allow_infinity=False)
 
 
 def shapes(min_dims=0, max_dims=MAX_DIMS):
@@ -92,6 +93,8 @@ def _domain_arrays(op, shape):
         return positive_arrays(shape)
     if op.domain == "real":
         return real_arrays(shape)
+    if op.domain == "unit":
+        return hnp.arrays(np.float64, shape, elements=UNIT)
     raise ValueError(f"tests/strategies.py: unknown domain {op.domain!r} of op {op.name!r}")
 
 
@@ -168,8 +171,14 @@ def _reduction(draw, op, distinct=False):
 
 @st.composite
 def _softmax(draw, op):
-    shape = draw(shapes(min_dims=1))
-    axis = draw(st.one_of(st.just(op.example_params["axis"]), st.integers(-len(shape), len(shape) - 1)))
+    """One axis (the example's or any), several (a tuple) or all (None, also of a 0-d array)."""
+    shape = draw(shapes(min_dims=0))
+    if not shape:
+        return OpCase((draw(real_arrays(shape)),), {"axis": None})
+    several = st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True).map(tuple)
+    axis = draw(
+        st.one_of(st.just(op.example_params["axis"]), st.integers(-len(shape), len(shape) - 1), st.none(), several)
+    )
     return OpCase((draw(real_arrays(shape)),), {"axis": axis})
 
 
@@ -339,10 +348,94 @@ def _index_add(draw):
     return OpCase((draw(real_arrays(read.shape)),), {**params, "shape": x.shape})
 
 
+@st.composite
+def _tan(draw):
+    """Away from tan's poles at ±π/2, where a central difference would straddle infinity."""
+    shape = draw(shapes())
+    return OpCase((draw(hnp.arrays(np.float64, shape, elements=st.floats(-1.2, 1.2))),), {})
+
+
+@st.composite
+def _power(draw):
+    """A positive base (ln a is real) and an exponent of any sign, broadcasting."""
+    shape_a, shape_b = draw(broadcastable_pair())
+    return OpCase((draw(positive_arrays(shape_a)), draw(real_arrays(shape_b))), {})
+
+
+@st.composite
+def _clip(draw):
+    """Entries on a grid of 1/8 shifted by 1/16: never within a step of the bounds (multiples of 1/2)."""
+    shape = draw(shapes())
+    off_grid = st.integers(-20, 19).map(lambda n: (n + 0.5) / 8.0)
+    bound = st.sampled_from([None, -1.0, -0.5, 0.0, 0.5, 1.0])
+    lower, upper = sorted((draw(bound), draw(bound)), key=lambda b: -np.inf if b is None else b)
+    if lower is None and upper is None:
+        lower = -0.5
+    return OpCase((draw(hnp.arrays(np.float64, shape, elements=off_grid)),), {"lower": lower, "upper": upper})
+
+
+@st.composite
+def _where(draw):
+    """A 0/1 condition (as a Tensor holds it) and two values, all three broadcasting together."""
+    shapes_ = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=MAX_DIMS, max_side=MAX_SIDE)
+    ).input_shapes
+    condition = draw(hnp.arrays(np.bool_, shapes_[0])).astype(np.float64)
+    return OpCase((condition, draw(real_arrays(shapes_[1])), draw(real_arrays(shapes_[2]))), {})
+
+
+@st.composite
+def _with_zeros(draw, op, scan=False):
+    """Real entries, some exactly 0 (prod and cumprod are linear in each entry: differences stay exact)."""
+    shape = draw(shapes(min_dims=1))
+    x = draw(hnp.arrays(np.float64, shape, elements=st.one_of(REAL, st.just(0.0))))
+    if scan:
+        return OpCase((x,), {"axis": draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))})
+    return OpCase((x,), draw(axis_params(len(shape), op.example_params)))
+
+
+@st.composite
+def _cumsum(draw):
+    shape = draw(shapes(min_dims=1))
+    axis = draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    return OpCase((draw(real_arrays(shape)),), {"axis": axis})
+
+
+# (subscripts, the letters' sizes drawn) — matmul, dot, outer, a batch, a trace-free transpose,
+# sums of one operand (the 0-d second operand "" is the constant 1), a letter only one operand has.
+EINSUM_PATTERNS = [
+    "ij,jk->ik", "i,i->", "ij,j->i", "bij,bjk->bik", "i,j->ij", "ij,->ji", "ij,->", "ijk,ik->j",
+    "ij,jk", "ij,ij->ij", "ij,k->i", "ij,->i",
+]  # fmt: skip
+
+
+@st.composite
+def _einsum(draw):
+    subscripts = draw(st.sampled_from(EINSUM_PATTERNS))
+    letters = sorted(set(subscripts) - set(",->"))
+    sizes = {c: draw(st.integers(1, 3)) for c in letters}
+    left, right = subscripts.split("->")[0].split(",")
+    a, b = (draw(real_arrays(tuple(sizes[c] for c in part))) for part in (left, right))
+    return OpCase((a, b), {"subscripts": subscripts})
+
+
 def _build_cases():
     cases = {}
-    for name in ("neg", "exp", "log", "tanh", "relu", "sigmoid", "sqrt", "abs", "gelu"):
+    for name in (
+        "neg", "exp", "log", "tanh", "relu", "sigmoid", "sqrt", "abs", "gelu", "sin", "cos", "arcsin", "arccos",
+        "arctan", "sinh", "cosh", "log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal",
+    ):  # fmt: skip
         cases[name] = _unary(OPS[name])
+    cases["tan"] = _tan()
+    cases["power"] = _power()
+    cases["clip"] = _clip()
+    cases["where"] = _where()
+    cases["min"] = _reduction(OPS["min"], distinct=True)
+    cases["norm"] = _reduction(OPS["norm"])
+    cases["prod"] = _with_zeros(OPS["prod"])
+    cases["cumprod"] = _with_zeros(OPS["cumprod"], scan=True)
+    cases["cumsum"] = _cumsum()
+    cases["einsum"] = _einsum()
     cases["maximum"] = _eighths_pair()
     cases["minimum"] = _eighths_pair()
     cases["logsumexp"] = _reduction(OPS["logsumexp"])
@@ -365,7 +458,7 @@ def _build_cases():
         OPS["cast"],
         st.sampled_from([OPS["cast"].example_params, {"dtype": "float64"}, {"dtype": np.dtype(np.float32)}]),
     )
-    for name in ("add", "sub", "mul", "div"):
+    for name in ("add", "sub", "mul", "div", "logaddexp", "arctan2"):
         cases[name] = _binary(OPS[name])
     cases["add_constant"] = _add_constant()
     cases["dropout"] = _dropout()

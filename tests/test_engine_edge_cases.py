@@ -35,13 +35,34 @@ def test_scalar_and_tensor_agree_on_powers_of_zero():
             zero**-1.0
 
 
-@pytest.mark.parametrize("axis", [None, (0, 1), True])
-def test_softmax_takes_one_axis(axis):
-    """Softmax normalises along one axis: None, a tuple or a bool is refused before anything is recorded."""
+@pytest.mark.parametrize("axis", [True, 2.0, (0, 0), 2])
+def test_softmax_refuses_a_bad_axis_before_recording(axis):
+    """A bool, a float, a repeated axis or one out of range is refused before anything is recorded."""
     x = mt.Tensor(np.ones((2, 3)), requires_grad=True)
     with mt.Tape() as tape, pytest.raises((ValueError, TypeError), match="axis"):
         x.softmax(axis=axis)
     assert len(tape) == 0
+
+
+@pytest.mark.parametrize("method", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [None, (0, 1), (1, 0), (-1,)])
+def test_softmax_over_several_axes_or_all(method, axis):
+    """Over a tuple of axes or None: normalised over all those entries together (numpy by the definition)."""
+    x0 = np.random.default_rng(3).standard_normal((2, 3, 2))[:, :, 0]
+    got = getattr(mt.Tensor(x0), method)(axis=axis).data
+    e = np.exp(x0 - x0.max(axis=axis, keepdims=True))
+    expected = e / e.sum(axis=axis, keepdims=True)
+    np.testing.assert_allclose(got, expected if method == "softmax" else np.log(expected), rtol=1e-12)
+
+
+def test_softmax_of_a_0d_tensor_is_one_with_gradient_zero():
+    x = mt.Tensor(np.array(2.5), requires_grad=True)
+    for axis in (-1, 0, None):
+        assert x.softmax(axis=axis).data == 1.0 and x.log_softmax(axis=axis).data == 0.0
+    x.softmax().backward()
+    assert x.grad == 0.0
+    with pytest.raises(ValueError, match="axis"):
+        x.softmax(axis=1)
 
 
 def test_empty_reductions_are_refused_by_name():

@@ -58,6 +58,11 @@ def _concatenate_step(a, b, axis, shape):
     return joined[(slice(None),) * axis + (slice(shape[axis], None),)] * 2.0
 
 
+def _letters(shape):
+    """One einsum letter per axis: ``"xy"`` for a matrix."""
+    return "xyz"[: len(shape)]
+
+
 def _pick(shape):
     """Integer indices along axis 0 (repeats allowed) keeping its length: the take and index ops."""
     return st.lists(st.integers(0, shape[0] - 1), min_size=shape[0], max_size=shape[0]).map(np.array)
@@ -100,6 +105,34 @@ STEPS = {
     "index_add": (1, lambda n, p, s: mt.ops.index_add(n[0], shape=s, key=(p, ...)), _pick),
     "add_constant": (1, lambda n, p, s: n[0].add_constant(np.full(s, -0.75)), None),
     "dropout": (1, lambda n, p, s: n[0].dropout(np.where(np.arange(np.prod(s)).reshape(s) % 2, 2.0, 0.0)), None),
+    # The numpy surface: inputs squashed into each op's domain first (tanh, sigmoid + 0.5).
+    "sin": (1, lambda n, p, s: n[0].sin(), None),
+    "cos": (1, lambda n, p, s: n[0].cos(), None),
+    "tan": (1, lambda n, p, s: n[0].tanh().tan(), None),
+    "arcsin": (1, lambda n, p, s: n[0].tanh().scale(0.9).arcsin(), None),
+    "arccos": (1, lambda n, p, s: n[0].tanh().scale(0.9).arccos(), None),
+    "arctan": (1, lambda n, p, s: n[0].arctan(), None),
+    "sinh": (1, lambda n, p, s: n[0].tanh().sinh(), None),
+    "cosh": (1, lambda n, p, s: n[0].tanh().cosh(), None),
+    "log1p": (1, lambda n, p, s: n[0].sigmoid().log1p(), None),
+    "expm1": (1, lambda n, p, s: n[0].tanh().expm1(), None),
+    "log2": (1, lambda n, p, s: (n[0].sigmoid() + 0.5).log2(), None),
+    "log10": (1, lambda n, p, s: (n[0].sigmoid() + 0.5).log10(), None),
+    "exp2": (1, lambda n, p, s: n[0].tanh().exp2(), None),
+    "cbrt": (1, lambda n, p, s: (n[0].sigmoid() + 0.5).cbrt(), None),
+    "square": (1, lambda n, p, s: n[0].square(), None),
+    "reciprocal": (1, lambda n, p, s: (n[0].sigmoid() + 0.5).reciprocal(), None),
+    "clip": (1, lambda n, p, s: n[0].clip(-0.6, 0.6), None),
+    "logaddexp": (2, lambda n, p, s: n[0].logaddexp(n[1]), None),
+    "arctan2": (2, lambda n, p, s: n[0].arctan2(n[1].sigmoid() + 0.5), None),
+    "power": (2, lambda n, p, s: (n[0].sigmoid() + 0.5) ** n[1].tanh(), None),
+    "where": (2, lambda n, p, s: mt.where(np.arange(np.prod(s)).reshape(s) % 2 == 0, n[0], n[1]), None),
+    "min": (1, lambda n, p, s: n[0] - n[0].min(axis=p, keepdims=True), "axis"),
+    "prod": (1, lambda n, p, s: n[0] * n[0].tanh().prod(axis=p, keepdims=True), "axis"),
+    "cumsum": (1, lambda n, p, s: n[0].cumsum(axis=p), "axis"),
+    "cumprod": (1, lambda n, p, s: n[0].tanh().cumprod(axis=p), "axis"),
+    "norm": (1, lambda n, p, s: n[0] / (n[0].norm(axis=p, keepdims=True) + 1.0), "axis"),
+    "einsum": (2, lambda n, p, s: mt.einsum(_letters(s) + "," + _letters(s) + "->" + _letters(s), n[0], n[1]), None),
 }
 # Steps that change the dtype cannot be judged by float64 differences; they join the dtype property.
 DTYPE_STEPS = {

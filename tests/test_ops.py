@@ -88,7 +88,7 @@ def test_op_is_documented(name):
     assert isinstance(op.formula, str) and op.formula.strip(), f"{name}: empty formula"
     assert isinstance(op.latex, str) and op.latex.strip(), f"{name}: empty latex"
     assert op.arity in (1, 2, 3)
-    assert op.domain in ("real", "positive")
+    assert op.domain in ("real", "positive", "unit")
     assert isinstance(op.example_params, dict)
     assert name in repr(op)
 
@@ -205,7 +205,9 @@ def test_vjp_keeps_float32(name):
 # Ops that Scalar uses: they must also work on plain Python floats.
 SCALAR_OPS = {
     "add": 2, "sub": 2, "mul": 2, "div": 2, "neg": 1, "pow": 1, "exp": 1, "log": 1, "tanh": 1, "relu": 1,
-    "sigmoid": 1, "gelu": 1, "abs": 1, "maximum": 2, "minimum": 2,
+    "sigmoid": 1, "gelu": 1, "abs": 1, "maximum": 2, "minimum": 2, "sin": 1, "cos": 1, "tan": 1, "arcsin": 1,
+    "arccos": 1, "arctan": 1, "sinh": 1, "cosh": 1, "log1p": 1, "expm1": 1, "log2": 1, "log10": 1, "exp2": 1,
+    "cbrt": 1, "square": 1, "reciprocal": 1, "logaddexp": 2, "arctan2": 2, "power": 2, "clip": 1,
 }  # fmt: skip
 
 
@@ -216,6 +218,8 @@ def test_scalar_path_matches_array_path(name, x):
     op = OPS[name]
     if op.domain == "positive":
         x = abs(x)
+    if op.domain == "unit":
+        x = x / 2
     inputs = (x, 1.9)[: op.arity]
     params = op.example_params
     ans = op.forward(*inputs, **params)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from microtape.cli import main
@@ -63,7 +64,7 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
     """The README's Python blocks, run one after another in one namespace (as a reader pastes them)."""
     monkeypatch.chdir(tmp_path)
     python = [body for language, body in blocks() if language == "python"]
-    assert len(python) == 2
+    assert len(python) == 3
     names = {}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -76,7 +77,11 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
         assert line.strip() in out, line
     a, b = names["a"], names["b"]
     assert a.grad == pytest.approx(0.0706508, rel=1e-5) and b.grad == pytest.approx(0.1413017, rel=1e-5)
-    assert names["report"].ok and out.strip().endswith("True")  # the attention report agrees
+    assert names["report"].ok and "\nTrue\n" in out  # the attention report agrees
+    # numpy's own functions recorded: d/dx Σ e^x sin x = e^x (sin x + cos x); 3 entries below 0.5.
+    x = names["x"].data
+    np.testing.assert_allclose(names["x"].grad, np.exp(x) * (np.sin(x) + np.cos(x)), rtol=1e-13)
+    assert out.strip().endswith(" 3")
 
 
 # ---------------------------------------------------------------- commands

@@ -11,8 +11,9 @@ your own::
 
 What an op is lives in :mod:`.core` (:class:`Op`, :data:`OPS`,
 :func:`define`); the built-in ops live by family — :mod:`.arithmetic`,
-:mod:`.elementwise`, :mod:`.reductions`, :mod:`.shape`, :mod:`.linalg`,
-:mod:`.nn` — and broadcasting's inverse, :func:`unbroadcast`, serves them
+:mod:`.elementwise`, :mod:`.trig`, :mod:`.exp_log`, :mod:`.binary`,
+:mod:`.piecewise`, :mod:`.reductions`, :mod:`.scans`, :mod:`.shape`,
+:mod:`.linalg`, :mod:`.nn` — and broadcasting's inverse, :func:`unbroadcast`, serves them
 all. Importing ``microtape`` registers every built-in op (the tiled attention
 kernel included), so the set of ops never depends on what you imported.
 
@@ -27,20 +28,29 @@ graphs with its formula, and checked by ``microtape.check.gradcheck``.
 """
 
 from .arithmetic import add, add_constant, div, dropout, maximum, minimum, mul, neg, scale, sub
+from .binary import arctan2, logaddexp, power
 from .broadcasting import unbroadcast
 from .core import OPS, Op, define, primitive, register, value_of
 from .elementwise import GELU_C, GELU_K, abs_, exp, gelu, log, pow_, relu, sigmoid, sqrt, tanh
-from .linalg import matmul
+from .exp_log import cbrt, exp2, expm1, log1p, log2, log10, reciprocal, square
+from .linalg import einsum, matmul, norm
 from .nn import log_softmax, softmax, softmax_backward
-from .reductions import logsumexp, max_, mean, sum_
+from .piecewise import clip, where
+from .reductions import logsumexp, max_, mean, min_, prod, sum_
+from .scans import cumprod, cumsum
 from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
+from .trig import arccos, arcsin, arctan, cos, cosh, sin, sinh, tan
 
 # fmt: off
 __all__ = [
     "Op", "OPS", "define", "primitive", "register", "unbroadcast", "value_of", "GELU_C", "GELU_K",
     "add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum",  # arithmetic
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu",  # elementwise
-    "sum_", "mean", "max_", "logsumexp", "softmax", "log_softmax", "softmax_backward", "matmul",  # reductions, nn
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh",  # trig
+    "log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal",  # exp_log
+    "logaddexp", "arctan2", "power", "clip", "where",  # binary, piecewise
+    "sum_", "mean", "max_", "min_", "prod", "logsumexp", "cumsum", "cumprod",  # reductions, scans
+    "softmax", "log_softmax", "softmax_backward", "matmul", "einsum", "norm",  # nn, linalg
     "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
 ]
 # fmt: on

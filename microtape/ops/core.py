@@ -56,7 +56,7 @@ class Op:
     grads_latex: tuple  # the same in LaTeX (None where not differentiable)
     output: str = "y"  # what the formulas call the output
     note: str = ""  # a fact the formulas rely on, said once (dropout's keep ∈ {0, 1/(1-p)})
-    # Where the inputs may come from when tests sample them: "real" or "positive".
+    # Where the inputs may come from when tests sample them: "real", "positive" or "unit" (-1 < x < 1).
     domain: str = "real"
     # Example parameters, so tests can call every op without special cases.
     example_params: dict = field(default_factory=dict)
@@ -290,8 +290,8 @@ def define(
     names = tuple(inputs) if inputs is not None else _DEFAULT_INPUTS.get(arity, tuple(f"x{i}" for i in range(arity)))
     if len(names) != arity or not all(isinstance(n, str) and n.isidentifier() for n in names):
         raise ValueError(f"define({name!r}, inputs={inputs!r}): expected {arity} operand names")
-    if domain not in ("real", "positive"):
-        raise ValueError(f"define({name!r}, domain={domain!r}): expected 'real' or 'positive'")
+    if domain not in ("real", "positive", "unit"):
+        raise ValueError(f"define({name!r}, domain={domain!r}): expected 'real', 'positive' or 'unit'")
     op = Op(
         name,
         forward,

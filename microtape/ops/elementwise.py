@@ -17,7 +17,10 @@ import numpy as np
 from ..tape import Node
 from .core import primitive, value_of
 
-__all__ = ["pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K", "diagonal_jvp"]
+__all__ = [
+    "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K",
+    "diagonal_jvp", "float_or_array", "unary",
+]  # fmt: skip
 
 
 def diagonal_jvp(vjp):
@@ -29,7 +32,9 @@ def diagonal_jvp(vjp):
     return jvp
 
 
-def _pick(scalar_fn, array_fn):
+def float_or_array(scalar_fn, array_fn):
+    """One forward for both engines: the math module's function for a float, numpy's for an array."""
+
     def fn(x):
         return scalar_fn(x) if x.__class__ is float else array_fn(x)
 
@@ -37,7 +42,8 @@ def _pick(scalar_fn, array_fn):
     return fn
 
 
-def _unary(name, forward, vjp, grad, latex, **fields):
+def unary(name, forward, vjp, grad, latex, **fields):
+    """Register an elementwise op of one input: one formula, and the JVP from the VJP (a diagonal Jacobian)."""
     return primitive(name, forward, vjp, [grad], [latex], jvp=diagonal_jvp(vjp), **fields)
 
 
@@ -62,7 +68,7 @@ def _pow_label(params):
     return f"^{exponent:g}" if isinstance(exponent, numbers.Real) else f"^{exponent}"
 
 
-pow_ = _unary(
+pow_ = unary(
     "pow",
     lambda x, exponent: x**exponent,
     _pow_vjp,
@@ -74,18 +80,18 @@ pow_ = _unary(
 )
 
 
-exp = _unary(
+exp = unary(
     "exp",
-    _pick(math.exp, np.exp),
+    float_or_array(math.exp, np.exp),
     lambda g, ans, x: (g * ans,),
     "{g} * exp({x})",
     r"\bar x = \bar y\, e^{x}",
 )
 
 
-log = _unary(
+log = unary(
     "log",
-    _pick(math.log, np.log),
+    float_or_array(math.log, np.log),
     lambda g, ans, x: (g / x,),
     "{g} / {x}",
     r"\bar x = \bar y / x",
@@ -93,9 +99,9 @@ log = _unary(
 )
 
 
-tanh = _unary(
+tanh = unary(
     "tanh",
-    _pick(math.tanh, np.tanh),
+    float_or_array(math.tanh, np.tanh),
     lambda g, ans, x: (g * (1.0 - ans * ans),),
     "{g} * (1 - tanh({x})**2)",
     r"\bar x = \bar y\,(1 - \tanh^2 x)",
@@ -117,7 +123,7 @@ def _relu_vjp(g, ans, x):
     return (g * np.greater(value_of(x), 0).astype(np.result_type(value_of(g))),)
 
 
-relu = _unary(
+relu = unary(
     "relu",
     _relu_forward,
     _relu_vjp,
@@ -132,7 +138,7 @@ def _sqrt_vjp(g, ans, x):
         return (0.5 * g / ans,)
 
 
-sqrt = _unary(
+sqrt = unary(
     "sqrt",
     np.sqrt,
     _sqrt_vjp,
@@ -142,7 +148,7 @@ sqrt = _unary(
 )
 
 
-abs_ = _unary(
+abs_ = unary(
     "abs",
     np.abs,
     # sign(0) = 0: at the kink no gradient passes (PyTorch's convention too).
@@ -159,7 +165,7 @@ def _sigmoid_forward(x):
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))[()]  # [()]: a float stays a number
 
 
-sigmoid = _unary(
+sigmoid = unary(
     "sigmoid",
     _sigmoid_forward,
     lambda g, ans, x: (g * ans * (1.0 - ans),),
@@ -201,7 +207,7 @@ def _gelu_vjp(g, ans, x):
     return (g * slope,)
 
 
-gelu = _unary(
+gelu = unary(
     "gelu",
     _gelu_forward,
     _gelu_vjp,

@@ -1,16 +1,21 @@
-"""Linear algebra: ``matmul`` (numpy's ``@``: batched, broadcasting, 1-D operands as vectors).
+"""Linear algebra: ``matmul`` (numpy's ``@``), ``einsum`` (two operands) and ``norm`` (the 2-norm).
 
 ``C = A B`` gives ``grad_A = g Bᵀ`` and ``grad_B = Aᵀ g``: two more matmuls,
 written with methods that numpy arrays and Tensors share (``@``,
 ``swapaxes``, ``reshape``, indexing), so the VJP records on Tensors.
+``einsum``'s VJP is an einsum too: the output's letters and the other
+operand's give back this operand's. ``norm``'s is ``g x / ‖x‖`` (0 at
+``x = 0``, PyTorch's choice of subgradient).
 """
 
 import numpy as np
 
-from .broadcasting import tangent_or_zeros, unbroadcast
-from .core import primitive
+from .broadcasting import shape_of, tangent_or_zeros, unbroadcast
+from .core import primitive, value_of
+from .reductions import spread, with_kept_axes
+from .shape import broadcast_to, reshape
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "einsum", "norm", "parse_einsum"]
 
 
 def _swap_last(a):
@@ -60,4 +65,107 @@ matmul = primitive(
     ["{g} @ {b}^T", "{a}^T @ {g}"],
     [r"\bar A = \bar C B^{\top}", r"\bar B = A^{\top} \bar C"],
     jvp=_matmul_jvp,
+)
+
+
+# ---------------------------------------------------------------- einsum
+
+
+def parse_einsum(subscripts):
+    """``"ij,jk->ik"`` as ``(["ij", "jk"], "ik")``; the implicit form (no ``->``) gets numpy's output.
+
+    numpy's implicit output is the letters used exactly once, in alphabetical order.
+    """
+    text = subscripts.replace(" ", "")
+    if "->" in text:
+        inputs, output = text.split("->")
+    else:
+        inputs = text
+        letters = inputs.replace(",", "")
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return inputs.split(","), output
+
+
+def _einsum_forward(a, b, subscripts):
+    return np.einsum(subscripts, a, b)
+
+
+def _einsum_grad(g, other, own, other_letters, output, shape):
+    """One operand's gradient: an einsum of ``g`` with the other operand back to this operand's letters.
+
+    A letter only this operand has (summed away alone) gets its axis back by
+    broadcasting: every entry along it received the same gradient.
+    """
+    kept = "".join(c for c in own if c in output or c in other_letters)
+    grad = einsum.bind(g, other, subscripts=f"{output},{other_letters}->{kept}")
+    if kept != own:
+        grad = reshape.bind(grad, shape=tuple(n if c in kept else 1 for c, n in zip(own, shape)))
+        grad = broadcast_to.bind(grad, shape=shape)
+    return grad
+
+
+def _einsum_vjp(g, ans, a, b, subscripts):
+    (letters_a, letters_b), output = parse_einsum(subscripts)
+    return (
+        _einsum_grad(g, b, letters_a, letters_b, output, shape_of(a)),
+        _einsum_grad(g, a, letters_b, letters_a, output, shape_of(b)),
+    )
+
+
+def _einsum_jvp(tangents, ans, a, b, subscripts):
+    # Linear in each operand: d einsum(a, b) = einsum(da, b) + einsum(a, db).
+    ta, tb = tangents
+    terms = []
+    if ta is not None:
+        terms.append(np.einsum(subscripts, ta, b))
+    if tb is not None:
+        terms.append(np.einsum(subscripts, a, tb))
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+einsum = primitive(
+    "einsum",
+    _einsum_forward,
+    _einsum_vjp,
+    ["einsum of {g} with {b} back to the letters of {a}", "einsum of {g} with {a} back to the letters of {b}"],
+    [r"\bar A = \mathrm{einsum}(\bar C, B)", r"\bar B = \mathrm{einsum}(\bar C, A)"],
+    example_params={"subscripts": "ij,jk->ik"},
+    label=lambda params: f"{params.get('subscripts', '')}",
+    jvp=_einsum_jvp,
+)
+
+
+# ---------------------------------------------------------------- norm
+
+
+def _norm_forward(x, axis=None, keepdims=False):
+    # The 2-norm (Frobenius over several axes): what numpy.linalg.norm gives with ord=None.
+    return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+
+
+def _safe_norm(ans, like):
+    """‖x‖ with 1 where it is 0: there x is 0 too, so x / ‖x‖ gives PyTorch's subgradient 0."""
+    zero = value_of(ans) == 0
+    if isinstance(zero, np.ndarray):
+        return ans + zero.astype(np.result_type(value_of(like)))
+    return ans + float(zero)
+
+
+def _norm_vjp(g, ans, x, axis=None, keepdims=False):
+    shape = shape_of(x)
+    return (spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape),)
+
+
+def _norm_jvp(tangents, ans, x, axis=None, keepdims=False):
+    return np.sum(tangents[0] * x, axis=axis, keepdims=keepdims) / _safe_norm(ans, x)
+
+
+norm = primitive(
+    "norm",
+    _norm_forward,
+    _norm_vjp,
+    ["broadcast({g}) * {x} / {y}  (0 where {y} = 0)"],
+    [r"\bar x = \bar y\, x / \lVert x \rVert"],
+    example_params={"axis": -1, "keepdims": False},
+    jvp=_norm_jvp,
 )

@@ -1,5 +1,8 @@
 """The ops attention and the Transformer's loss are built from: softmax and log_softmax.
 
+Both normalise along ``axis``: one axis (attention's rows), several (a
+tuple) or all of them (``None``; a 0-d softmax is 1).
+
 ``softmax``'s Jacobian ``diag(p) − p pᵀ`` is symmetric, so its JVP is its
 VJP applied to the tangent. Its backward, :func:`softmax_backward`, is
 written once: the op's VJP, the hand-derived attention chain and the tiled
@@ -31,6 +34,8 @@ def _rowdot(a, b, axis):
     """``sum(a * b, axis, keepdims=True)``: on arrays without building ``a * b`` (einsum fuses it)."""
     if isinstance(a, Node):
         return (a * b).sum(axis=axis, keepdims=True)
+    if not isinstance(axis, int):  # None or a tuple of axes: normalised over several axes at once
+        return np.sum(a * b, axis=axis, keepdims=True)
     a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
     return np.expand_dims(np.einsum("...i,...i->...", a, b), axis)
 

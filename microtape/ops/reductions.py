@@ -1,9 +1,10 @@
-"""Reductions: sum, mean, max and logsumexp over an axis (or several, or all).
+"""Reductions: sum, mean, max, min, prod and logsumexp over an axis (or several, or all).
 
 A reduction's gradient is the incoming ``g`` spread back over the reduced
 axes (:func:`spread`: a reshape that puts the reduced axes back as size 1,
 then ``broadcast_to``), weighted by how much each entry counted: equally for
-``sum``, ``1/n`` for ``mean``, only the arg-max for ``max``, the softmax for
+``sum``, ``1/n`` for ``mean``, only the arg-max for ``max`` (arg-min for
+``min``), the product of the other entries for ``prod``, the softmax for
 ``logsumexp``. Written with :meth:`~.core.Op.bind`, so the VJPs record on Tensors.
 """
 
@@ -13,9 +14,10 @@ from ..tape import Node
 from .broadcasting import kept_shape, shape_of
 from .core import primitive, value_of
 from .elementwise import exp
-from .shape import broadcast_to, reshape
+from .scans import others_product
+from .shape import broadcast_to, reshape, transpose
 
-__all__ = ["sum_", "mean", "max_", "logsumexp", "spread", "with_kept_axes"]
+__all__ = ["sum_", "mean", "max_", "min_", "prod", "logsumexp", "spread", "with_kept_axes"]
 
 
 def with_kept_axes(value, axis, keepdims, shape):
@@ -73,27 +75,68 @@ mean = primitive(
 )
 
 
-def _max_share(ans, x, axis, keepdims):
-    """Where the maximum is (1 / number of ties there, 0 elsewhere): a constant of the derivative."""
+def _extreme_share(ans, x, axis, keepdims):
+    """Where the max (or min) is: 1 / number of ties there, 0 elsewhere — a constant of the derivative."""
     x = value_of(x)
     peak = value_of(ans) if (keepdims or axis is None) else np.expand_dims(value_of(ans), axis)
     winners = x == peak
     return winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
 
 
-def _max_jvp(tangents, ans, x, axis=None, keepdims=False):
-    return np.sum(tangents[0] * _max_share(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
+def _extreme_jvp(tangents, ans, x, axis=None, keepdims=False):
+    return np.sum(tangents[0] * _extreme_share(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
 
 
-max_ = primitive(
-    "max",
-    lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-    # The gradient goes to the arg-max; ties share it equally.
-    lambda g, ans, x, axis=None, keepdims=False: (spread(g, x, axis, keepdims) * _max_share(ans, x, axis, keepdims),),
-    ["{g} at the arg-max of {x} (ties share), 0 elsewhere"],
-    [r"\bar x_i = \bar y\,[x_i = \max x] / \#\mathrm{ties}"],
-    example_params={"axis": -1, "keepdims": True},
-    jvp=_max_jvp,
+def _extreme(name, forward, which):
+    """max or min: the gradient goes to the arg-max (arg-min); ties share it equally."""
+    return primitive(
+        name,
+        lambda x, axis=None, keepdims=False: forward(x, axis=axis, keepdims=keepdims),
+        lambda g, ans, x, axis=None, keepdims=False: (
+            spread(g, x, axis, keepdims) * _extreme_share(ans, x, axis, keepdims),
+        ),
+        [f"{{g}} at the arg-{which} of {{x}} (ties share), 0 elsewhere"],
+        [rf"\bar x_i = \bar y\,[x_i = \{which} x] / \#\mathrm{{ties}}"],
+        example_params={"axis": -1, "keepdims": True},
+        jvp=_extreme_jvp,
+    )
+
+
+max_ = _extreme("max", np.max, "max")
+min_ = _extreme("min", np.min, "min")
+
+
+def _prod_forward(x, axis=None, keepdims=False):
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+def _prod_vjp(g, ans, x, axis=None, keepdims=False):
+    # ∂(Π x)/∂x_k is the product of the other entries: no division, so a 0 is exact
+    # (one zero: only its own slope survives; two zeros: every slope is 0).
+    shape = shape_of(x)
+    axes = tuple(range(len(shape))) if axis is None else tuple(a % len(shape) for a in np.atleast_1d(axis))
+    kept = tuple(a for a in range(len(shape)) if a not in axes)
+    order = kept + axes
+    back = tuple(int(i) for i in np.argsort(order))
+    moved = transpose.bind(x, axes=order) if order != tuple(range(len(shape))) else x
+    reduced = int(np.prod([shape[a] for a in axes], dtype=int))
+    flat = reshape.bind(moved, shape=(*[shape[a] for a in kept], reduced))
+    others = reshape.bind(others_product(flat), shape=tuple(shape[a] for a in order))
+    if order != tuple(range(len(shape))):
+        others = transpose.bind(others, axes=back)
+    return (spread(g, x, axis, keepdims) * others,)
+
+
+prod = primitive(
+    "prod",
+    _prod_forward,
+    _prod_vjp,
+    ["broadcast({g}) * (product of the other entries of {x})"],
+    [r"\bar x_k = \bar y \textstyle\prod_{j \ne k} x_j"],
+    example_params={"axis": -1, "keepdims": False},
+    jvp=lambda tangents, ans, x, axis=None, keepdims=False: np.sum(
+        tangents[0] * _prod_vjp(np.ones_like(ans), ans, x, axis, keepdims)[0], axis=axis, keepdims=keepdims
+    ),
 )
 
 

@@ -121,12 +121,69 @@ def _op_cases():
             lambda a, b: mt.concatenate([a, b], axis=1),
             lambda torch, a, b: torch.cat([a, b], 1),
         ),
+        *_more_op_cases(),
         c(
             "tiled_attention",
             ((2, 5, 3), (2, 5, 3), (2, 5, 3)),
             lambda q, k, v: mt.ops.OPS["tiled_attention"](q, k, v, block_size=2, causal=True),
             lambda torch, q, k, v: _torch_core(torch, q, k, v, _causal(5)),
             second=False,
+        ),
+    ]
+
+
+_CONDITION = np.array([[True, False, True], [False, False, True]])
+
+
+def _more_op_cases():
+    """The numpy surface of a course: trig, logs and powers, two-input ops, choices, scans, einsum, norm."""
+    c, ops = Case, mt.ops
+    unary = [  # (name, microtape op, torch's function of (torch, x), the input's domain)
+        ("sin", ops.sin, lambda torch, x: torch.sin(x), "real"),
+        ("cos", ops.cos, lambda torch, x: torch.cos(x), "real"),
+        ("tan", ops.tan, lambda torch, x: torch.tan(x), "unit"),
+        ("arcsin", ops.arcsin, lambda torch, x: torch.asin(x), "unit"),
+        ("arccos", ops.arccos, lambda torch, x: torch.acos(x), "unit"),
+        ("arctan", ops.arctan, lambda torch, x: torch.atan(x), "real"),
+        ("sinh", ops.sinh, lambda torch, x: torch.sinh(x), "real"),
+        ("cosh", ops.cosh, lambda torch, x: torch.cosh(x), "real"),
+        ("log1p", ops.log1p, lambda torch, x: torch.log1p(x), "positive"),
+        ("expm1", ops.expm1, lambda torch, x: torch.expm1(x), "real"),
+        ("log2", ops.log2, lambda torch, x: torch.log2(x), "positive"),
+        ("log10", ops.log10, lambda torch, x: torch.log10(x), "positive"),
+        ("exp2", ops.exp2, lambda torch, x: torch.exp2(x), "real"),
+        # torch has no cbrt: the real cube root written out (the inputs are never 0).
+        ("cbrt", ops.cbrt, lambda torch, x: torch.sign(x) * x.abs() ** (1 / 3), "real"),
+        ("square", ops.square, lambda torch, x: torch.square(x), "real"),
+        ("reciprocal", ops.reciprocal, lambda torch, x: torch.reciprocal(x), "positive"),
+    ]
+    cases = [c(name, ((2, 3),), lambda x, op=op: op(x), fn, (domain,)) for name, op, fn, domain in unary]
+    return cases + [
+        c("logaddexp", ((2, 3), (3,)), ops.logaddexp, lambda torch, a, b: torch.logaddexp(a, b)),
+        c("arctan2", ((2, 3), (3,)), ops.arctan2, lambda torch, a, b: torch.atan2(a, b)),
+        c("power", ((2, 3), (3,)), ops.power, lambda torch, a, b: torch.pow(a, b), ("positive", "real")),
+        c(
+            "clip",
+            ((2, 3),),
+            lambda x: ops.clip(x, lower=-0.5, upper=1.0),
+            lambda torch, x: torch.clamp(x, -0.5, 1.0),
+        ),
+        c(
+            "where",
+            ((2, 3), (3,)),
+            lambda a, b: ops.where(_CONDITION, a, b),
+            lambda torch, a, b: torch.where(torch.tensor(_CONDITION), a, b),
+        ),
+        c("min", ((2, 3),), lambda x: x.min(axis=-1), lambda torch, x: torch.amin(x, -1)),
+        c("prod", ((2, 3),), lambda x: x.prod(axis=1), lambda torch, x: torch.prod(x, 1)),
+        c("cumsum", ((2, 3),), lambda x: x.cumsum(axis=1), lambda torch, x: torch.cumsum(x, 1)),
+        c("cumprod", ((2, 3),), lambda x: x.cumprod(axis=1), lambda torch, x: torch.cumprod(x, 1)),
+        c("norm", ((2, 3),), lambda x: x.norm(axis=-1), lambda torch, x: torch.linalg.vector_norm(x, dim=-1)),
+        c(
+            "einsum",
+            ((2, 3), (3, 4)),
+            lambda a, b: mt.einsum("ij,jk->ik", a, b),
+            lambda torch, a, b: torch.einsum("ij,jk->ik", a, b),
         ),
     ]
 
@@ -221,10 +278,12 @@ def make_arrays(case, seed=23):
     """The inputs, cotangent ``u``, second-order directions ``w`` and tangents ``v`` of a case (seeded)."""
     rng = np.random.default_rng([seed, len(case.name), sum(map(ord, case.name))])
     domains = case.domains or ("real",) * len(case.shapes)
-    inputs = [
-        rng.uniform(0.5, 2.0, shape) if domain == "positive" else rng.standard_normal(shape)
-        for shape, domain in zip(case.shapes, domains)
-    ]
+    draw = {
+        "positive": lambda shape: rng.uniform(0.5, 2.0, shape),
+        "unit": lambda shape: rng.uniform(-0.9, 0.9, shape),
+        "real": rng.standard_normal,
+    }
+    inputs = [draw[domain](shape) for shape, domain in zip(case.shapes, domains)]
     output = case.mt(*[mt.Tensor(x) for x in inputs])
     return {
         "inputs": inputs,

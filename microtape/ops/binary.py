@@ -1,0 +1,136 @@
+"""Elementwise functions of two inputs: logaddexp, arctan2 and power (a tensor exponent).
+
+Each op says its two partial derivatives once (``partials(ans, a, b)``, the
+slopes ∂y/∂a and ∂y/∂b at every entry, before any broadcasting is undone);
+:func:`elementwise_pair` turns them into both modes: the VJP multiplies ``g``
+by each slope and sums it back to its input's shape (:func:`unbroadcast`),
+the JVP adds ``tangent * slope`` over the inputs. The slopes are written with
+operators and ops, so they record on Scalars and Tensors (second order).
+"""
+
+import math
+
+import numpy as np
+
+from .broadcasting import unbroadcast
+from .core import primitive, value_of
+from .elementwise import exp, log
+
+__all__ = ["logaddexp", "arctan2", "power", "elementwise_pair"]
+
+
+def elementwise_pair(name, forward, partials, grads, latex, **fields):
+    """Register a two-input elementwise op from its forward and its ``partials(ans, a, b)``."""
+
+    def vjp(g, ans, a, b):
+        slope_a, slope_b = partials(ans, a, b)
+        return unbroadcast(g * slope_a, a), unbroadcast(g * slope_b, b)
+
+    def jvp(tangents, ans, a, b):
+        slopes = partials(ans, a, b)
+        terms = [t * slope for t, slope in zip(tangents, slopes) if t is not None]
+        return terms[0] + terms[1] if len(terms) == 2 else terms[0]
+
+    return primitive(name, forward, vjp, grads, latex, jvp=jvp, **fields)
+
+
+def _as_constant(condition, like):
+    """A boolean test of the values as 0/1 numbers in ``like``'s dtype (a float for a Python float)."""
+    if isinstance(condition, np.ndarray):
+        return condition.astype(np.result_type(value_of(like)))
+    return float(condition)
+
+
+def _nan_where(condition, like):
+    """NaN where ``condition`` holds, 0 elsewhere: a constant that marks undefined slopes."""
+    if isinstance(condition, np.ndarray):
+        return np.where(condition, np.nan, 0.0).astype(np.result_type(value_of(like)))
+    return math.nan if condition else 0.0
+
+
+# ---------------------------------------------------------------- logaddexp
+
+
+def _logaddexp_float(a, b):
+    if a == b:  # also ±inf twice, where a − b would be NaN
+        return a + math.log(2.0)
+    top = max(a, b)
+    return top + math.log1p(math.exp(-abs(a - b)))
+
+
+def _logaddexp_forward(a, b):
+    if a.__class__ is float and b.__class__ is float:
+        return _logaddexp_float(a, b)
+    return np.logaddexp(a, b)
+
+
+logaddexp = elementwise_pair(
+    "logaddexp",
+    _logaddexp_forward,
+    # y = log(e^a + e^b): ∂y/∂a = e^a / (e^a + e^b) = exp(a − y), and the same for b.
+    lambda ans, a, b: (exp.bind(a - ans), exp.bind(b - ans)),
+    ["{g} * exp({a} - {y})", "{g} * exp({b} - {y})"],
+    [r"\bar a = \bar y\, e^{a - y}", r"\bar b = \bar y\, e^{b - y}"],
+    note="y = log(exp(a) + exp(b)), computed without overflow",
+)
+
+
+# ---------------------------------------------------------------- arctan2
+
+
+def _arctan2_partials(ans, a, b):
+    # y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
+    radius_squared = a * a + b * b
+    return b / radius_squared, -a / radius_squared
+
+
+arctan2 = elementwise_pair(
+    "arctan2",
+    lambda a, b: math.atan2(a, b) if a.__class__ is float and b.__class__ is float else np.arctan2(a, b),
+    _arctan2_partials,
+    ["{g} * {b} / ({a}**2 + {b}**2)", "-{g} * {a} / ({a}**2 + {b}**2)"],
+    [r"\bar a = \bar y\, b / (a^2 + b^2)", r"\bar b = -\bar y\, a / (a^2 + b^2)"],
+    note="y = atan2(a, b): the angle of the point (b, a)",
+)
+
+
+# ---------------------------------------------------------------- power: a ** b, both differentiable
+
+
+def _power_forward(a, b):
+    # numpy's power also for two floats (0.0 ** -1 gives inf there instead of raising).
+    result = np.power(a, b)
+    return float(result) if a.__class__ is float and b.__class__ is float else result
+
+
+def _power_partials(ans, a, b):
+    """∂(aᵇ)/∂a = b·aᵇ⁻¹ and ∂(aᵇ)/∂b = aᵇ·ln a, with PyTorch's values where those are 0·∞.
+
+    Where b = 0 the slope in a is 0 (a⁰ is the constant 1, even at a = 0).
+    Where a = 0 the slope in b is 0 (PyTorch's convention: 0ᵇ is 0 for b > 0
+    and 1 at b = 0 — flat in b from the right), and where a < 0 it is NaN
+    (ln of a negative number). Those positions are read from the values and
+    steered with constants, so the formula stays the same program everywhere.
+    """
+    a_value, b_value = value_of(a), value_of(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # 0 * 0**-1 would be NaN where a = b = 0: there the base is taken as 1 (b = 0 makes the slope 0).
+        base = a + _as_constant((a_value == 0) & (b_value == 0), ans)
+        slope_a = b * power.bind(base, b - 1.0)
+        # ln a where a > 0; ln 1 = 0 where a <= 0, then NaN added where a < 0.
+        positive_base = a + _as_constant(a_value <= 0, ans) * (1.0 - a_value)
+        slope_b = ans * log.bind(positive_base)
+        if np.any(a_value < 0):
+            slope_b = slope_b + _nan_where(a_value < 0, ans)
+    return slope_a, slope_b
+
+
+power = elementwise_pair(
+    "power",
+    _power_forward,
+    _power_partials,
+    ["{g} * {b} * {a}**({b} - 1)", "{g} * {a}**{b} * ln({a})"],
+    [r"\bar a = \bar y\, b\, a^{b-1}", r"\bar b = \bar y\, a^{b} \ln a"],
+    domain="positive",
+    note="d/db is NaN where a < 0 and 0 where a = 0 (as in PyTorch)",
+)
