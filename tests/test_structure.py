@@ -30,7 +30,6 @@ MAX_COMPLEXITY = 15
 # when its file is small again. Not a place to park a new large file.
 STILL_BEING_SPLIT = {
     "tape.py": "Node, Tape and the reverse pass; the perf branch (issue 24) is reworking it",
-    "tensor.py": "the numpy branch (issue 28) is splitting Tensor's methods by family",
     "nn/tiled.py": "the tiled kernel; the perf branch (issue 24) is reworking it",
     "nn/attention.py": "MultiHeadAttention (404 lines); the perf branch (issue 24) owns it this session",
     "ops/core.py": "the op record and define(); the numpy branch (issue 28) adds to it",
