@@ -111,9 +111,7 @@ def _heatmap(args):
 
 
 def build_parser():
-    from .viz.demo import DEMO
-
-    seq_help = f"sequence length (default: {DEMO['seq']})"
+    """The ``microtape`` parser: its sub-commands in the order ``--help`` lists them."""
     parser = Parser(
         prog="microtape",
         description="An educational autograd engine you can see and check.",
@@ -133,9 +131,36 @@ def build_parser():
 
     from .check import command as check_command
 
-    check = commands.add_parser("check", help="check each hand-derived attention derivative against the tape")
-    check_command.add_arguments(check)
-    check.set_defaults(run=check_command.run)
+    _add_command(commands, "check", "check each hand-derived attention derivative against the tape", check_command)
+    _add_graph(commands)
+    _add_heatmap(commands)
+
+    from .exercises import command as exercises_command
+    from .exercises import gradebook
+    from .train import command as train_command
+
+    _add_command(commands, "exercises", "classroom derivative exercises: list, stub, check FILE", exercises_command)
+    grading = "grade a folder of submissions (boxed, hidden trials), write a gradebook"
+    _add_command(commands, "grade", grading, gradebook)
+    _add_command(commands, "train", "train a tiny Transformer on a toy task (reverse or sort digits)", train_command)
+    return parser
+
+
+def _add_command(commands, name, help, module):
+    """A sub-command whose options and run live in its own package's ``module`` (``add_arguments``, ``run``)."""
+    command = commands.add_parser(name, help=help)
+    module.add_arguments(command)
+    command.set_defaults(run=module.run)
+
+
+def _seq_help():
+    from .viz.demo import DEMO
+
+    return f"sequence length (default: {DEMO['seq']})"
+
+
+def _add_graph(commands):
+    from .viz.demo import DEMO
 
     graph = commands.add_parser("graph", help="draw the default attention's computational graph")
     graph.add_argument(
@@ -152,7 +177,7 @@ def build_parser():
     graph.add_argument(
         "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
     )
-    graph.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
+    graph.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=_seq_help())
     graph.add_argument(
         "--expand",
         metavar="MODULE",
@@ -165,6 +190,10 @@ def build_parser():
         help="draw every op, however wide (by default a graph too wide to read at 900 px is one box per module)",
     )
     graph.set_defaults(run=_graph)
+
+
+def _add_heatmap(commands):
+    from .viz.demo import DEMO
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
     heatmap.add_argument(
@@ -181,7 +210,7 @@ def build_parser():
         choices=("weights", "dropped", "grad_scores", "grad_weights"),
         help="what to draw (several: one row each)",
     )
-    heatmap.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=seq_help)
+    heatmap.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=_seq_help())
     heatmap.add_argument(
         "--dropout",
         type=probability,
@@ -189,25 +218,6 @@ def build_parser():
         help=f"dropout probability of the attention weights (default: {DEMO['dropout']}; --which dropped needs > 0)",
     )
     heatmap.set_defaults(run=_heatmap)
-
-    from .exercises import command as exercises_command
-
-    exercises = commands.add_parser("exercises", help="classroom derivative exercises: list, stub, check FILE")
-    exercises_command.add_arguments(exercises)
-    exercises.set_defaults(run=exercises_command.run)
-
-    from .exercises import gradebook
-
-    grade = commands.add_parser("grade", help="grade a folder of submissions (boxed, hidden trials), write a gradebook")
-    gradebook.add_arguments(grade)
-    grade.set_defaults(run=gradebook.run)
-
-    from .train import command as train_command
-
-    train = commands.add_parser("train", help="train a tiny Transformer on a toy task (reverse or sort digits)")
-    train_command.add_arguments(train)
-    train.set_defaults(run=train_command.run)
-    return parser
 
 
 def main(argv=None):

@@ -92,7 +92,19 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
     atol = default if atol is None else _tolerance(atol, "atol")
     rtol = default if rtol is None else _tolerance(rtol, "rtol")
 
-    # Check every name and shape before running anything.
+    wanted = _checked_gradients(tape, analytic)  # every name and shape, before running anything
+    result = gradients(output, grad, tape=tape, steps=True)
+    rows = _rows(tape, output, wanted, result, atol, rtol)
+    upstream = "ones (the default)" if grad is None else "given (grad)"
+    details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
+    inherits = _inherits_on_tape({name: node for name, node, _ in wanted})
+    return GradientReport(
+        rows, atol=atol, rtol=rtol, details=details, gradients=result, analytic=dict(analytic), inherits=inherits
+    )
+
+
+def _checked_gradients(tape, analytic):
+    """``[(name, node, array)]`` for each hand-derived gradient, once its name and shape are checked."""
     wanted = []
     for name, value in analytic.items():
         try:
@@ -108,8 +120,12 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
                 f"{_shape(node)}; a gradient has the shape of the value it belongs to"
             )
         wanted.append((name, node, array))
+    return wanted
 
-    result = gradients(output, grad, tape=tape, steps=True)
+
+def _rows(tape, output, wanted, result, atol, rtol):
+    """The rows, in backward order: later steps first; at one step, the node's own gradient before the
+    leaves its VJP completes; nodes no gradient reaches last."""
     names = tape.variable_names()
     recorded = {id(node) for node in tape.nodes}
     rows = []
@@ -122,18 +138,9 @@ def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
         formula, latex = _consumer_formula(tape, node, output, names)
         row = make_row(name, name, formula, latex, array, taped, atol=atol, rtol=rtol,
                        step=result.completed_at(node), note=note)  # fmt: skip
-        # Backward order: later steps first; at one step, the node's own gradient
-        # before the leaves its VJP completes; unreached nodes last.
         step = row.step if row.step is not None else -1
         rows.append(((-step, id(node) not in recorded, order), row))
-    rows = [row for _, row in sorted(rows, key=lambda pair: pair[0])]
-
-    upstream = "ones (the default)" if grad is None else "given (grad)"
-    details = [f"output: {_label(tape, output)}; upstream gradient: {upstream}"]
-    inherits = _inherits_on_tape({name: node for name, node, _ in wanted})
-    return GradientReport(
-        rows, atol=atol, rtol=rtol, details=details, gradients=result, analytic=dict(analytic), inherits=inherits
-    )
+    return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
 
 def _inherits_on_tape(named):

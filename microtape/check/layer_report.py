@@ -266,36 +266,51 @@ def layer_report(
     by_hand = layer.named_gradients(upstream, "analytic", links=_links(layer, chosen) or None)
 
     specs = _row_specs(layer)
-    wrong = _wrong_formulas(layer, chosen)
+    rows = _rows(specs, _wrong_formulas(layer, chosen), by_hand, taped, tolerance)
+    fd_text = _add_finite_differences(layer, upstream, rows, fd_samples, tolerance, seed) if fd_samples else None
+    labels = [f"{where}.{name}" if where else name for where, name in chosen]
+    details = _describe(layer, arguments, upstream_text)
+    if chosen:
+        details.append("TEACHING MODE - mistakes injected into the hand-derived route: " + ", ".join(labels))
+    title = f"{type(layer).__name__} backward check: hand-derived, sublayer by sublayer, against the tape"
+    routes = {"gradients": taped.reverse_pass, "analytic": dict(by_hand)}
+    return LayerReport(
+        rows, title=title, config=_config(layer, arguments, tolerance, seed, grad_output), grad_output=upstream,
+        mistakes=labels, atol=tolerance, rtol=tolerance, details=details, fd_text=fd_text,
+        inherits=inherits_from(computed_from(specs)), **routes,
+    )  # fmt: skip
+
+
+def _rows(specs, wrong, by_hand, taped, tolerance):
+    """One row per spec: the hand-derived gradient against the taped one (a mistake's formula where injected)."""
     rows = []
     for spec in specs:
-        formula, latex, note = spec.formula, spec.latex, ""
-        if spec.label in wrong:
-            formula, latex, note = wrong[spec.label]
+        formula, latex, note = wrong.get(spec.label, (spec.formula, spec.latex, ""))
         row = make_row(
             spec.label, spec.name, formula, latex, by_hand[spec.name], taped[spec.name], atol=tolerance, rtol=tolerance
         )
         row.step, row.note = taped.completed_at.get(spec.name), note
         rows.append(row)
+    return rows
 
-    fd_text = None
-    if fd_samples:
-        fd_tolerance = max(1e-6, 10 * tolerance)
-        point = LayerPoint(layer, upstream, [row.name for row in rows])
-        rng = np.random.default_rng(seed)
-        for row in rows:
-            add_finite_differences(row, point.sample(point.kind(row.name), row.name, fd_samples, rng), fd_tolerance)
-        fd_text = (
-            f"central, eps={EPS:g}, by the layer's forward on float64 numpy (forward_plain: no tape), at "
-            f"{fd_samples} random entries of every row (seed={seed}; a step is replaced, then only what follows "
-            f"re-runs); FD err = max|FD - taped|, must be <= {fd_tolerance:g} * (1 + max|taped|)"
-        )
 
-    labels = [f"{where}.{name}" if where else name for where, name in chosen]
-    details = _describe(layer, arguments, upstream_text)
-    if chosen:
-        details.append("TEACHING MODE - mistakes injected into the hand-derived route: " + ", ".join(labels))
-    config = {
+def _add_finite_differences(layer, upstream, rows, fd_samples, tolerance, seed):
+    """Estimate ``fd_samples`` entries of every row by finite differences; return how (the report's FD line)."""
+    fd_tolerance = max(1e-6, 10 * tolerance)
+    point = LayerPoint(layer, upstream, [row.name for row in rows])
+    rng = np.random.default_rng(seed)
+    for row in rows:
+        add_finite_differences(row, point.sample(point.kind(row.name), row.name, fd_samples, rng), fd_tolerance)
+    return (
+        f"central, eps={EPS:g}, by the layer's forward on float64 numpy (forward_plain: no tape), at "
+        f"{fd_samples} random entries of every row (seed={seed}; a step is replaced, then only what follows "
+        f"re-runs); FD err = max|FD - taped|, must be <= {fd_tolerance:g} * (1 + max|taped|)"
+    )
+
+
+def _config(layer, arguments, tolerance, seed, grad_output):
+    """The run's sizes and options, as plain data (the report's ``config``)."""
+    return {
         "layer": type(layer).__name__,
         "dtype": np.dtype(layer.dtype).name,
         "training": layer.training,
@@ -304,9 +319,3 @@ def layer_report(
         "seed": seed,
         "upstream": "given" if grad_output is not None else "standard normal",
     }
-    title = f"{type(layer).__name__} backward check: hand-derived, sublayer by sublayer, against the tape"
-    routes = {"gradients": taped.reverse_pass, "analytic": dict(by_hand)}
-    return LayerReport(
-        rows, title=title, config=config, grad_output=upstream, mistakes=labels, atol=tolerance, rtol=tolerance,
-        details=details, fd_text=fd_text, inherits=inherits_from(computed_from(specs)), **routes,
-    )  # fmt: skip

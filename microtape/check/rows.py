@@ -18,12 +18,12 @@ not an infinite relative error. ``max_rel_error`` is reported the same way:
 ``max |a − t| / max |t|``.
 """
 
-import html
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..nn.checks import gradient_array
+from .report_text import columns, report_html, report_text, text_table
 
 __all__ = [
     "Row",
@@ -174,14 +174,6 @@ def inherits_from(computed_from):
     return inherits
 
 
-def _shape_text(shape):
-    return "scalar" if shape == () else "[" + ", ".join(str(n) for n in shape) + "]"
-
-
-def _number(value, digits=3):
-    return "-" if value is None else f"{value:.{digits}e}"
-
-
 class GradientReport:
     """A list of checked gradients, in backward order.
 
@@ -270,96 +262,25 @@ class GradientReport:
             text += f" {', '.join(independent)} also fail{'s' if len(independent) == 1 else ''} on their own."
         return text
 
-    # -- text
+    # -- how it reads (microtape.check.report_text)
 
     def _columns(self):
-        columns = [
-            ("gradient", lambda r: r.label, "<"),
-            ("tape node", lambda r: r.name, "<"),
-            ("formula", lambda r: r.formula, "<"),
-            ("shape", lambda r: _shape_text(r.shape), "<"),
-            ("|analytic|", lambda r: f"{r.analytic_norm:.4g}", ">"),
-            ("|taped|", lambda r: f"{r.taped_norm:.4g}", ">"),
-            ("max abs err", lambda r: _number(r.max_abs_error), ">"),
-            ("max rel err", lambda r: _number(r.max_rel_error), ">"),
-        ]
-        if any(row.fd_entries for row in self.rows):
-            columns.append(("FD err", lambda r: _number(r.fd_error) if r.fd_entries else "-", ">"))
-        columns.append(("result", lambda r: "ok" if r.passed else "FAIL", "<"))
-        return columns
+        """The table's columns: ``(header, getter, alignment)``; a report may rename them."""
+        return columns(self)
 
     def table(self):
         """The rows as an aligned text table (no title or details)."""
-        columns = self._columns()
-        cells = [[getter(row) for _, getter, _ in columns] for row in self.rows]
-        widths = [max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)]
-
-        def line(values):
-            parts = [f"{v:{align}{w}}" for v, (_, _, align), w in zip(values, columns, widths, strict=True)]
-            return "  ".join(parts).rstrip()
-
-        lines = [line([header for header, _, _ in columns]), "  ".join("-" * w for w in widths)]
-        first = self.first_failing_row
-        for row, values in zip(self.rows, cells, strict=True):
-            text = line(values)
-            if row is first:
-                text += "   <-- first failure"
-            lines.append(text)
-        return "\n".join(lines)
+        return text_table(self)
 
     def __str__(self):
-        lines = [self.title]
-        lines += [f"  {detail}" for detail in self.details]
-        lines.append(f"  tolerance: {self.tolerance_text}")
-        if self.fd_text:
-            lines.append(f"  finite differences: {self.fd_text}")
-        lines += ["", self.table(), ""]
-        notes = [f"  {row.label}: {row.note}" for row in self.rows if row.note]
-        if notes:
-            lines += ["notes:", *notes, ""]
-        lines.append(("OK: " if self.ok else "FAILED: ") + self.verdict_text())
-        return "\n".join(lines)
+        return report_text(self)
+
+    def _repr_html_(self):
+        return report_html(self)
 
     def __repr__(self):
         verdict = "ok" if self.ok else f"first failure {self.first_failure}"
         return f"<{type(self).__name__}: {len(self.rows)} rows, {verdict}>"
-
-    # -- HTML (Jupyter)
-
-    def _repr_html_(self):
-        escape = html.escape
-        columns = self._columns()
-        header = "".join(f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns)
-        body = []
-        first = self.first_failing_row
-        for row in self.rows:
-            cells = []
-            for title, getter, align in columns:
-                if title == "formula":
-                    # The formula as text, readable with or without MathJax; its LaTeX is the tooltip.
-                    content = f"<code title='{escape(row.latex)}'>{escape(row.formula)}</code>"
-                else:
-                    content = escape(getter(row))
-                    if title == "result" and row is first:
-                        content += " &#9664; first failure"
-                cells.append(f"<td style='text-align:{_css_align(align)}'>{content}</td>")
-            style = "" if row.passed else " style='background:#f8d7da;color:#721c24;font-weight:bold'"
-            marker = " title='first failure: look here first'" if row is first else ""
-            body.append(f"<tr{style}{marker}>{''.join(cells)}</tr>")
-        color = "#155724" if self.ok else "#721c24"
-        details = "".join(f"<li>{escape(d)}</li>" for d in self.details)
-        details += f"<li>tolerance: {escape(self.tolerance_text)}</li>"
-        if self.fd_text:
-            details += f"<li>finite differences: {escape(self.fd_text)}</li>"
-        notes = "".join(f"<li><b>{escape(r.label)}</b>: {escape(r.note)}</li>" for r in self.rows if r.note)
-        notes_html = f"<p>Notes:</p><ul>{notes}</ul>" if notes else ""
-        return (
-            "<div class='microtape-report'>"
-            f"<p><b>{escape(self.title)}</b></p><ul>{details}</ul>"
-            "<table><thead><tr>" + header + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
-            f"{notes_html}<p style='color:{color};font-weight:bold'>{'OK' if self.ok else 'FAILED'}: "
-            f"{escape(self.verdict_text())}</p></div>"
-        )
 
     # -- plain data
 
@@ -376,10 +297,6 @@ class GradientReport:
             "finite_differences": self.fd_text,
             "rows": [row.to_dict() for row in self.rows],
         }
-
-
-def _css_align(align):
-    return "right" if align == ">" else "left"
 
 
 class ConfiguredReport(GradientReport):

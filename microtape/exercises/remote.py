@@ -185,14 +185,7 @@ def _rebuild(reply, arrays):
     """The student's return value from the child's reply: numbers as arrays, anything else a NotAnArray."""
     event = reply.get("event")
     if event == "raised":
-        type_name = str(reply.get("type", "Exception"))[:80]
-        text = str(reply.get("message", ""))[:400]
-        if type_name == "NotImplementedError":
-            raise NotImplementedError(text)
-        location = None
-        if isinstance(reply.get("lineno"), int):
-            location = (reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
-        raise StudentError(type_name, text, location)
+        _raise_as_student(reply)
     if event == "exited":
         raise NotChecked(f"your function {str(reply.get('how', 'exited'))[:200]} instead of returning")
     if event != "returned":
@@ -202,19 +195,7 @@ def _rebuild(reply, arrays):
         return None
     if kind == "too_many":
         return NotAnArray(f"{reply.get('count')} values")
-    values = []
-    for item in reply.get("items", []):
-        if not isinstance(item, dict):
-            raise NotChecked("the process sent a malformed reply")
-        if item.get("none"):
-            values.append(None)
-        elif "array" in item:
-            index = item["array"]
-            if not isinstance(index, int) or not 0 <= index < len(arrays):
-                raise NotChecked("the process sent a malformed reply")
-            values.append(arrays[index])
-        else:
-            values.append(NotAnArray(str(item.get("describe", "an object"))[:200]))
+    values = [_item(item, arrays) for item in reply.get("items", [])]
     if kind == "single" and len(values) == 1:
         return values[0]
     if kind == "tuple":
@@ -224,3 +205,29 @@ def _rebuild(reply, arrays):
     if kind == "dict" and isinstance(reply.get("keys"), list) and len(reply["keys"]) == len(values):
         return dict(zip([str(key) for key in reply["keys"]], values))
     raise NotChecked("the process sent a malformed reply")
+
+
+def _raise_as_student(reply):
+    """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub)."""
+    type_name = str(reply.get("type", "Exception"))[:80]
+    text = str(reply.get("message", ""))[:400]
+    if type_name == "NotImplementedError":
+        raise NotImplementedError(text)
+    location = None
+    if isinstance(reply.get("lineno"), int):
+        location = (reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
+    raise StudentError(type_name, text, location)
+
+
+def _item(item, arrays):
+    """One returned value from its description: None, the array it names, or a NotAnArray."""
+    if not isinstance(item, dict):
+        raise NotChecked("the process sent a malformed reply")
+    if item.get("none"):
+        return None
+    if "array" in item:
+        index = item["array"]
+        if not isinstance(index, int) or not 0 <= index < len(arrays):
+            raise NotChecked("the process sent a malformed reply")
+        return arrays[index]
+    return NotAnArray(str(item.get("describe", "an object"))[:200])

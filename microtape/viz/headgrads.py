@@ -38,8 +38,6 @@ def head_gradients(attn, *, batch=0, heads=None, title=None):
     Rows and columns are positions and features in order (ticks would crowd
     the small panels).
     """
-    import matplotlib
-
     if not hasattr(attn, "last_gradients"):
         raise TypeError(f"head_gradients(attn): expected a MultiHeadAttention, got {type(attn).__name__}")
     grads = attn.last_gradients
@@ -59,15 +57,31 @@ def head_gradients(attn, *, batch=0, heads=None, title=None):
     }
     hidden = masked_cells(attn, True, True, weights.shape)[batch]
     shown = {key: value[batch][chosen] for key, value in per_head.items()}
-    visible = ~hidden[chosen]
+    scale = _scales(shown, ~hidden[chosen])
+    fig = new_figure(figsize=(8.8, 0.6 + 1.75 * len(chosen)), layout="constrained")
+    _draw_panels(fig, shown, hidden, chosen, scale)
+    top_dp, top_qkv = scale["dP"][1], scale["dQ"][1]
+    text = title or (
+        f"each head's backward pass (batch {batch}): dQ, dK, dV on one scale, ±{fmt(top_qkv)}; dP ±{fmt(top_dp)}"
+    )
+    fig.suptitle(text, fontsize=10)
+    return fig
+
+
+def _scales(shown, visible):
+    """``{column: (low, high)}``: P from 0, dP symmetric, and dQ, dK, dV on one symmetric scale."""
     top_p = float(np.max(shown["P"][visible], initial=0.0)) or 1.0
     top_dp = float(np.max(np.abs(shown["dP"][visible]), initial=0.0)) or 1.0
     top_qkv = max(float(np.max(np.abs(shown[key]), initial=0.0)) for key in ("dQ", "dK", "dV")) or 1.0
-    scale = {"P": (0.0, top_p), "dP": (-top_dp, top_dp), **dict.fromkeys(("dQ", "dK", "dV"), (-top_qkv, top_qkv))}
+    return {"P": (0.0, top_p), "dP": (-top_dp, top_dp), **dict.fromkeys(("dQ", "dK", "dV"), (-top_qkv, top_qkv))}
+
+
+def _draw_panels(fig, shown, hidden, chosen, scale):
+    """One row of panels per head (masked cells grey in P and dP), and a colorbar per scale."""
+    import matplotlib
+
     blues = matplotlib.colormaps["Blues"].with_extremes(bad=MASK_GREY)
     diverging = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASK_GREY)
-
-    fig = new_figure(figsize=(8.8, 0.6 + 1.75 * len(chosen)), layout="constrained")
     axes = fig.subplots(len(chosen), len(COLUMNS), squeeze=False)
     images = {}
     for r, h in enumerate(chosen):
@@ -77,14 +91,8 @@ def head_gradients(attn, *, batch=0, heads=None, title=None):
             if key in ("P", "dP"):
                 data = np.ma.masked_array(data, mask=hidden[h])
             low, high = scale[key]
-            images[key] = ax.imshow(
-                data,
-                cmap=blues if key == "P" else diverging,
-                vmin=low,
-                vmax=high,
-                interpolation="nearest",
-                aspect="auto",
-            )
+            cmap = blues if key == "P" else diverging
+            images[key] = ax.imshow(data, cmap=cmap, vmin=low, vmax=high, interpolation="nearest", aspect="auto")
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
@@ -97,8 +105,3 @@ def head_gradients(attn, *, batch=0, heads=None, title=None):
         bar = fig.colorbar(images[key], ax=list(axes[:, columns].flat), shrink=0.8, pad=0.01, aspect=30)
         bar.set_label(label, fontsize=8)
         bar.ax.tick_params(labelsize=7)
-    text = title or (
-        f"each head's backward pass (batch {batch}): dQ, dK, dV on one scale, ±{fmt(top_qkv)}; dP ±{fmt(top_dp)}"
-    )
-    fig.suptitle(text, fontsize=10)
-    return fig

@@ -30,6 +30,7 @@ into several arrows (see :class:`microtape.viz.view.Junction`).
 import html
 from dataclasses import dataclass, field, replace
 
+from .render import graph_class
 from .text import visible
 
 __all__ = ["Shape", "Arrow", "Fork", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
@@ -135,58 +136,22 @@ class Picture:
     below: list = field(default_factory=list)  # (upper, lower) ids: lower is drawn below upper
 
 
-_GRAPH_CLASS = []
-
-
-def graph_class():
-    """``graphviz.Digraph`` that fits the width of a Jupyter cell (``.full_size()`` shows it at 100 %)."""
-    if _GRAPH_CLASS:
-        return _GRAPH_CLASS[0]
-    try:
-        import graphviz
-    except ImportError:  # pragma: no cover - graphviz is a dependency
-        raise ImportError(
-            "microtape.viz needs the 'graphviz' Python package: pip install graphviz "
-            "(and Graphviz's `dot` program to render it)"
-        ) from None
-    from .render import GraphvizNotFound, fit_svg, svg
-
-    class Graph(graphviz.Digraph):
-        """A ``graphviz.Digraph`` that shows itself scaled to the cell's width in Jupyter.
-
-        ``pinned`` graphs carry their positions (the frames of a backward pass)
-        and are drawn with ``neato -n2``; :func:`microtape.viz.render` knows.
-        """
-
-        fit = True
-        pinned = False
-
-        def copy(self):
-            copy = super().copy()
-            copy.fit, copy.pinned = self.fit, self.pinned
-            return copy
-
-        def full_size(self):
-            """The same graph, shown at its natural size in Jupyter (scroll to see it all)."""
-            copy = self.copy()
-            copy.fit = False
-            return copy
-
-        def _repr_mimebundle_(self, include=None, exclude=None, **_):
-            try:
-                text = svg(self)
-            except GraphvizNotFound as error:
-                return {"text/plain": str(error)}
-            if self.fit:
-                return {"text/html": fit_svg(text)}
-            return {"text/html": '<div style="overflow:auto">' + fit_svg(text, fit=False) + "</div>"}
-
-    _GRAPH_CLASS.append(Graph)
-    return Graph
-
-
 def to_digraph(picture, layout=None):
     """The ``graphviz.Digraph`` of ``picture``; with a ``layout``, every box at its pinned place."""
+    dot = _new_digraph(picture, layout)
+    bodies = _clusters(dot.__class__, picture.shapes, layout)
+    fork_of = _add_boxes(dot, bodies, picture, layout)
+    if layout is None:
+        _add_order_edges(dot, picture)
+    for path in sorted(bodies, key=lambda p: (-p.count("."), list(bodies).index(p))):
+        parent = path.rpartition(".")[0]
+        (bodies[parent] if parent else dot).subgraph(bodies[path])
+    _add_arrows(dot, picture, fork_of, layout)
+    return dot
+
+
+def _new_digraph(picture, layout):
+    """An empty digraph with the picture's direction, fonts, spacing and caption (pinned to ``layout`` if given)."""
     dot = graph_class()(name="microtape")
     dot.attr(
         rankdir=picture.rankdir,
@@ -209,13 +174,17 @@ def to_digraph(picture, layout=None):
         dot.attr(label=caption)
     if layout is not None:
         layout.pin_graph(dot)
-    bodies = _clusters(dot.__class__, picture.shapes, layout)
+    return dot
+
+
+def _add_boxes(dot, bodies, picture, layout):
+    """Every shape and fork point, in its cluster's body; returns ``{arrow index: the fork it leaves from}``."""
     for shape in picture.shapes:
         attrs = _shape_attrs(shape, picture.backward)
         if layout is not None:
             attrs.update(layout.node(shape.id))
         (bodies[shape.cluster] if shape.cluster else dot).node(shape.id, _label(shape), **attrs)
-    fork_of = {}  # arrow index -> the fork it leaves from
+    fork_of = {}
     for fork in picture.forks:
         fork_of.update(dict.fromkeys(fork.arrows, fork))
         attrs = {"shape": "point", "width": "0.05", "height": "0.05", "label": ""}
@@ -223,21 +192,26 @@ def to_digraph(picture, layout=None):
         if layout is not None:
             attrs.update(layout.node(fork.id))
         (bodies[fork.cluster] if fork.cluster else dot).node(fork.id, **attrs)
-    if layout is None:
-        for row in picture.orders:
-            # Invisible edges on one rank keep sibling computations in the order they were recorded.
-            keep = dot.__class__()
-            keep.attr(rank="same")
-            keep.attr("edge", style="invis")
-            for tail, head in zip(row, row[1:]):
-                keep.edge(tail, head)
-            dot.subgraph(keep)
-        for upper, lower in picture.below:
-            # Weight 0: only the rank is kept, the lower box stays close to where it is used.
-            dot.edge(upper, lower, style="invis", weight="0")
-    for path in sorted(bodies, key=lambda p: (-p.count("."), list(bodies).index(p))):
-        parent = path.rpartition(".")[0]
-        (bodies[parent] if parent else dot).subgraph(bodies[path])
+    return fork_of
+
+
+def _add_order_edges(dot, picture):
+    """The invisible edges that keep ``dot``'s ranks in recorded order (not needed when a layout pins them)."""
+    for row in picture.orders:
+        # Invisible edges on one rank keep sibling computations in the order they were recorded.
+        keep = dot.__class__()
+        keep.attr(rank="same")
+        keep.attr("edge", style="invis")
+        for tail, head in zip(row, row[1:]):
+            keep.edge(tail, head)
+        dot.subgraph(keep)
+    for upper, lower in picture.below:
+        # Weight 0: only the rank is kept, the lower box stays close to where it is used.
+        dot.edge(upper, lower, style="invis", weight="0")
+
+
+def _add_arrows(dot, picture, fork_of, layout):
+    """Every arrow; one that leaves a fork is drawn from the fork (the fork's line in with its first arrow)."""
     seen = {}
 
     def draw(arrow, **extra):
@@ -256,7 +230,6 @@ def to_digraph(picture, layout=None):
             draw(Arrow(fork.tail, fork.id, state=fork.state), **({} if picture.backward else {"arrowhead": "none"}))
         # From the fork on, the arrow has no head at the fork's end (backward: the line into the parameter has it).
         draw(replace(arrow, tail=fork.id), **({"dir": "none"} if picture.backward else {}))
-    return dot
 
 
 def _clusters(cls, shapes, layout):

@@ -11,13 +11,16 @@ only writes the DOT text). Without it, :func:`render` still saves the DOT
 source next to the requested file (``forward.dot``), then raises
 :class:`GraphvizNotFound` saying how to install Graphviz — never a stack trace
 from inside the graphviz package.
+
+Every graph microtape draws is a :func:`graph_class` digraph: in Jupyter it
+shows itself as SVG scaled to the cell's width (``.full_size()`` at 100 %).
 """
 
 import os
 import re
 from pathlib import Path
 
-__all__ = ["render", "svg", "fit_svg", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
+__all__ = ["render", "svg", "fit_svg", "graph_class", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
 
 FORMATS = ("svg", "png", "pdf", "dot", "json")
 
@@ -148,3 +151,52 @@ def fit_svg(text, fit=True):
         text,
         count=1,
     )
+
+
+_GRAPH_CLASS = []
+
+
+def graph_class():
+    """``graphviz.Digraph`` that fits the width of a Jupyter cell (``.full_size()`` shows it at 100 %)."""
+    if _GRAPH_CLASS:
+        return _GRAPH_CLASS[0]
+    try:
+        import graphviz
+    except ImportError:  # pragma: no cover - graphviz is a dependency
+        raise ImportError(
+            "microtape.viz needs the 'graphviz' Python package: pip install graphviz "
+            "(and Graphviz's `dot` program to render it)"
+        ) from None
+
+    class Graph(graphviz.Digraph):
+        """A ``graphviz.Digraph`` that shows itself scaled to the cell's width in Jupyter.
+
+        ``pinned`` graphs carry their positions (the frames of a backward pass)
+        and are drawn with ``neato -n2``; :func:`microtape.viz.render` knows.
+        """
+
+        fit = True
+        pinned = False
+
+        def copy(self):
+            copy = super().copy()
+            copy.fit, copy.pinned = self.fit, self.pinned
+            return copy
+
+        def full_size(self):
+            """The same graph, shown at its natural size in Jupyter (scroll to see it all)."""
+            copy = self.copy()
+            copy.fit = False
+            return copy
+
+        def _repr_mimebundle_(self, include=None, exclude=None, **_):
+            try:
+                text = svg(self)
+            except GraphvizNotFound as error:
+                return {"text/plain": str(error)}
+            if self.fit:
+                return {"text/html": fit_svg(text)}
+            return {"text/html": '<div style="overflow:auto">' + fit_svg(text, fit=False) + "</div>"}
+
+    _GRAPH_CLASS.append(Graph)
+    return Graph
