@@ -184,25 +184,20 @@ def attention_report(
         fd_text = _add_finite_differences(rows, point, dict(attn.named_parameters()), fd_samples, tolerance, seed)
 
     config = _config(attn, call, keep, tolerance, seed, grad_output)
-    details = [_describe(config, attn.last_mask), upstream_text]
-    if chosen:
-        details.append(
-            "TEACHING MODE - mistakes injected into the hand-derived route: "
-            + "; ".join(f"{name} ({MISTAKES[name].summary}; first shows at {MISTAKES[name].row})" for name in chosen)
-        )
+    details = [_describe(config, attn.last_mask), upstream_text] + _teaching_details(chosen)
     return AttentionReport(
-        rows,
-        config=config,
-        grad_output=upstream,
-        mistakes=chosen,
-        atol=tolerance,
-        rtol=tolerance,
-        details=details,
-        gradients=taped.reverse_pass,
-        analytic=dict(by_hand),
-        fd_text=fd_text,
+        rows, config=config, grad_output=upstream, mistakes=chosen, atol=tolerance, rtol=tolerance, details=details,
+        gradients=taped.reverse_pass, analytic=dict(by_hand), fd_text=fd_text,
         inherits=inherits_from(_computed_from(specs)),
-    )
+    )  # fmt: skip
+
+
+def _teaching_details(chosen):
+    """The report's line saying which mistakes were injected, and where each first shows (none: no line)."""
+    if not chosen:
+        return []
+    injected = "; ".join(f"{name} ({MISTAKES[name].summary}; first shows at {MISTAKES[name].row})" for name in chosen)
+    return [f"TEACHING MODE - mistakes injected into the hand-derived route: {injected}"]
 
 
 def _row(spec, taped, by_hand, chosen, tolerance):

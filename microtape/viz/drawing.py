@@ -123,7 +123,12 @@ def check_options(group, detail, max_nodes, rankdir, expand, width=None):
 
 
 def warn_if_collapsed(view, max_nodes, stacklevel):
-    """Say so when ``detail="auto"`` had to summarise a graph (``stacklevel`` points at the caller)."""
+    """Say so when ``detail="auto"`` had to summarise a graph.
+
+    ``stacklevel`` counts frames from the function calling this one (1), so
+    that the warning names the user's line: 3 from ``graph`` or
+    ``backward_frames``, called through :func:`takes_drawing_options`.
+    """
     if view.drawn_before is None:
         return
     warnings.warn(

@@ -63,7 +63,7 @@ def backward_frames(tape_or_output, output=None, *, grad=None, out_dir=None, for
         width=drawing.width,
         paint_options=drawing.paint_options,
     )
-    warn_if_collapsed(view, drawing.max_nodes, stacklevel=4)  # the caller, past the decorator
+    warn_if_collapsed(view, drawing.max_nodes, stacklevel=3)  # this function, the decorator, the caller
     if len(trace) == 0:
         raise ValueError("backward_frames: the output is a leaf, so the backward pass has no steps to show")
     stops = view.steps(trace)

@@ -94,7 +94,7 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     view, rankdir, measured = fitted_picture(
         program, drawing.view_options, trace, rankdir=drawing.rankdir, width=width, paint_options=drawing.paint_options
     )
-    warn_if_collapsed(view, drawing.max_nodes, stacklevel=4)  # the caller, past the decorator
+    warn_if_collapsed(view, drawing.max_nodes, stacklevel=3)  # this function, the decorator, the caller
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
