@@ -32,6 +32,7 @@ __all__ = [
     "attention_dropout_backward",
     "layernorm_backward",
     "logsumexp_vjp",
+    "logaddexp_vjp",
     "SOLUTIONS",
 ]
 
@@ -142,6 +143,13 @@ def logsumexp_vjp(g, ans, x):
     # y = log Σ exp(x): ∂y/∂x_j = exp(x_j) / Σ exp = exp(x_j − y), a softmax that
     # never overflows (y is at least the row's max). g has one entry per row.
     return (g[..., None] * np.exp(x - ans[..., None]),)
+
+
+def logaddexp_vjp(g, ans, a, b):
+    # y = log(e^a + e^b): ∂y/∂a = e^a / (e^a + e^b) = exp(a − y), and exp(b − y) for b —
+    # stable (y >= max(a, b)). b may be one row shared by all rows of a: sum its gradient back.
+    grad_b = g * np.exp(b - ans)
+    return g * np.exp(a - ans), grad_b.sum(axis=tuple(range(grad_b.ndim - np.ndim(b))))
 
 
 #: Every solution by exercise name.

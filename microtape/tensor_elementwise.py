@@ -12,13 +12,18 @@ import numbers
 import numpy as np
 
 from . import ops
+from .elementwise_methods import SharedElementwise
 from .tape import Node, record
 
 __all__ = ["ElementwiseMethods", "check_broadcast"]
 
 
-class ElementwiseMethods:
-    """Tensor methods that act entry by entry (mixed into :class:`~microtape.tensor.Tensor`)."""
+class ElementwiseMethods(SharedElementwise):
+    """Tensor methods that act entry by entry (mixed into :class:`~microtape.tensor.Tensor`).
+
+    Those a Scalar has too (sin, log1p, clip, logaddexp, …) are in
+    :mod:`~microtape.elementwise_methods`; these are the hooks they use.
+    """
 
     __slots__ = ()
 
@@ -30,8 +35,11 @@ class ElementwiseMethods:
                 f"Tensor.{what}(): {what} of {self.data[where]} at index {where} is undefined; expected {expected}"
             )
 
-    def _unary(self, op, name):
-        return record(op, (self,), name=name)
+    def _refuse_overflow(self, what, too_big):
+        pass  # an array overflows to inf, as numpy's does (a Python float would raise instead)
+
+    def _with(self, op, other, what, name):
+        return self._binary_named(op, other, what, name)
 
     # -- powers
 
@@ -63,19 +71,6 @@ class ElementwiseMethods:
             raise ValueError(f"Tensor ** {exponent}: a negative power of 0 is not a number (division by zero)")
         return record(ops.pow_, (self,), {"exponent": exponent}, name)
 
-    def square(self, name=None):
-        """``x * x`` as one op."""
-        return self._unary(ops.square, name)
-
-    def cbrt(self, name=None):
-        """The real cube root (negative for negative x); its slope is infinite at 0."""
-        return self._unary(ops.cbrt, name)
-
-    def reciprocal(self, name=None):
-        """``1 / x`` (entries must not be 0)."""
-        self._refuse(self.data == 0, "reciprocal", "entries other than 0")
-        return self._unary(ops.reciprocal, name)
-
     # -- roots, exponentials and logs
 
     def sqrt(self, name=None):
@@ -90,14 +85,6 @@ class ElementwiseMethods:
     def exp(self, name=None):
         return record(ops.exp, (self,), name=name)
 
-    def exp2(self, name=None):
-        """``2 ** x``."""
-        return self._unary(ops.exp2, name)
-
-    def expm1(self, name=None):
-        """``exp(x) - 1``, without losing the digits near 0 that the subtraction would lose."""
-        return self._unary(ops.expm1, name)
-
     def log(self, name=None):
         if np.any(self.data <= 0):
             where = tuple(int(i) for i in np.argwhere(self.data <= 0)[0])
@@ -106,56 +93,7 @@ class ElementwiseMethods:
             )
         return record(ops.log, (self,), name=name)
 
-    def log2(self, name=None):
-        self._refuse(self.data <= 0, "log2", "positive values")
-        return self._unary(ops.log2, name)
-
-    def log10(self, name=None):
-        self._refuse(self.data <= 0, "log10", "positive values")
-        return self._unary(ops.log10, name)
-
-    def log1p(self, name=None):
-        """``log(1 + x)``, accurate near 0 (entries must be > -1)."""
-        self._refuse(self.data <= -1, "log1p", "values > -1")
-        return self._unary(ops.log1p, name)
-
-    # -- trigonometry
-
-    def sin(self, name=None):
-        return self._unary(ops.sin, name)
-
-    def cos(self, name=None):
-        return self._unary(ops.cos, name)
-
-    def tan(self, name=None):
-        return self._unary(ops.tan, name)
-
-    def arcsin(self, name=None):
-        """The inverse sine (entries in [-1, 1]; the slope is infinite at ±1)."""
-        self._refuse(np.abs(self.data) > 1, "arcsin", "values in [-1, 1]")
-        return self._unary(ops.arcsin, name)
-
-    def arccos(self, name=None):
-        """The inverse cosine (entries in [-1, 1]; the slope is infinite at ±1)."""
-        self._refuse(np.abs(self.data) > 1, "arccos", "values in [-1, 1]")
-        return self._unary(ops.arccos, name)
-
-    def arctan(self, name=None):
-        return self._unary(ops.arctan, name)
-
-    def sinh(self, name=None):
-        return self._unary(ops.sinh, name)
-
-    def cosh(self, name=None):
-        return self._unary(ops.cosh, name)
-
-    def arctan2(self, other, name=None):
-        """The angle of the point (other, self), entry by entry: ``numpy.arctan2(self, other)``."""
-        return self._binary_named(ops.arctan2, other, "arctan2", name)
-
-    def logaddexp(self, other, name=None):
-        """``log(exp(self) + exp(other))`` without overflow (broadcasting)."""
-        return self._binary_named(ops.logaddexp, other, "logaddexp", name)
+    # -- activations and choices
 
     def tanh(self, name=None):
         return record(ops.tanh, (self,), name=name)
@@ -185,25 +123,6 @@ class ElementwiseMethods:
     def minimum(self, other, name=None):
         """The smaller of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
         return self._binary_named(ops.minimum, other, "minimum", name)
-
-    def clip(self, lower=None, upper=None, name=None):
-        """Entries below ``lower`` raised to it, above ``upper`` lowered to it (numbers; either may be None).
-
-        The gradient passes where ``lower <= x <= upper`` (the ends included, as
-        PyTorch's ``clamp``) and is 0 where the value was cut.
-        """
-        for what, bound in (("lower", lower), ("upper", upper)):
-            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
-                raise TypeError(
-                    f"Tensor.clip({what}={bound!r:.40}): expected a number or None "
-                    "(for a bound per entry use maximum/minimum)"
-                )
-        if lower is None and upper is None:
-            raise ValueError("Tensor.clip(): give lower, upper or both (both None would change nothing)")
-        if lower is not None and upper is not None and lower > upper:
-            raise ValueError(f"Tensor.clip(lower={lower}, upper={upper}): lower must not exceed upper")
-        bounds = {"lower": None if lower is None else float(lower), "upper": None if upper is None else float(upper)}
-        return record(ops.clip, (self,), bounds, name=name)
 
     def _binary_named(self, op, other, opname, name):
         other = self._lift(other, opname)

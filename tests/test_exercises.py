@@ -33,13 +33,20 @@ def test_the_lab_order_is_written_once():
     assert NAMES == list(ex.EXERCISES) == list(ex.ORDER) == from_modules
     assert NAMES[:3] == ["softmax_backward", "linear_backward", "tanh_layer_backward"]
     assert NAMES[-1] == "layernorm_backward" and ex.get(NAMES[-1]).stretch
-    assert NAMES[-2] == "logsumexp_vjp" and not ex.get("logsumexp_vjp").stretch
+    assert NAMES[-3:-1] == ["logsumexp_vjp", "logaddexp_vjp"]
+    assert not ex.get("logsumexp_vjp").stretch and not ex.get("logaddexp_vjp").stretch
     assert "layernorm_backward" not in ex.list_exercises(include_stretch=False)
     assert set(SOLUTIONS) == set(NAMES)
 
 
 def test_new_exercises_are_in_the_lab():
-    for name in ("attention_dropout_backward", "masked_attention", "tanh_layer_backward", "logsumexp_vjp"):
+    for name in (
+        "attention_dropout_backward",
+        "masked_attention",
+        "tanh_layer_backward",
+        "logsumexp_vjp",
+        "logaddexp_vjp",
+    ):
         assert name in NAMES
         exercise = ex.get(name)
         assert len(exercise.mistakes) >= 4 and exercise.visible and exercise.hidden
@@ -475,3 +482,30 @@ def test_the_op_exercise_registers_the_students_vjp_as_an_op():
     finally:
         OPS.pop("student_logsumexp", None)
         OPS.pop("careless_logsumexp", None)
+
+
+def test_the_logaddexp_exercise_registers_a_vjp_that_agrees_with_the_builtin_op():
+    """The derived VJP, registered with define: gradcheck passes, and it equals mt.logaddexp's (b broadcast)."""
+    import microtape as mt
+    from microtape.exercises.logaddexp_vjp import logaddexp_forward
+    from microtape.ops import OPS
+
+    op = mt.ops.define("student_logaddexp", forward=logaddexp_forward, vjp=SOLUTIONS["logaddexp_vjp"],
+                       formula=["{g} * exp({a} - y)", "{g} * exp({b} - y)"])  # fmt: skip
+    try:
+        a0, b0 = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]]), np.array([0.5, 0.5, -2.0])
+        assert mt.check.gradcheck(lambda s, t: op(s, t).sum(), a0, b0).ok
+        a, b = mt.Tensor(a0, requires_grad=True), mt.Tensor(b0, requires_grad=True)
+        mine, builtin = mt.gradients(op(a, b).sum()), mt.gradients(mt.logaddexp(a, b).sum())
+        np.testing.assert_allclose(mine[a], builtin[a], rtol=1e-14)
+        np.testing.assert_allclose(mine[b], builtin[b], rtol=1e-14)
+        # The known mistake of the exercise (b's gradient not summed back) fails gradcheck.
+        wrong = ex.get("logaddexp_vjp").mistake("b_not_summed").fn
+        careless = mt.ops.define(
+            "careless_logaddexp", forward=logaddexp_forward, formula=["{g}", "{g}"],
+            vjp=lambda g, ans, a, b: (SOLUTIONS["logaddexp_vjp"](g, ans, a, b)[0], wrong(g, ans, a, b)["grad_b"]),
+        )  # fmt: skip
+        assert not mt.check.gradcheck(lambda s, t: careless(s, t).sum(), a0, b0).ok
+    finally:
+        OPS.pop("student_logaddexp", None)
+        OPS.pop("careless_logaddexp", None)

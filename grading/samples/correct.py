@@ -77,3 +77,9 @@ def layernorm_backward(x, gamma, grad_y, eps):
 # %% logsumexp_vjp
 def logsumexp_vjp(g, ans, x):
     return (g[..., None] * np.exp(x - ans[..., None]),)
+
+
+# %% logaddexp_vjp
+def logaddexp_vjp(g, ans, a, b):
+    grad_b = g * np.exp(b - ans)
+    return g * np.exp(a - ans), grad_b.sum(axis=tuple(range(grad_b.ndim - np.ndim(b))))

@@ -41,3 +41,8 @@ def dropout_backward(grad_y, mask, p):
 # %% logsumexp_vjp
 def logsumexp_vjp(g, ans, x):
     return g * np.exp(x - ans)  # g lost its axis: numpy cannot broadcast [N] with [N, T]
+
+
+# %% logaddexp_vjp
+def logaddexp_vjp(g, ans, a, b):
+    return g * np.exp(a - ans), (g * np.exp(b - ans)).sum(axis=2)  # no axis 2

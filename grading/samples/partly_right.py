@@ -59,3 +59,9 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
 def logsumexp_vjp(g, ans, x):
     e = np.exp(x)  # not stabilised: rows of size ±1000 overflow
     return (g[..., None] * e / e.sum(axis=-1, keepdims=True),)
+
+
+# %% logaddexp_vjp
+def logaddexp_vjp(g, ans, a, b):
+    grad_b = g * np.exp(b - ans)
+    return g * np.exp(a - ans), grad_b  # b's gradient not summed back where b was broadcast

@@ -57,3 +57,8 @@ def layernorm_backward(x, gamma, grad_y, eps):
 # %% logsumexp_vjp
 def logsumexp_vjp(g, ans, x):
     return (g[..., None] * np.exp(x),)  # not divided by the sum
+
+
+# %% logaddexp_vjp
+def logaddexp_vjp(g, ans, a, b):
+    return g * np.exp(b - ans), g * np.exp(a - ans)  # swapped

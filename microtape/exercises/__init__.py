@@ -72,6 +72,7 @@ LAB = (
     "dropout",
     "attention_dropout",
     "op_vjp",
+    "logaddexp_vjp",
     "layernorm",
 )
 for _module in LAB:

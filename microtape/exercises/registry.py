@@ -62,6 +62,7 @@ KINDS = {
     "ignored_argument": "an argument ignored",
     "unstable_exp": "exp overflows (softmax not stabilised)",
     "global_max": "the global maximum subtracted, not each row's",
+    "broadcast_not_summed": "a broadcast input's gradient not summed back",
     "missing_keepdims": "keepdims missing",
     "wrong_scale": "1/d instead of 1/√d",
     # Found by the checker's generic comparisons (no exercise lists these):
