@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape import ops, tape
+from microtape import ops, reverse
 from microtape.nn import analytic, derivation, tiled
 
 PACKAGE = pathlib.Path(mt.__file__).parent
@@ -293,7 +293,7 @@ def test_a_transformer_layer_runs_one_reverse_pass(monkeypatch, kind):
     else:
         layer = mt.nn.TransformerDecoderLayer(8, 2, 16, seed=0)
         layer(x, rng.standard_normal((2, 3, 8)))
-    counter = _calls(monkeypatch, tape, "_reverse")
+    counter = _calls(monkeypatch, reverse, "_reverse")
     grads = layer.named_gradients(np.ones((2, 4, 8)), "tape")
     assert counter["calls"] == 1
     assert "self_attn.scaled_scores" in grads and "self_attn.x" in grads

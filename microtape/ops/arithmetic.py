@@ -1,15 +1,16 @@
 """Arithmetic: add, sub, mul, div, neg, scale, a constant added (a mask), dropout, maximum, minimum.
 
 Each op: its forward, its VJP (one gradient per input, summed back to the
-input's shape by :func:`~.broadcasting.unbroadcast`), its JVP, and one
-formula per input. The VJPs use only operators and :func:`unbroadcast`, so on
+input's shape by :func:`~.broadcasting.unbroadcast`; for add, sub, mul and
+div the elementwise derivative, wrapped by :func:`~.broadcasting.unbroadcasting`),
+its JVP, and one formula per input. The VJPs use only operators and :func:`unbroadcast`, so on
 Scalars and Tensors they record (``create_graph=True``); the JVPs add the
 tangents' contributions, one per input, from the same partial derivatives.
 """
 
 import numpy as np
 
-from .broadcasting import tangent_or_zeros, unbroadcast, unbroadcast_both
+from .broadcasting import tangent_or_zeros, unbroadcast, unbroadcasting
 from .core import primitive, value_of
 
 __all__ = ["add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum"]
@@ -34,13 +35,13 @@ def _sum_of(*terms):
 
 
 def _add_vjp(g, ans, a, b):
-    return unbroadcast_both(g, a, g, b)
+    return g, g
 
 
 add = primitive(
     "add",
     lambda a, b: a + b,
-    _add_vjp,
+    unbroadcasting(_add_vjp),
     ["{g}", "{g}"],
     [r"\bar a = \bar y", r"\bar b = \bar y"],
     jvp=_linear_jvp(lambda a, b: a + b),
@@ -48,13 +49,13 @@ add = primitive(
 
 
 def _sub_vjp(g, ans, a, b):
-    return unbroadcast_both(g, a, -g, b)
+    return g, -g
 
 
 sub = primitive(
     "sub",
     lambda a, b: a - b,
-    _sub_vjp,
+    unbroadcasting(_sub_vjp),
     ["{g}", "-{g}"],
     [r"\bar a = \bar y", r"\bar b = -\bar y"],
     jvp=_linear_jvp(lambda a, b: a - b),
@@ -62,7 +63,7 @@ sub = primitive(
 
 
 def _mul_vjp(g, ans, a, b):
-    return unbroadcast_both(g * b, a, g * a, b)
+    return g * b, g * a
 
 
 def _mul_jvp(tangents, ans, a, b):
@@ -73,7 +74,7 @@ def _mul_jvp(tangents, ans, a, b):
 mul = primitive(
     "mul",
     lambda a, b: a * b,
-    _mul_vjp,
+    unbroadcasting(_mul_vjp),
     ["{g} * {b}", "{g} * {a}"],
     [r"\bar a = \bar y\, b", r"\bar b = \bar y\, a"],
     jvp=_mul_jvp,
@@ -82,7 +83,7 @@ mul = primitive(
 
 def _div_vjp(g, ans, a, b):
     grad_a = g / b
-    return unbroadcast_both(grad_a, a, -grad_a * ans, b)
+    return grad_a, -grad_a * ans
 
 
 def _div_jvp(tangents, ans, a, b):
@@ -94,7 +95,7 @@ def _div_jvp(tangents, ans, a, b):
 div = primitive(
     "div",
     lambda a, b: a / b,
-    _div_vjp,
+    unbroadcasting(_div_vjp),
     ["{g} / {b}", "-{g} * {a} / {b}**2"],
     [r"\bar a = \bar y / b", r"\bar b = -\bar y\, a / b^2"],
     jvp=_div_jvp,

@@ -7,11 +7,13 @@ Python floats and — in a recorded reverse pass — on Scalars and Tensors
 (whose ``.sum`` records).
 """
 
+import functools
+
 import numpy as np
 
 from ..tape import Node
 
-__all__ = ["unbroadcast", "unbroadcast_both", "shape_of", "kept_shape", "tangent_or_zeros"]
+__all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros"]
 
 
 def shape_of(x):
@@ -57,6 +59,24 @@ def unbroadcast_both(grad_a, a, grad_b, b):
     if grad_a.__class__ is float and grad_b.__class__ is float:
         return grad_a, grad_b
     return unbroadcast(grad_a, a), unbroadcast(grad_b, b)
+
+
+def unbroadcasting(partials):
+    """The VJP of a broadcasting binary op from its elementwise one, ``partials(g, ans, a, b)``.
+
+    The VJP sums each of the two gradients back to its operand's shape. The
+    elementwise one stays reachable as ``vjp.for_floats``: Python floats never
+    broadcast, so the Scalar fast path (:attr:`.core.Op.float_vjp`) calls it
+    directly — one derivative, specialised once, when the op is registered.
+    """
+
+    @functools.wraps(partials)  # (its name and module: the op's family is the module of its VJP)
+    def vjp(g, ans, a, b):
+        grad_a, grad_b = partials(g, ans, a, b)
+        return unbroadcast_both(grad_a, a, grad_b, b)
+
+    vjp.for_floats = partials
+    return vjp
 
 
 def tangent_or_zeros(tangent, x):

@@ -73,6 +73,13 @@ class Op:
     # call with parameters — the tiled kernel always has its block size; without any, the
     # plain forward runs and the VJP recomputes.)
     forward_saving: Callable | None = None
+    # The VJP the Scalar fast path calls, set from ``vjp`` (so ``dataclasses.replace(op, vjp=...)``
+    # changes both): ``vjp`` itself, or the elementwise derivative inside a VJP made by
+    # :func:`.broadcasting.unbroadcasting` (floats never broadcast: nothing to sum back).
+    float_vjp: Callable = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "float_vjp", getattr(self.vjp, "for_floats", self.vjp))
 
     # -- what the op is, as data
 
