@@ -151,6 +151,11 @@ def array_function(func, args, kwargs):
     kwargs = {k: v for k, v in kwargs.items() if k not in _IGNORED.get(func, ())}
     if func is np.einsum:
         return ours(*args, **kwargs)
+    if func is np.where and len(args) + len(kwargs) == 1:
+        raise TypeError(
+            "numpy.where(condition) with one argument (the indices where it holds) is not supported on a "
+            "Tensor: the indices have no gradient; use np.nonzero(t.data)"
+        )
     try:
         given = inspect.signature(func).bind(*args, **kwargs).arguments
     except TypeError as error:
@@ -168,8 +173,9 @@ def array_function(func, args, kwargs):
     for key, value in rest:
         key = renames.get(key, key)
         if key not in accepted:
+            shown = f"<{type(value).__name__}>" if isinstance(value, (np.ndarray, Node)) else f"{value!r:.40}"
             raise TypeError(
-                f"{numpy_name(func)} on a Tensor: the argument {key}={value!r:.40} is not supported "
+                f"{numpy_name(func)} on a Tensor: the argument {key}={shown} is not supported "
                 f"(microtape's {ours.__name__} takes {', '.join(list(accepted)[1:])})"
             )
         call[key] = value

@@ -151,9 +151,9 @@ class ShapeMethods:
 
         A ``take`` with each index repeated, so an entry's gradient is the sum over its copies.
         """
+        if axis is not None and (isinstance(axis, tuple) or self.ndim == 0):
+            raise ValueError(f"Tensor.repeat(axis={axis!r}): give one integer axis (or None: the flattened tensor)")
         source = self.reshape(-1) if axis is None else self
-        if source.ndim == 0:
-            source = source.reshape(1)
         axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
         length = source.shape[axis]
         counts = np.asarray(repeats)

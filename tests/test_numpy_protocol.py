@@ -124,6 +124,8 @@ def test_comparisons_and_questions_stay_plain():
         (lambda t: np.copy(t), r"numpy\.copy is not supported.*drop the tape"),
         (lambda t: np.linalg.inv(t[:, :2]), r"numpy\.linalg\.inv is not supported"),
         (lambda t: np.sum(t, dtype=np.float32), r"numpy\.sum on a Tensor: the argument dtype=.* not supported"),
+        (lambda t: np.mean(t, where=t.data > 0), r"numpy\.mean on a Tensor: the argument where=<ndarray> is not"),
+        (lambda t: np.where(t), r"numpy\.where\(condition\) with one argument .* np\.nonzero\(t\.data\)"),
     ],
 )
 def test_unsupported_numpy_functions_are_refused_by_name(call, words):
