@@ -138,3 +138,12 @@ def test_an_integer_array_becomes_a_float_tensor_that_takes_a_gradient():
     assert t.dtype == np.float64
     np.sum(np.square(t)).backward()
     np.testing.assert_array_equal(t.grad, [2.0, 4.0, 6.0])
+
+
+def test_numpy_ufuncs_on_a_scalar_call_its_methods():
+    """numpy's object path calls the Scalar's method of the ufunc's name: np.sin(a) is a.sin(), recorded."""
+    a = mt.Scalar(0.5)
+    y = np.sin(a) * np.exp(a)
+    assert isinstance(y, mt.Scalar)
+    y.backward()
+    assert a.grad == pytest.approx(np.exp(0.5) * (np.cos(0.5) + np.sin(0.5)), rel=1e-15)

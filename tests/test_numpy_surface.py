@@ -320,3 +320,13 @@ def test_scalar_powers_either_way_round_and_two_input_functions():
 def test_scalar_refusals_name_the_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_where_on_scalars_takes_one_bool():
+    a, b = mt.Scalar(2.0), mt.Scalar(-1.0)
+    y = mt.where(a.data > 0, a * 3.0, b)
+    assert isinstance(y, mt.Scalar) and y.data == 6.0
+    y.backward()
+    assert a.grad == 3.0 and b.grad == 0.0
+    with pytest.raises(ValueError, match="one bool"):
+        mt.where(np.array([True, False]), a, b)

@@ -1,0 +1,98 @@
+"""Every registered op's forward against numpy, written independently here (looped over the registry).
+
+Each op's reference is the textbook formula in plain numpy — ``softmax`` as
+``exp(x) / sum(exp(x))``, ``logaddexp`` as ``log(exp(a) + exp(b))``,
+``prod``'s and ``norm``'s and ``einsum``'s by numpy's own functions — never
+the op's forward itself. ``test_every_op_has_a_numpy_reference`` fails for an
+op registered without one. The inputs are the hypothesis cases of
+``tests/strategies.py`` (broadcasting, 0-d, and empty arrays for the
+elementwise ops); on Python floats (the Scalar path) an elementwise op must
+give a float equal to the reference.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from strategies import OP_CASES
+
+from microtape.ops import GELU_C, GELU_K, OPS
+
+
+def _softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _at(shape, key, values):
+    out = np.zeros(shape)
+    np.add.at(out, key, values)
+    return out
+
+
+REFERENCE = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
+    "scale": lambda x, factor: x * factor, "add_constant": np.add, "dropout": np.multiply,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": lambda x, exponent: np.power(x, exponent),
+    "exp": np.exp, "log": np.log, "tanh": lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1),
+    "relu": lambda x: x * (x > 0), "sqrt": lambda x: x**0.5, "abs": np.abs,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1 + np.tanh(GELU_C * (x + GELU_K * x**3))),
+    "sin": np.sin, "cos": np.cos, "tan": lambda x: np.sin(x) / np.cos(x), "arcsin": np.arcsin,
+    "arccos": np.arccos, "arctan": np.arctan, "sinh": lambda x: (np.exp(x) - np.exp(-x)) / 2,
+    "cosh": lambda x: (np.exp(x) + np.exp(-x)) / 2, "log1p": lambda x: np.log(1 + x),
+    "expm1": lambda x: np.exp(x) - 1, "log2": lambda x: np.log(x) / np.log(2),
+    "log10": lambda x: np.log(x) / np.log(10),
+    "exp2": lambda x: 2.0**x, "cbrt": lambda x: np.sign(x) * np.abs(x) ** (1 / 3), "square": lambda x: x * x,
+    "reciprocal": lambda x: 1 / x, "logaddexp": lambda a, b: np.log(np.exp(a) + np.exp(b)),
+    "arctan2": np.arctan2, "power": np.power,
+    "clip": lambda x, lower, upper: np.clip(x, -np.inf if lower is None else lower, np.inf if upper is None else upper),
+    "where": lambda c, a, b: c * a + (1 - c) * b,
+    "sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+    "logsumexp": lambda x, axis, keepdims: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims)),
+    "cumsum": np.cumsum, "cumprod": np.cumprod,
+    "norm": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
+    "softmax": lambda x, axis: _softmax(x, axis), "log_softmax": lambda x, axis: np.log(_softmax(x, axis)),
+    "matmul": np.matmul, "einsum": lambda a, b, subscripts: np.einsum(subscripts, a, b),
+    "reshape": np.reshape, "transpose": np.transpose, "cast": lambda x, dtype: x.astype(dtype),
+    "broadcast_to": np.broadcast_to, "take": lambda x, indices, axis: np.take(x, indices, axis=axis),
+    "scatter_add": lambda x, shape, indices, axis: _at(shape, (slice(None),) * (axis % len(shape)) + (indices,), x),
+    "index": lambda x, key: x[key], "index_add": lambda x, shape, key: _at(shape, key, x),
+    "concatenate": lambda a, b, axis: np.concatenate([a, b], axis=axis),
+}  # fmt: skip
+
+# The ops a Scalar runs on Python floats (the math module's path): their families' modules.
+FLOAT_PATH = {
+    name for name, op in OPS.items()
+    if op.vjp.__module__.rsplit(".", 1)[-1] in {"arithmetic", "elementwise", "trig", "exp_log", "binary", "piecewise"}
+}  # fmt: skip
+
+# Checked against a reference elsewhere, with why.
+ELSEWHERE = {"tiled_attention": "tests/test_tiled.py: against plain attention, block by block and end to end"}
+
+
+def test_every_op_has_a_numpy_reference():
+    missing = sorted(set(OPS) - set(REFERENCE) - set(ELSEWHERE))
+    assert not missing, f"ops without a numpy reference in tests/test_ops_forward.py: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_forward_equals_the_numpy_reference(name):
+    op, reference = OPS[name], REFERENCE[name]
+
+    @settings(max_examples=15, deadline=None)
+    @given(case=OP_CASES[name])
+    def check(case):
+        inputs, params = case
+        got = op.forward(*inputs, **params)
+        with np.errstate(all="ignore"):
+            expected = reference(*inputs, **params)
+        assert np.shape(got) == np.shape(expected), f"{name} {params}"
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-13, err_msg=f"{name} {params}")
+        if name in FLOAT_PATH and all(np.size(x) for x in inputs):  # the Scalar path: the first entries as floats
+            floats = [float(np.ravel(x)[0]) for x in inputs]
+            got = op.forward(*floats, **params)
+            with np.errstate(all="ignore"):
+                expected = reference(*[np.array(f) for f in floats], **params)
+            assert isinstance(got, float) and got == pytest.approx(float(expected), rel=1e-14, abs=1e-15), name
+
+    check()
