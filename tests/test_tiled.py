@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from strategies import attention_mask
 
 import microtape as mt
-from microtape.nn import tiled
+from microtape.nn import tiled, tiled_kernel
 from microtape.nn.dropout_mask import DropoutMask
 
 EXACT = {"rtol": 1e-10, "atol": 1e-10}
@@ -164,13 +164,13 @@ def test_causal_tiles_above_the_diagonal_are_skipped_not_masked(monkeypatch):
     assert all(tile.cols.start >= tile.rows.stop for tile in schedule.skipped())
     assert str(schedule) == "8×8 scores in tiles of 2: 10 of 16 computed, 6 skipped (causal)"
     computed = []
-    original = tiled.score_tile
+    original = tiled_kernel.score_tile
 
     def counting(q, k, tile, *rest):
         computed.append(tile)
         return original(q, k, tile, *rest)
 
-    monkeypatch.setattr(tiled, "score_tile", counting)
+    monkeypatch.setattr(tiled_kernel, "score_tile", counting)
     attn = mt.nn.MultiHeadAttention(4, 2, causal=True, block_size=2, seed=0)
     x = np.random.default_rng(0).standard_normal((1, 8, 4))
     attn(x)
@@ -251,7 +251,8 @@ def test_backward_reads_the_saved_lse_and_never_reruns_the_forward(monkeypatch):
     assert node.data.base is None, "O is an array of its own (no log-sum-exp hidden behind it)"
     expected = attn.twin(None)
     expected(x)
-    monkeypatch.setattr(tiled, "tiled_forward", lambda *args, **kwargs: pytest.fail("the backward ran a forward"))
+    for module in (tiled, tiled_kernel):  # the op, and the kernel it calls
+        monkeypatch.setattr(module, "tiled_forward", lambda *args, **kwargs: pytest.fail("the backward ran a forward"))
     grads = attn.named_gradients(np.ones((2, 5, 8)))
     assert_gradients_agree(expected.named_gradients(np.ones((2, 5, 8))), grads, ["Q_heads", "K_heads", "x"], "")
 
