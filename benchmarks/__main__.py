@@ -357,8 +357,46 @@ def tiled(report, quick, torch_python):
     report.say(table(["mask", "impl", "block", "first step (traced)", "CPU, one step", "peak mem", "RSS growth"],
                      big_rows))  # fmt: skip
     report.say()
+    _tiled_sweep(report, results, big if quick else size, block, quick)
     _tiled_targets(report, results, blocks, block)
     return results
+
+
+#: The lengths of issue 24's sweep: the tiled path's peak memory must grow linearly in T.
+TILED_SWEEP = (2048, 4096, 8192, 16384)
+
+
+def _tiled_sweep(report, results, size, block, quick):
+    """Peak memory of ``tiled`` and ``numpy-tiled`` over T (one step each), in units of one ``T·E`` array."""
+    B, _, E, H = size
+    lengths = (256, 512, 1024) if quick else TILED_SWEEP
+    report.say(f"### Peak memory against T (B={B}, E={E}, H={H}, block {block}, float32, one step each)")
+    report.say()
+    report.say(
+        "Issue 24: the taped tiled path's peak should grow linearly in T (peak / T constant within 10 %) and "
+        "stay within 1.2× of the tape-free kernel (`numpy-tiled`). A unit is one float32 array of `T·E` numbers "
+        "(`x`, `Q`, a gradient of the output…)."
+    )
+    report.say()
+    rows = []
+    for T in lengths:
+        row = [T]
+        for impl in ("tiled", "numpy-tiled"):
+            spec = {"impl": impl, "B": B, "T": T, "E": E, "H": H, "dtype": "float32", "block_size": block}
+            spec.update(repeats=1, min_repeats=1, warmup=0, budget=0)
+            try:
+                r = run_worker("attention", spec, timeout=1800)
+            except WorkerFailed as error:
+                row += [f"failed: {error}", "—"]
+                continue
+            results[("sweep", impl, T)] = r
+            row += [megabytes(r["tracemalloc_peak"]), f"{r['tracemalloc_peak'] / (B * T * E * 4):.2f}"]
+        taped, kernel = results.get(("sweep", "tiled", T)), results.get(("sweep", "numpy-tiled", T))
+        row.append(f"{taped['tracemalloc_peak'] / kernel['tracemalloc_peak']:.2f}" if taped and kernel else "—")
+        rows.append(row)
+    report.say(table(["T", "tiled peak", "T·E units", "numpy-tiled peak", "T·E units", "tiled ×kernel"], rows))
+    report.say()
+    results["sweep_lengths"] = lengths
 
 
 def _tiled_targets(report, results, blocks, block):
@@ -391,6 +429,7 @@ def _tiled_targets(report, results, blocks, block):
         if numpy_causal:
             line += f"; ×{tiled_causal['time']['median'] / numpy_causal['time']['median']:.2f} causal numpy"
         lines.append(line)
+    lines += _sweep_targets(results)
     refused, ran = results.get(("big", "tape", False)), results.get(("big", "tiled", False))
     if refused and ran:
         line = f"- the big size: standard path {'refused' if 'refused' in refused else 'NOT refused'}; tiled "
@@ -399,7 +438,34 @@ def _tiled_targets(report, results, blocks, block):
         else:
             line += "did NOT run"
         lines.append(line)
-    report.targets("Targets (issue 15), against the numpy reference of the same run:", lines)
+    report.targets("Targets (issues 15 and 24), against the numpy reference of the same run:", lines)
+
+
+def _sweep_targets(results):
+    """Issue 24's two tiled-memory targets, from the sweep over T."""
+    lengths = results.get("sweep_lengths", ())
+    taped = [(T, results.get(("sweep", "tiled", T))) for T in lengths]
+    taped = [(T, r["tracemalloc_peak"] / T) for T, r in taped if r]
+    lines = []
+    if len(taped) > 1:
+        per_t = [value for _, value in taped]
+        spread_of = max(per_t) / min(per_t) - 1
+        lines.append(
+            f"- tiled peak / T over T = {', '.join(str(T) for T, _ in taped)}: varies by {spread_of:.1%} "
+            f"({'met' if spread_of <= 0.10 else 'NOT met'}: linear in T, within 10 %)"
+        )
+    ratios = [
+        results[("sweep", "tiled", T)]["tracemalloc_peak"] / results[("sweep", "numpy-tiled", T)]["tracemalloc_peak"]
+        for T in lengths
+        if ("sweep", "tiled", T) in results and ("sweep", "numpy-tiled", T) in results
+    ]
+    if ratios:
+        worst = max(ratios)
+        lines.append(
+            f"- tiled peak ×{min(ratios):.2f}–×{worst:.2f} the tape-free kernel's "
+            f"({'met' if worst <= 1.2 else 'NOT met'}: ≤1.2)"
+        )
+    return lines
 
 
 # ---------------------------------------------------------------- scalar
