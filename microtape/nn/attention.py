@@ -54,6 +54,7 @@ from ..tape import Tape, gradients
 from ..tensor import Tensor
 from . import analytic, attention_call, tiled
 from .attention_chain import attention_chain, attention_core, step_names
+from .attention_gradients import backward_order, gradient_per_input, named_tape_gradients
 from .attention_readout import AttentionReadouts
 from .checks import (
     block_size_or_none,
@@ -314,36 +315,14 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         return analytic.attention_backward(grad_output, self.analytic_cache(), self._last.self_attention, links)
 
     def _input_gradients(self, grads):
-        return _gradient_per_input(self._last, grads)
+        return gradient_per_input(self._last, grads)
 
     def _returned_input(self):
         return "x" if self._last.self_attention else "query"
 
     def _named_tape_gradients(self, result):
-        """The reverse pass's gradients under the analytic route's names, with the step completing each.
-
-        ``result`` is the reverse pass of this layer's tape or of a larger one
-        that recorded this layer's last forward (a Transformer layer's: its one
-        pass serves its attention's rows too); indices are on ``result.tape``.
-        """
-        last = self._last
-        index_of = {node: i for i, node in enumerate(result.tape.nodes)}
-        grads = NamedGradients(reverse_pass=result)
-        for name, node in last.nodes.items():
-            grads[name], grads.completed_at[name] = result[node], index_of[node]
-        for name, tensor in self.named_parameters():
-            grads[name], grads.completed_at[name] = result[tensor], result.completed_at(tensor)
-        for role, product in last.products.items():
-            # What this role's projection sent back: dk and dv stay apart even
-            # when key and value are one node.
-            index = index_of[product]
-            grads[role], grads.completed_at[role] = result.step_at(index).grad_inputs[0], index
-        if last.self_attention:
-            # What the three projections sent to x, summed in the order the pass adds them (v, k, then q);
-            # not result[x], which in a larger computation also holds x's other uses (a residual).
-            grads["x"] = grads["value"] + grads["key"] + grads["query"]
-            grads.completed_at["x"] = grads.completed_at["query"]
-        return grads
+        """The reverse pass ``result`` under the analytic route's names (see :mod:`.attention_gradients`)."""
+        return named_tape_gradients(self, result)
 
     def _check_finite_gradients(self, grads, method):
         """Refuse a backward whose gradients overflowed, naming the first step (in backward order).
@@ -355,7 +334,7 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         if all(np.isfinite(grads[name]).all() for name in ends):
             return
         where = f"MultiHeadAttention.backward(method={method!r})"
-        error = gradient_overflow_error(grads, _backward_order(self.gradient_names()), where, self.dtype)
+        error = gradient_overflow_error(grads, backward_order(self.gradient_names()), where, self.dtype)
         if error is not None:
             raise error
 
@@ -379,26 +358,3 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         from .attention_torch import attention_to_torch
 
         return attention_to_torch(self)
-
-
-def _backward_order(names):
-    """Gradient names from the output back to the inputs (the order the pass completes them)."""
-    forward = {name: i for i, name in enumerate(step_names())}
-    steps = sorted((n for n in names if n in forward), key=lambda n: -forward[n])
-    return steps + [n for n in names if n not in forward]
-
-
-def _gradient_per_input(last, grads):
-    """``[(input node, gradient)]``, each node once: the sum over the roles it played (key and value, say).
-
-    Self-attention's one input gets ``x``, what all three projections sent back.
-    """
-    if last.self_attention:
-        return [(last.inputs["query"], grads["x"])]
-    totals = {}  # id(node) -> [node, the sum of its roles' gradients, in role order]
-    for role, node in last.inputs.items():
-        if id(node) in totals:
-            totals[id(node)][1] = totals[id(node)][1] + grads[role]
-        else:
-            totals[id(node)] = [node, grads[role]]
-    return [tuple(pair) for pair in totals.values()]
