@@ -159,11 +159,13 @@ def test_the_real_command_line_exits_non_zero_on_sys_exit_0(tmp_path):
 
 def test_a_function_that_never_returns_is_stopped_by_the_time_limit(tmp_path, capsys):
     path = _write(tmp_path, "def softmax_backward(p, grad_p):\n    while True:\n        pass\n" + RIGHT_DROPOUT)
+    # 3 s, not 1: the budget also covers the dropout trials after the restart, which on a
+    # loaded 2-core machine can take more than a second in all (a flaky failure, seen once).
     started = time.monotonic()
-    assert _run("check", str(path), "--timeout", "1") == 3
-    assert time.monotonic() - started < 15
+    assert _run("check", str(path), "--timeout", "3") == 3
+    assert time.monotonic() - started < 20
     out = capsys.readouterr().out
-    assert "did not return within 1 s" in out
+    assert "did not return within 3 s" in out
     assert "✓ dropout_backward" in out  # checked after the loop was stopped
 
 

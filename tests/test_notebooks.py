@@ -97,3 +97,20 @@ def test_notebook_runs_light_and_readable(path, tmp_path):
                     f"{path.name} cell {k}: the smallest text of a graph is {smallest:.1f} px at "
                     f"{NOTEBOOK_WIDTH} px wide (at least {READABLE_PX})"
                 )
+
+
+STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[1] / "grading" / "source").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+def test_notebook_is_stored_valid_and_without_outputs(path):
+    # Read as stored, not upgraded: nbformat.read would add missing cell ids
+    # silently, and a notebook without them warns in every tool that opens it.
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    missing = [k for k, cell in enumerate(stored["cells"]) if "id" not in cell]
+    assert not missing, f"{path.name}: cells {missing} have no id (nbformat >= 4.5 wants one on every cell)"
+    nbformat.validate(stored)  # after the id check: validate also adds missing ids, silently
+    ids = [cell["id"] for cell in stored["cells"]]
+    assert len(set(ids)) == len(ids), f"{path.name}: two cells share an id"
+    ran = [k for k, cell in enumerate(stored["cells"]) if cell.get("outputs") or cell.get("execution_count")]
+    assert not ran, f"{path.name}: cells {ran} are stored with outputs (the notebooks are committed clean)"
