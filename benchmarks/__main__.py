@@ -256,6 +256,51 @@ def _attention_summary(report, results, sizes, impls, dtypes):
                     f"({'met' if memory <= 1.25 else 'NOT met'}: ≤1.25)"
                 )
     report.targets("Targets (issue 7), against the hand-written numpy of the same run:", checks)
+    _page_faults(report, results, sizes)
+
+
+#: The seed path's targets (issue 24), by size: the time ratio to numpy each must stay under.
+SEED_TARGETS = {(8, 128, 256, 8): 1.05, (4, 512, 512, 8): 1.05, (1, 2048, 256, 4): 1.10}
+
+
+def _page_faults(report, results, sizes):
+    """CPU time apart: the user part and the page faults of numpy and the tape (float32), and issue 24's targets."""
+    rows, checks = [], []
+    for size in sizes:
+        base, tape = results.get(("float32", size, "numpy")), results.get(("float32", size, "tape"))
+        if not (base and tape and "user" in base and "user" in tape):
+            continue
+        label = _label(*size)
+        for impl, r in (("numpy", base), ("tape", tape)):
+            cpu, user = r["time"]["median"], r["user"]["median"]
+            rows.append([label, impl, seconds(cpu), seconds(user), f"{r['faults']['median']:,.0f}"])
+        by_cpu = tape["time"]["median"] / base["time"]["median"]
+        by_user = tape["user"]["median"] / base["user"]["median"]
+        rows[-1] += [f"{by_cpu:.2f}", f"{by_user:.2f}"]
+        rows[-2] += ["", ""]
+        if size in SEED_TARGETS:
+            limit = SEED_TARGETS[size]
+            checks.append(
+                f"- tape, float32, {label}: ×{by_cpu:.2f} numpy by CPU time, ×{by_user:.2f} by user time "
+                f"({'met' if by_user <= limit else 'NOT met'}: ≤{limit:.2f}, user time: the arithmetic, "
+                "without the allocator's page faults)"
+            )
+    if not rows:
+        return
+    report.say("### CPU time apart: user time and page faults (float32)")
+    report.say()
+    report.say(
+        "The CPU time above includes the kernel's time for minor page faults. The numpy reference frees its "
+        "score-sized temporaries every step, glibc gives them back to the kernel, and the next step faults them "
+        "in again; the tape keeps its arrays until the next forward and reuses them. User time leaves that out: "
+        "it is the measure the independent harness (wall time of a reference that works more in place) agrees with."
+    )
+    report.say()
+    headers = ["size", "impl", "CPU median", "user median", "minor faults / step", "tape ×numpy (CPU)",
+               "tape ×numpy (user)"]  # fmt: skip
+    report.say(table(headers, rows))
+    report.say()
+    report.targets("Targets (issue 24, the seed path through the project's harness), float32:", checks)
 
 
 # ---------------------------------------------------------------- tiled

@@ -171,6 +171,8 @@ def worker(spec):
         **described,
         "time": summary(times["cpu"]),
         "wall": summary(times["wall"]),
+        "user": summary(times["user"]),
+        "faults": summary(times["faults"]),
         "first_step": first,
         "tracemalloc_peak": None if impl.startswith("torch") else peak,
         "rss_growth": rss_growth,
