@@ -75,8 +75,9 @@ from .joining import concatenate, pad, split, stack
 # Every built-in op is registered now, the tiled attention kernel's included,
 # so the set of ops never depends on which subpackage was imported first.
 from .nn import tiled as _tiled  # noqa: F401  (imported for its registration)
+from .reverse import gradients
 from .scalar import Scalar
-from .tape import Tape, gradients, module_scope
+from .tape import Tape, module_scope
 from .tensor import Tensor
 
 # fmt: off

@@ -22,8 +22,9 @@ import numbers
 
 import numpy as np
 
+from .reverse import gradients
 from .scalar import Scalar
-from .tape import Node, Tape, gradients, paused
+from .tape import Node, Tape, paused
 from .tensor import Tensor
 
 __all__ = ["hvp", "hessian", "leaf_from", "MAX_HESSIAN_ENTRIES"]

@@ -17,7 +17,7 @@ non-finite gradient (``sqrt``'s slope at 0, ``arcsin``'s at ±1)::
 
 import numpy as np
 
-from .tape import gradients
+from .reverse import gradients
 
 __all__ = ["first_nonfinite_value", "first_nonfinite_gradient"]
 

@@ -114,10 +114,13 @@ def _plain(value):
 
 
 def numpy_name(func):
-    """``numpy.sum``, ``numpy.linalg.norm``: how a student wrote the call."""
-    module = getattr(func, "__module__", "numpy") or "numpy"
-    prefix = "numpy.linalg" if module.startswith("numpy.linalg") else "numpy"
-    return f"{prefix}.{func.__name__}"
+    """``numpy.sum``, ``numpy.linalg.norm``, ``numpy.fft.fft``: how a student wrote the call."""
+    module = getattr(func, "__module__", None) or "numpy"
+    if not module.startswith("numpy"):
+        module = "numpy"
+    # numpy defines many functions in private modules (numpy._core...): name the public one.
+    public = ".".join(part for part in module.split(".") if not part.startswith("_"))
+    return f"{public}.{func.__name__}"
 
 
 def array_ufunc(ufunc, method, inputs, kwargs):

@@ -10,7 +10,7 @@ import pytest
 
 import microtape as mt
 from microtape.check import gradcheck
-from microtape.numpy_protocol import FUNCTIONS, UFUNCS
+from microtape.numpy_protocol import FUNCTIONS, UFUNCS, numpy_name
 
 RNG = np.random.default_rng(13)
 X = RNG.uniform(0.5, 0.9, (2, 3))
@@ -149,3 +149,12 @@ def test_numpy_ufuncs_on_a_scalar_call_its_methods():
     assert isinstance(y, mt.Scalar)
     y.backward()
     assert a.grad == pytest.approx(np.exp(0.5) * (np.cos(0.5) + np.sin(0.5)), rel=1e-15)
+
+
+def test_an_unsupported_function_of_a_numpy_submodule_is_named_in_full():
+    # np.fft.fft was once named "numpy.fft" (the module's last part mistaken for the function).
+    t = mt.Tensor(np.arange(4.0), requires_grad=True)
+    with pytest.raises(TypeError, match=r"numpy\.fft\.fft is not supported"):
+        np.fft.fft(t)
+    assert numpy_name(np.linalg.norm) == "numpy.linalg.norm"
+    assert numpy_name(np.sum) == "numpy.sum"

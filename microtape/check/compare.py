@@ -26,7 +26,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..tape import Node, Tape, gradients
+from ..reverse import gradients
+from ..tape import Node, Tape
 from .rows import GradientReport, default_tolerance, make_row
 
 __all__ = ["compare", "NameNotOnTape"]

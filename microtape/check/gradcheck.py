@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..nonfinite import first_nonfinite_gradient, first_nonfinite_value
+from ..reverse import gradients
 from ..scalar import Scalar
-from ..tape import Node, Tape, gradients
+from ..tape import Node, Tape
 from ..tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]

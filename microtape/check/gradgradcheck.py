@@ -21,8 +21,9 @@ of ``s``, entry by entry. (PyTorch's ``gradgradcheck`` does the same.)
 
 import numpy as np
 
+from ..reverse import gradients
 from ..scalar import Scalar
-from ..tape import Node, gradients
+from ..tape import Node
 from ..tensor import Tensor
 from .gradcheck import _as_float64_array, _wrap, gradcheck
 

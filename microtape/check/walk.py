@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..nn.attention import MultiHeadAttention
-from ..tape import Tape, derivative_labels, gradients
+from ..reverse import derivative_labels, gradients
+from ..tape import Tape
 from .compare import compare
 from .report import attention_report
 from .rows import GradientReport

@@ -18,7 +18,8 @@ from ..nn import analytic, derivation
 from ..nn.attention_chain import attention_core
 from ..nn.attention_links import score_scale
 from ..plain import Plain
-from ..tape import Tape, gradients
+from ..reverse import gradients
+from ..tape import Tape
 from ..tensor import Tensor
 from . import trials
 from .registry import Mistake, Output

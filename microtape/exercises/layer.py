@@ -20,7 +20,8 @@ the exercise checker and lined up row by row against the tape::
 
 import numpy as np
 
-from ..tape import Tape, gradients
+from ..reverse import gradients
+from ..tape import Tape
 from ..tensor import Tensor
 from .registry import Mistake, Output, register_lab_exercise
 

@@ -14,7 +14,8 @@ student's VJP with ``mt.ops.define`` and runs ``mt.check.gradcheck`` on it.
 
 import numpy as np
 
-from ..tape import Tape, gradients
+from ..reverse import gradients
+from ..tape import Tape
 from ..tensor import Tensor
 from . import trials
 from .registry import Mistake, Output, register_lab_exercise

@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..tape import Tape, gradients
+from ..reverse import gradients
+from ..tape import Tape
 from ..tensor import Tensor
 from . import analytic, attention_call, tiled
 from .attention_chain import attention_chain, attention_core, step_names

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..tape import Tape, gradients
+from ..reverse import gradients
+from ..tape import Tape
 from ..tensor import Tensor
 from .checks import input_array, overflow_error
 

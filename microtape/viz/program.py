@@ -30,7 +30,8 @@ import contextvars
 
 import numpy as np
 
-from ..tape import Node, Tape, gradients
+from ..reverse import gradients
+from ..tape import Node, Tape
 from .text import fmt, peak
 
 __all__ = ["Program", "BackwardTrace", "collect", "trace_backward", "leaf_kind", "parameter_set"]
