@@ -21,6 +21,11 @@ import numpy as np
 __all__ = ["check_user_forward", "check_user_vjp", "vjp_arity_problem", "check_seed", "sum_into_grad", "gradient_like"]
 
 
+def _as_number(value):
+    """A 0-d array as the number it holds (a user's op may return either); anything else as it is."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
 def check_user_forward(op, inputs, data):
     """A user-defined forward must return a real number (Scalars) or a real array (Tensors).
 
@@ -29,7 +34,7 @@ def check_user_forward(op, inputs, data):
     sees it. Integers are taken as floats: on Tensors in the inputs' dtype.
     """
     if inputs[0].data.__class__ is float:
-        number = data[()] if isinstance(data, np.ndarray) and data.ndim == 0 else data
+        number = _as_number(data)
         if not _is_real_number(number):
             raise TypeError(
                 f"op {op.name!r}: its forward returned {_what_it_is(data)}; on Scalars a forward must "
@@ -91,7 +96,7 @@ def _user_gradient(op, name, x, gx):
         return None
     where = f"op {op.name!r}: its vjp returned {_what_it_is(gx)} as the gradient of input {name!r}"
     if x.data.__class__ is float:
-        number = gx[()] if isinstance(gx, np.ndarray) and gx.ndim == 0 else gx
+        number = _as_number(gx)
         if not _is_real_number(number):
             raise TypeError(f"{where}; for a Scalar input it must be a real number")
         return float(number)
@@ -148,7 +153,7 @@ def check_seed(root, grad, caller="gradients"):
     if data.__class__ is float:
         if grad is None:
             return 1.0
-        number = grad[()] if isinstance(grad, np.ndarray) and grad.ndim == 0 else grad
+        number = _as_number(grad)
         if not _is_real_number(number):
             raise TypeError(f"{caller}(grad=...): expected a real number for a Scalar output, got {_what_it_is(grad)}")
         if not np.isfinite(number):

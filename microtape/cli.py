@@ -68,6 +68,7 @@ def _demo(args):
 
 def _graph(args):
     from .viz.demo import render_graph
+    from .viz.fit import NOTEBOOK_WIDTH
     from .viz.render import GraphvizNotFound
 
     _check_seq_size(args.seq, "graph")
@@ -78,7 +79,7 @@ def _graph(args):
             step=args.step,
             detail=args.detail,
             expand=args.expand,
-            width=None if args.every_op else 900,
+            width=None if args.every_op else NOTEBOOK_WIDTH,
             seq=args.seq,
         )
     except GraphvizNotFound as error:

@@ -159,12 +159,13 @@ def array_function(func, args, kwargs):
             "numpy.where(condition) with one argument (the indices where it holds) is not supported on a "
             "Tensor: the indices have no gradient; use np.nonzero(t.data)"
         )
+    signature = inspect.signature(func)
     try:
-        given = inspect.signature(func).bind(*args, **kwargs).arguments
+        given = signature.bind(*args, **kwargs).arguments
     except TypeError as error:
         raise TypeError(f"{numpy_name(func)}: {error}") from None
     accepted = inspect.signature(ours).parameters
-    parameters = inspect.signature(func).parameters
+    parameters = signature.parameters
     first, *rest = given.items()
     # numpy's **kwargs (np.pad's constant_values) arrive as one dict: spread it.
     rest = [

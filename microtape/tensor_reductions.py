@@ -42,8 +42,7 @@ class ReductionMethods:
         return bool(keepdims)
 
     def _check_not_empty(self, axis, what):
-        reduced = self.size if axis is None else np.prod([self.shape[a] for a in np.atleast_1d(axis)])
-        if reduced == 0:
+        if self._reduced_count(axis) == 0:
             raise ValueError(f"Tensor.{what}(axis={axis!r}): nothing to reduce (shape {self.shape} is empty there)")
 
     def sum(self, axis=None, keepdims=False, name=None):

@@ -174,11 +174,13 @@ def _taped(fn, arrays, scalars, rng, not_finite):
     with np.errstate(all="ignore"):
         found = gradients(output, seed_grad) if output.requires_grad else {}
     taped = [np.asarray(found[w], np.float64) if w in found else np.zeros(np.shape(a)) for a, w in zip(arrays, wrapped)]
+    gradient_not_finite = False
     for position, grad in enumerate(taped):
         if not np.isfinite(grad).all():
             index, bad = _where(grad)
             not_finite.append(f"the taped gradient of input {position} is {bad} at index {index}")
-    if any("taped gradient" in text for text in not_finite) and output.requires_grad:
+            gradient_not_finite = True
+    if gradient_not_finite:  # (never without a taped pass: zeros stand in for the gradients then)
         not_finite.append(first_nonfinite_gradient(tape, output, seed_grad) or "(the seed itself was not finite)")
     return upstream, taped
 

@@ -286,11 +286,20 @@ def _rows(specs, wrong, by_hand, taped, tolerance):
     rows = []
     for spec in specs:
         formula, latex, note = wrong.get(spec.label, (spec.formula, spec.latex, ""))
-        row = make_row(
-            spec.label, spec.name, formula, latex, by_hand[spec.name], taped[spec.name], atol=tolerance, rtol=tolerance
+        rows.append(
+            make_row(
+                spec.label,
+                spec.name,
+                formula,
+                latex,
+                by_hand[spec.name],
+                taped[spec.name],
+                atol=tolerance,
+                rtol=tolerance,
+                step=taped.completed_at.get(spec.name),
+                note=note,
+            )
         )
-        row.step, row.note = taped.completed_at.get(spec.name), note
-        rows.append(row)
     return rows
 
 

@@ -209,9 +209,18 @@ def _row(spec, taped, by_hand, chosen, tolerance):
         if wrong is not None:
             formula, latex = wrong
             note = f"injected mistake {mistake_name!r}: {MISTAKES[mistake_name].why}"
-    row = make_row(label, name, formula, latex, by_hand[name], taped[name], atol=tolerance, rtol=tolerance)
-    row.step, row.note = taped.completed_at.get(name), note
-    return row
+    return make_row(
+        label,
+        name,
+        formula,
+        latex,
+        by_hand[name],
+        taped[name],
+        atol=tolerance,
+        rtol=tolerance,
+        step=taped.completed_at.get(name),
+        note=note,
+    )
 
 
 def _intermediates(tape, specs):

@@ -35,13 +35,13 @@ first tile where it matters. The report runs on copies of the layer
 (``attn.twin``), so ``attn`` itself is left exactly as it was.
 """
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..nn import derivation, tiled
 from ..nn.attention import MultiHeadAttention
+from ..nn.checks import positive_int
 from .options import ReportOptions, call_config
 from .rows import ConfiguredReport, inherits_from, make_row, upstream_gradient
 from .tile_walk import TileWalk
@@ -147,15 +147,15 @@ def _parse(attn, block_size, mistakes, tolerance, seed):
                 "tiled_report: attn runs the standard chain (block_size=None); give block_size=16 "
                 "or make the layer with MultiHeadAttention(..., block_size=16)"
             )
-    elif isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size <= 0:
-        raise ValueError(f"tiled_report(block_size={block_size!r}): expected a positive integer")
+    else:
+        block_size = positive_int(block_size, f"tiled_report(block_size={block_size!r})")
     options = ReportOptions.parse("tiled_report", attn.dtype, tolerance=tolerance, seed=seed, mistakes=mistakes)
     unknown = [name for name in options.mistakes if name not in TILED_MISTAKES]
     if unknown:
         raise ValueError(
             f"tiled_report(mistakes=...): unknown mistake {unknown[0]!r}; known: {', '.join(TILED_MISTAKES)}"
         )
-    return int(block_size), options.mistakes, options.tolerance
+    return block_size, options.mistakes, options.tolerance
 
 
 def _check_schedule(schedule, chosen):

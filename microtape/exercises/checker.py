@@ -125,8 +125,8 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
         if problem:
             verdict.crashed(f"✗ {name}: {problem}\n  ({where})", trial, None)
             break
-        problems, right, error = compare_outputs(exercise, args, outputs, expected)
-        verdict.trial_done(trial, where, problems, right, error)
+        problems, error = compare_outputs(exercise, args, outputs, expected)
+        verdict.trial_done(trial, where, problems, error)
 
     return verdict.finish(trials_run=verdict.trials_run)
 

@@ -53,8 +53,8 @@ def _precision_only(got, want):
 
 
 def compare_outputs(exercise, args, outputs, expected):
-    """``(problems, names of right outputs, max error of the right ones)`` for one trial."""
-    problems, right, worst = [], [], 0.0
+    """``(problems, max error of the right outputs)`` for one trial."""
+    problems, worst = [], 0.0
     variants = _Variants(exercise, args, outputs, expected)
     for i, (output, got, want) in enumerate(zip(exercise.outputs, outputs, expected, strict=True)):
         name = output.name
@@ -82,7 +82,6 @@ def compare_outputs(exercise, args, outputs, expected):
             wrong = ~_agrees(got64, want)
             error = float(np.max(np.abs(got64 - want))) if got.size else 0.0
             if not np.any(wrong) and not low_precision:
-                right.append(name)
                 worst = max(worst, error)
                 continue
             if low_precision and not np.any(wrong):
@@ -105,7 +104,7 @@ def compare_outputs(exercise, args, outputs, expected):
         if not problem.diagnoses:
             problem.diagnoses = _generic(exercise, i, got, expected, low_precision)
         problems.append(problem)
-    return problems, right, worst
+    return problems, worst
 
 
 def _at(name, index):

@@ -23,6 +23,7 @@ import numpy as np
 from ..reverse import gradients
 from ..tape import Tape
 from ..tensor import Tensor
+from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["tanh_layer_backward", "tanh_layer_tape", "NODES"]
@@ -134,14 +135,6 @@ def _with_mistake(mistake, x, weight, bias, grad_h):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _variant(mistake):
-    def variant(x, weight, bias, grad_h):
-        return _with_mistake(mistake, x, weight, bias, grad_h)
-
-    variant.__name__ = variant.__qualname__ = f"_{mistake}"
-    return variant
-
-
 register_lab_exercise(
     tanh_layer_backward,
     title="A tanh layer's gradients by node name, lined up with mt.check.compare",
@@ -157,28 +150,28 @@ register_lab_exercise(
             "wrong_derivative",
             "your dL/dz uses 1 − z². The derivative of tanh is 1 − tanh(z)² = 1 − h²: square h, not z. "
             "Everything after z (x, weight, bias) inherits the error.",
-            _variant("derivative_of_z"),
+            variant(_with_mistake, "derivative_of_z"),
         ),
         Mistake(
             "derivative_missing",
             "skipped_step",
             "your dL/dz is grad_h itself: the tanh's derivative is missing. dL/dz = grad_h ⊙ (1 − h²), "
             "and x, weight and bias take their gradients from it.",
-            _variant("derivative_missing"),
+            variant(_with_mistake, "derivative_missing"),
         ),
         Mistake(
             "weight_grad_transposed",
             "transposed",
             "your weight gradient is xᵀ dz, the transpose of the answer. The weight is stored "
             "[out, in], so it is dzᵀ x (shape [out, in]).",
-            _variant("weight_grad_transposed"),
+            variant(_with_mistake, "weight_grad_transposed"),
         ),
         Mistake(
             "bias_not_summed",
             "wrong_axis",
             "your bias gradient is dL/dz itself, one row per input. The bias is shared by every row, "
             "so add the rows up: dz.sum(axis=0), shape [out].",
-            _variant("bias_not_summed"),
+            variant(_with_mistake, "bias_not_summed"),
         ),
     ),
 )

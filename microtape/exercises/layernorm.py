@@ -9,6 +9,7 @@ import numpy as np
 
 from ..tape import Tape
 from ..tensor import Tensor
+from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["layernorm_backward"]
@@ -128,14 +129,6 @@ def _with_mistake(mistake, x, gamma, grad_y, eps):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _variant(mistake):
-    def variant(x, gamma, grad_y, eps):
-        return _with_mistake(mistake, x, gamma, grad_y, eps)
-
-    variant.__name__ = variant.__qualname__ = f"_{mistake}"
-    return variant
-
-
 register_lab_exercise(
     layernorm_backward,
     title="Layer norm backward (stretch): grad_x, grad_gamma, grad_beta",
@@ -147,41 +140,41 @@ register_lab_exercise(
             "your grad_x is grad_y * gamma / sqrt(var + eps): it treats mu and var as constants. "
             "Both depend on every x in the row; their paths add the terms "
             "− mean(g) − xhat * mean(g * xhat) (with g = grad_y * gamma).",
-            _variant("statistics_constant"),
+            variant(_with_mistake, "statistics_constant"),
         ),
         Mistake(
             "variance_constant",
             "missing_variance_term",
             "your grad_x has the mean's term but not the variance's: var depends on x too, "
             "which adds − xhat * mean(g * xhat) inside the bracket.",
-            _variant("variance_constant"),
+            variant(_with_mistake, "variance_constant"),
         ),
         Mistake(
             "gamma_forgotten",
             "skipped_step",
             "your grad_x skips gamma: the gradient reaching xhat is g = grad_y * gamma, not grad_y.",
-            _variant("gamma_forgotten"),
+            variant(_with_mistake, "gamma_forgotten"),
         ),
         Mistake(
             "params_summed_over_wrong_axis",
             "wrong_axis",
             "your grad_gamma and grad_beta sum over the features (axis=-1). gamma and beta are "
             "shared by every row, so sum over the rows: axis=0, shape [F].",
-            _variant("params_summed_over_wrong_axis"),
+            variant(_with_mistake, "params_summed_over_wrong_axis"),
         ),
         Mistake(
             "eps_left_out",
             "missing_eps",
             "your grad_x and grad_gamma use 1/sqrt(var) without eps. The forward divided by "
             "sqrt(var + eps); use the same number in the backward.",
-            _variant("eps_left_out"),
+            variant(_with_mistake, "eps_left_out"),
         ),
         Mistake(
             "eps_ignored",
             "ignored_argument",
             "your grad_x and grad_gamma use eps = 1e-5 whatever eps you are given: use the "
             "argument eps (it changes from trial to trial).",
-            _variant("eps_ignored"),
+            variant(_with_mistake, "eps_ignored"),
         ),
     ),
     stretch=True,

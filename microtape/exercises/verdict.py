@@ -27,7 +27,7 @@ class Verdict:
         else:
             self.later_crash = message
 
-    def trial_done(self, trial, where, problems, right, error):
+    def trial_done(self, trial, where, problems, error):
         self.trials_run = trial + 1
         for problem in problems:
             self.right[problem.output] = False

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from .broadcasting import tangent_or_zeros, unbroadcast, unbroadcasting
+from .broadcasting import sum_of, tangent_or_zeros, unbroadcast, unbroadcasting
 from .core import primitive, value_of
 
 __all__ = ["add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum"]
@@ -25,15 +25,6 @@ def _linear_jvp(forward):
         return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
 
     return jvp
-
-
-def _sum_of(*terms):
-    """The sum of the terms that are there (a missing tangent contributes nothing)."""
-    present = [t for t in terms if t is not None]
-    total = present[0]
-    for term in present[1:]:
-        total = total + term
-    return total
 
 
 def _add_vjp(g, ans, a, b):
@@ -70,7 +61,7 @@ def _mul_vjp(g, ans, a, b):
 
 def _mul_jvp(tangents, ans, a, b):
     ta, tb = tangents
-    return _sum_of(None if ta is None else ta * b, None if tb is None else a * tb)
+    return sum_of(None if ta is None else ta * b, None if tb is None else a * tb)
 
 
 mul = primitive(
@@ -91,7 +82,7 @@ def _div_vjp(g, ans, a, b):
 def _div_jvp(tangents, ans, a, b):
     # d(a/b) = da / b − db · (a/b) / b
     ta, tb = tangents
-    return _sum_of(None if ta is None else ta / b, None if tb is None else -tb * ans / b)
+    return sum_of(None if ta is None else ta / b, None if tb is None else -tb * ans / b)
 
 
 div = primitive(
@@ -194,16 +185,16 @@ def _share_of_a(a, b, g, a_wins):
 def _pick_vjp(winner):
     def vjp(g, ans, a, b):
         share_a = _share_of_a(a, b, g, winner)
-        return unbroadcast(g * share_a, a), unbroadcast(g * (1.0 - share_a), b)
+        return g * share_a, g * (1.0 - share_a)
 
-    return vjp
+    return unbroadcasting(vjp)
 
 
 def _pick_jvp(winner):
     def jvp(tangents, ans, a, b):
         ta, tb = tangents
         share_a = _share_of_a(a, b, ans, winner)
-        return _sum_of(None if ta is None else ta * share_a, None if tb is None else tb * (1.0 - share_a))
+        return sum_of(None if ta is None else ta * share_a, None if tb is None else tb * (1.0 - share_a))
 
     return jvp
 

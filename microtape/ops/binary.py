@@ -3,7 +3,7 @@
 Each op says its two partial derivatives once (``partials(ans, a, b)``, the
 slopes ∂y/∂a and ∂y/∂b at every entry, before any broadcasting is undone);
 :func:`elementwise_pair` turns them into both modes: the VJP multiplies ``g``
-by each slope and sums it back to its input's shape (:func:`unbroadcast`),
+by each slope and sums it back to its input's shape (:func:`unbroadcasting`),
 the JVP adds ``tangent * slope`` over the inputs. The slopes are written with
 operators and ops, so they record on Scalars and Tensors (second order).
 """
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .broadcasting import unbroadcast
+from .broadcasting import sum_of, unbroadcasting
 from .core import primitive, value_of
 from .elementwise import exp, log
 
@@ -24,14 +24,13 @@ def elementwise_pair(name, forward, partials, grads, latex, **fields):
 
     def vjp(g, ans, a, b):
         slope_a, slope_b = partials(ans, a, b)
-        return unbroadcast(g * slope_a, a), unbroadcast(g * slope_b, b)
+        return g * slope_a, g * slope_b
 
     def jvp(tangents, ans, a, b):
         slopes = partials(ans, a, b)
-        terms = [t * slope for t, slope in zip(tangents, slopes) if t is not None]
-        return terms[0] + terms[1] if len(terms) == 2 else terms[0]
+        return sum_of(*(None if t is None else t * slope for t, slope in zip(tangents, slopes)))
 
-    return primitive(name, forward, vjp, grads, latex, jvp=jvp, **fields)
+    return primitive(name, forward, unbroadcasting(vjp), grads, latex, jvp=jvp, **fields)
 
 
 def _as_constant(condition, like):

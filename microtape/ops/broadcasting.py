@@ -13,7 +13,7 @@ import numpy as np
 
 from ..tape import Node
 
-__all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros"]
+__all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros", "sum_of"]
 
 
 def shape_of(x):
@@ -77,6 +77,15 @@ def unbroadcasting(partials):
 
     vjp.for_floats = partials
     return vjp
+
+
+def sum_of(*terms):
+    """The sum of the terms that are there: a JVP's input without a tangent contributes nothing."""
+    present = [t for t in terms if t is not None]
+    total = present[0]
+    for term in present[1:]:
+        total = total + term
+    return total
 
 
 def tangent_or_zeros(tangent, x):

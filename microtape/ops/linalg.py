@@ -10,7 +10,7 @@ operand's give back this operand's. ``norm``'s is ``g x / ‖x‖`` (0 at
 
 import numpy as np
 
-from .broadcasting import shape_of, tangent_or_zeros, unbroadcast
+from .broadcasting import shape_of, sum_of, tangent_or_zeros, unbroadcast
 from .core import primitive, value_of
 from .reductions import spread, with_kept_axes
 from .shape import broadcast_to, reshape
@@ -115,12 +115,10 @@ def _einsum_vjp(g, ans, a, b, subscripts):
 def _einsum_jvp(tangents, ans, a, b, subscripts):
     # Linear in each operand: d einsum(a, b) = einsum(da, b) + einsum(a, db).
     ta, tb = tangents
-    terms = []
-    if ta is not None:
-        terms.append(np.einsum(subscripts, ta, b))
-    if tb is not None:
-        terms.append(np.einsum(subscripts, a, tb))
-    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    return sum_of(
+        None if ta is None else np.einsum(subscripts, ta, b),
+        None if tb is None else np.einsum(subscripts, a, tb),
+    )
 
 
 einsum = primitive(

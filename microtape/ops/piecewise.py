@@ -7,7 +7,7 @@ like relu's step — so the VJPs are one multiplication and record on Tensors.
 
 import numpy as np
 
-from .broadcasting import unbroadcast
+from .broadcasting import sum_of, unbroadcast
 from .core import primitive, value_of
 from .elementwise import diagonal_jvp
 
@@ -82,8 +82,7 @@ def _where_vjp(g, ans, condition, a, b):
 def _where_jvp(tangents, ans, condition, a, b):
     picked_a = _taken(condition, ans)
     _, ta, tb = tangents
-    terms = [t * share for t, share in ((ta, picked_a), (tb, 1.0 - picked_a)) if t is not None]
-    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    return sum_of(None if ta is None else ta * picked_a, None if tb is None else tb * (1.0 - picked_a))
 
 
 where = primitive(

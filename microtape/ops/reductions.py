@@ -165,9 +165,8 @@ def _logsumexp_weights(ans, x, axis, keepdims):
         # At an infinite result softmax's limit is max's gradient: the entries
         # equal to the max (the +inf ones; in a row of -inf, all) share it.
         # (PyTorch gives NaN there.)
-        winners = x == result
         with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
-            share = winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
+            share = _extreme_share(result, x, axis, True)
         weights = np.where(infinite, share, weights)
     return weights
 

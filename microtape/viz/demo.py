@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .fit import NOTEBOOK_WIDTH
 from .frames import backward_frames
 from .graph import graph
 from .heatmap import attention_heatmaps
@@ -163,7 +164,7 @@ def render_demo(out_dir="demo-output", *, frames_format="svg", **overrides):
     return write_pictures(attn, grad_output, out_dir, tokens=demo_tokens(seq), frames_format=frames_format)
 
 
-def render_graph(path, *, backward=False, step=None, detail="auto", expand=None, width=900, **overrides):
+def render_graph(path, *, backward=False, step=None, detail="auto", expand=None, width=NOTEBOOK_WIDTH, **overrides):
     """Write one graph of the demo attention to ``path`` (format from the suffix); return the path.
 
     ``expand`` and ``width`` are :func:`~microtape.viz.graph`'s (``width=None``: every op, whatever its width).

@@ -88,6 +88,8 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     """
     if not isinstance(full_size, bool):
         raise TypeError(f"graph(full_size=...): expected True or False, got {full_size!r}")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):  # before any drawing
+        raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
     width = None if full_size else drawing.width
     program = collect(tape_or_output, output, drawing.parameters)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
@@ -96,8 +98,6 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     )
     warn_if_collapsed(view, drawing.max_nodes, stacklevel=3)  # this function, the decorator, the caller
     if step is not None:
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
         count = len(view.steps(trace))
         if not 0 <= step < count:
             raise ValueError(

@@ -147,7 +147,7 @@ def call(request, arrays, namespace):
     except (SystemExit, KeyboardInterrupt) as error:
         return {"event": "exited", "how": _how_it_left(error)}, []
     except BaseException as error:  # the student's bug, reported with its place
-        return _raised(error, request["name"]), []
+        return _raised(error), []
     if returned is None:
         return {"event": "returned", "kind": "none", "items": []}, []
     if isinstance(returned, dict):
@@ -172,7 +172,7 @@ def call(request, arrays, namespace):
     return {"event": "returned", "kind": kind, "keys": keys, "items": items}, out
 
 
-def _raised(error, name):
+def _raised(error):
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
     student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache]
