@@ -234,7 +234,10 @@ def tiled_forward(q, k, v, schedule, mask=None, dropout=None, links=None):
     link = {**LINKS, **(links or {})}
     heads, q_len, depth = q.shape[0], q.shape[1], v.shape[-1]
     dtype = np.result_type(q, k, v)
-    out, lse = np.empty((heads, q_len, depth), dtype=dtype), np.empty((heads, q_len), dtype=dtype)
+    # O is laid out in memory as Q is (``empty_like`` keeps the order of Q's strides): when Q is
+    # the head-split view of a [B=1, T, E] projection, merging O's heads back is a view, not a copy.
+    out = np.empty_like(q, dtype=dtype, shape=(heads, q_len, depth))
+    lse = np.empty((heads, q_len), dtype=dtype)
     for q_block, rows in enumerate(schedule.query_blocks):
         # Walk every key block; the last state holds the whole row (key block 0 is never skipped).
         (state,) = deque(online_softmax(q, k, v, schedule, q_block, mask, dropout, links), maxlen=1)
