@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from .boundary import check_user_forward
 
-__all__ = ["Node", "record", "record_floats", "module_scope", "current_tapes", "paused"]
+__all__ = ["Node", "record", "record_floats", "float_operator", "module_scope", "current_tapes", "paused"]
 
 
 # The active tapes and the module path, per thread and per async task: a tape
@@ -208,3 +208,37 @@ def record_floats(op, a, b=None, name=None):
     else:
         out.requires_grad, out.op, out.inputs = False, None, ()
     return out
+
+
+def float_operator(op, lift):
+    """The Scalar method ``a ∘ b`` for the built-in binary ``op``: :func:`record_floats` made for that one op.
+
+    ``Scalar.__mul__ = float_operator(ops.mul, lift)``: the method itself
+    builds the node, so ``a * b`` is one Python call, not two (the call saved
+    is a sixth of a Scalar op's cost). ``lift`` turns a plain number into a
+    constant of ``a``'s kind. The fields are set as in :func:`record_floats`.
+    """
+    forward = op.forward
+
+    def operator(a, b):
+        if b.__class__ is not a.__class__:
+            b = lift(b)
+        data = forward(a.data, b.data)
+        out = _new(a.__class__)
+        out.data = data if data.__class__ is float else float(data)
+        out.grad = None
+        out.name = None
+        out.module = _module_path.get() if _modules_in_force else ""
+        out.params = None
+        if a.requires_grad or b.requires_grad:
+            out.requires_grad, out.op, out.inputs = True, op, (a, b)
+            if _tapes_in_force:
+                for tape in _active_tapes.get():
+                    tape._nodes.append(out)
+        else:
+            out.requires_grad, out.op, out.inputs = False, None, ()
+        return out
+
+    operator.__name__ = operator.__qualname__ = f"{op.name}_operator"
+    operator.__doc__ = f"Record ``{op.name}(a, b)`` (a Scalar method, see :func:`microtape.node.float_operator`)."
+    return operator

@@ -24,7 +24,7 @@ import math
 import numbers
 
 from . import ops, scalar_pass
-from .node import Node, record, record_floats
+from .node import Node, float_operator, record, record_floats
 from .scalar_math import ScalarMath
 
 __all__ = ["Scalar"]
@@ -39,6 +39,17 @@ def _number(value, what):
         return float(value)
     except OverflowError:
         raise ValueError(f"{what}: {value!r:.60} is too large for a float (about 1.8e308 at most)") from None
+
+
+def _lift(value):
+    """Use a Scalar as it is; wrap a plain number as a constant (it needs no gradient)."""
+    if value.__class__ is Scalar or isinstance(value, Scalar):
+        return value
+    constant = object.__new__(Scalar)
+    if value.__class__ is not float:
+        value = _number(value, "Scalar arithmetic")
+    constant._init_leaf(value, False, None)
+    return constant
 
 
 class Scalar(ScalarMath, Node):
@@ -106,31 +117,27 @@ class Scalar(ScalarMath, Node):
     def __ge__(self, other):
         return self.data >= _value(other)
 
-    # -- arithmetic: each operator is one primitive op. (``_lift``'s first test is
-    # written out where the other operand is most often a Scalar: a call saved
-    # per op is a tenth of a Scalar op's cost. A reflected operator's other
-    # operand is never a Scalar.)
+    # -- arithmetic: each operator is one primitive op. ``a + b`` is built by
+    # float_operator, so the method is the recording (a call saved per op is a
+    # sixth of a Scalar op's cost); a reflected operator's other operand is
+    # never a Scalar, and ``2 * a`` is rare enough to go through record_floats.
 
-    def __add__(self, other):
-        return record_floats(ops.add, self, other if other.__class__ is Scalar else _lift(other))
+    __add__ = float_operator(ops.add, _lift)
 
     def __radd__(self, other):
         return record_floats(ops.add, _lift(other), self)
 
-    def __sub__(self, other):
-        return record_floats(ops.sub, self, other if other.__class__ is Scalar else _lift(other))
+    __sub__ = float_operator(ops.sub, _lift)
 
     def __rsub__(self, other):
         return record_floats(ops.sub, _lift(other), self)
 
-    def __mul__(self, other):
-        return record_floats(ops.mul, self, other if other.__class__ is Scalar else _lift(other))
+    __mul__ = float_operator(ops.mul, _lift)
 
     def __rmul__(self, other):
         return record_floats(ops.mul, _lift(other), self)
 
-    def __truediv__(self, other):
-        return record_floats(ops.div, self, other if other.__class__ is Scalar else _lift(other))
+    __truediv__ = float_operator(ops.div, _lift)
 
     def __rtruediv__(self, other):
         return record_floats(ops.div, _lift(other), self)
@@ -198,17 +205,6 @@ class Scalar(ScalarMath, Node):
     def minimum(self, other, name=None):
         """The smaller of ``self`` and ``other`` (a tie shares the gradient equally)."""
         return record_floats(ops.minimum, self, other if other.__class__ is Scalar else _lift(other), name)
-
-
-def _lift(value):
-    """Use a Scalar as it is; wrap a plain number as a constant (it needs no gradient)."""
-    if value.__class__ is Scalar or isinstance(value, Scalar):
-        return value
-    constant = object.__new__(Scalar)
-    if value.__class__ is not float:
-        value = _number(value, "Scalar arithmetic")
-    constant._init_leaf(value, False, None)
-    return constant
 
 
 def _number_text(value):

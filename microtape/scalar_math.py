@@ -14,6 +14,7 @@ import math
 
 from . import ops
 from .elementwise_methods import SharedElementwise
+from .node import record_floats
 from .tape import Node, record
 
 __all__ = ["ScalarMath"]
@@ -32,8 +33,12 @@ class ScalarMath(SharedElementwise):
         if too_big():
             raise ValueError(f"Scalar.{what}(): {what}({self.data}) overflows a float")
 
+    # A Scalar records these built-in, parameter-free ops by the float fast path (see scalar_pass).
+    def _unary(self, op, name):
+        return record_floats(op, self, None, name)
+
     def _with(self, op, other, what, name):
-        return record(op, (self, self._constant(other)), None, name)
+        return record_floats(op, self, self._constant(other), name)
 
     def __pos__(self):
         # +a is a itself: nothing to record.

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import microtape as mt
 from microtape import ops, reverse, scalar_pass
-from microtape.node import Node, record_floats
+from microtape.node import Node, module_scope, record, record_floats
 from microtape.ops import Op
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -268,3 +268,52 @@ def test_record_floats_makes_the_node_record_makes():
         assert type(fast.data) is float and type(fast) is mt.Scalar
         recorded = [fast, slow] if fast.requires_grad else []
         assert outer.nodes == recorded and inner.nodes == recorded
+
+
+# ---------------------------------------------------------------- recording: the fast recorders make record's nodes
+
+RECORDED_FIELDS = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module")
+
+
+def _fields(node):
+    return {field: getattr(node, field) for field in RECORDED_FIELDS}
+
+
+@pytest.mark.parametrize(
+    "op, fast",
+    [
+        (ops.add, lambda a, b: a + b),
+        (ops.sub, lambda a, b: a - b),
+        (ops.mul, lambda a, b: a * b),
+        (ops.div, lambda a, b: a / b),
+        (ops.logaddexp, lambda a, b: a.logaddexp(b)),
+        (ops.arctan2, lambda a, b: a.arctan2(b)),
+        (ops.sin, lambda a, b: a.sin()),
+        (ops.log1p, lambda a, b: a.log1p()),
+    ],
+)
+@pytest.mark.parametrize("second", ["scalar", "constant", "number"])
+def test_a_scalar_method_records_the_node_record_makes(op, fast, second):
+    """``a * b`` (float_operator) and ``a.sin()`` (record_floats) give the generic ``record``'s node, on the tape."""
+    a = mt.Scalar(0.75, name="a")
+    b = {"scalar": mt.Scalar(-0.5), "constant": mt.Scalar._constant(-0.5), "number": -0.5}[second]
+    operands = (a, mt.Scalar._constant(b)) if op.inputs[1:] else (a,)
+    with mt.Tape() as tape, module_scope("layer"):
+        made = fast(a, b)
+        expected = record(op, operands)
+    fields = _fields(made)
+    assert fields["inputs"][1:2] == () or fields["inputs"][1].data == -0.5
+    fields["inputs"] = tuple(x if x is a or x is b else "lifted" for x in fields["inputs"])
+    wanted = _fields(expected)
+    wanted["inputs"] = tuple(x if x is a or x is b else "lifted" for x in wanted["inputs"])
+    assert fields == wanted and type(made.data) is float
+    assert tape.nodes == [made, expected]
+
+
+def test_an_operator_on_constants_records_nothing():
+    """Two constants make a constant, on no tape (as ``record`` does), and a leaf's name stays its own."""
+    c = mt.Scalar._constant(2.0)
+    with mt.Tape() as tape:
+        made = c * 3.0
+    assert (made.requires_grad, made.op, made.inputs, tape.nodes) == (False, None, (), [])
+    assert made.data == 6.0 and mt.Scalar.__mul__.__name__ == "mul_operator"
