@@ -13,6 +13,7 @@ Each (implementation, size, dtype) is measured in a process of its own::
 ``lean``      ``tape`` recorded lean (``MultiHeadAttention(..., lean=True)``: only what backward reads is kept);
 ``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager);
 ``tiled``     ``MultiHeadAttention(..., block_size=b)`` then ``.backward(g)`` (the tiled kernel, one tape row);
+``tiled-lean``  ``tiled`` recorded lean (``lean=True``: the tape keeps only what the backward reads);
 ``numpy-tiled``  :mod:`benchmarks.numpy_tiled_attention`: the numpy reference with the tiled kernel, no tape;
 ``torch-fused``  torch's fused ``scaled_dot_product_attention`` (:mod:`benchmarks.torch_attention`).
 
@@ -119,6 +120,8 @@ def make_step(impl, x, grad_y, params, heads, causal=False, block_size=None):
         return _make_microtape(x, grad_y, params, heads, "tape", causal, block_size)
     if impl == "lean":
         return _make_microtape(x, grad_y, params, heads, "tape", causal, lean=True)
+    if impl == "tiled-lean":
+        return _make_microtape(x, grad_y, params, heads, "tape", causal, block_size, lean=True)
     if impl in ("torch", "torch-fused"):
         return _make_torch(x, grad_y, params, heads, fused=impl == "torch-fused", causal=causal)
     raise ValueError(f"unknown impl {impl!r}")

@@ -92,3 +92,14 @@ def test_a_tiled_step_peaks_at_twenty_arrays_of_T_by_E_about_eight_over_the_kern
     assert kernel < 13.0, f"the kernel peaked at {kernel:.2f} arrays of T·E"
     assert taped < 20.2, f"the taped tiled step peaked at {taped:.2f} arrays of T·E (kernel: {kernel:.2f})"
     assert taped - kernel < 8.0, f"the tape adds {taped - kernel:.2f} arrays of T·E to the kernel's {kernel:.2f}"
+
+
+def test_recorded_lean_a_tiled_step_peaks_within_a_fifth_of_the_kernel():
+    """``lean=True`` keeps only what the backward reads: Q, K, V, O, L and the gradients on their way."""
+    x, grad, params = bench._case(B, T, E, np.float64)
+    lean_step = bench.make_step("tiled-lean", x, grad, params, H, block_size=BLOCK)
+    lean = _peak_units(lean_step)
+    kernel = _peak_units(bench.make_step("numpy-tiled", x, grad, params, H, block_size=BLOCK))
+    assert lean < 1.2 * kernel, f"the lean tiled step peaked at {lean:.2f} arrays of T·E (kernel: {kernel:.2f})"
+    # The same dx as the full tape, bit for bit.
+    np.testing.assert_array_equal(lean_step(), bench.make_step("tiled", x, grad, params, H, block_size=BLOCK)())
