@@ -131,7 +131,7 @@ def machine(report, torch_python):
 def attention(report, quick, torch_python, sizes=None, dtypes=DTYPES):
     standard = sizes is None and not quick and "float32" in dtypes
     sizes = sizes or (QUICK_ATTENTION_SIZES if quick else ATTENTION_SIZES)
-    impls = ["numpy", "numpy-einsum", "tape", "analytic"] + (["torch"] if torch_python else [])
+    impls = ["numpy", "numpy-einsum", "tape", "lean", "analytic"] + (["torch"] if torch_python else [])
     report.say("## Attention: forward + backward")
     report.say()
     report.say(
@@ -141,7 +141,8 @@ def attention(report, quick, torch_python, sizes=None, dtypes=DTYPES):
         "`numpy-einsum` the same with softmax's row-dot rowsum(dP ⊙ P) as an einsum, the one kernel "
         "microtape chooses differently; "
         "`tape` is the seed call `attn.forward(x, mask=None); attn.backward(g)` (no `zero_grad`: "
-        "gradients add up, as the numpy layer's do), `analytic` the same forward then "
+        "gradients add up, as the numpy layer's do), `lean` the same with `lean=True` (the tape keeps only "
+        "what backward reads), `analytic` the same forward then "
         '`attn.backward(g, method="analytic")`; `torch` the same math in PyTorch eager. '
         "Time: CPU time of the worker process, median [interquartile range] of n steps (wall-clock "
         "median beside it); ×numpy: ratio of CPU medians. Memory: tracemalloc "
@@ -260,6 +261,26 @@ def _attention_summary(report, results, sizes, impls, dtypes):
                     f"({'met' if memory <= 1.25 else 'NOT met'}: ≤1.25)"
                 )
     report.targets("Targets (issue 7), against the hand-written numpy of the same run:", checks)
+    _lean_targets(report, results, dtypes)
+
+
+def _lean_targets(report, results, dtypes):
+    """Issue 24's lean tape: peak memory ≤ 1.3× numpy's at the target sizes, and no slower than the full tape."""
+    checks = []
+    for dtype in dtypes:
+        for size in TARGET_SIZES:
+            lean, tape, base = (results.get((dtype, size, impl)) for impl in ("lean", "tape", "numpy"))
+            if not (lean and tape and base):
+                continue
+            memory = lean["tracemalloc_peak"] / base["tracemalloc_peak"]
+            against_tape = lean["time"]["median"] / tape["time"]["median"]
+            checks.append(
+                f"- lean, {dtype}, {_label(*size)}: memory ×{memory:.2f} numpy "
+                f"({'met' if memory <= 1.3 else 'NOT met'}: ≤1.3; the full tape ×"
+                f"{tape['tracemalloc_peak'] / base['tracemalloc_peak']:.2f}), time ×{against_tape:.2f} the full "
+                f"tape's ({'met' if against_tape <= 1.0 else 'NOT met'}: no slower)"
+            )
+    report.targets("Targets (issue 24, the lean tape), against the same run:", checks)
 
 
 #: The seed path's targets (issue 24), by size: the time ratio to numpy each must stay under (float32).

@@ -11,6 +11,7 @@ Each (implementation, size, dtype) is measured in a process of its own::
 ``tape``      the seed contract: ``attn.forward(x, mask=None)`` then ``attn.backward(g)`` (replays the
               tape), no ``zero_grad`` between steps — the call ``shared/bench``'s adapter makes;
 ``analytic``  the same forward, then ``.backward(g, method="analytic")``;
+``lean``      ``tape`` recorded lean (``MultiHeadAttention(..., lean=True)``: only what backward reads is kept);
 ``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager);
 ``tiled``     ``MultiHeadAttention(..., block_size=b)`` then ``.backward(g)`` (the tiled kernel, one tape row);
 ``numpy-tiled``  :mod:`benchmarks.numpy_tiled_attention`: the numpy reference with the tiled kernel, no tape;
@@ -71,11 +72,13 @@ def _make_numpy_tiled(x, grad_y, params, heads, block_size, causal):
     return step
 
 
-def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=None):
+def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=None, lean=False):
     import microtape as mt
 
     embed = x.shape[-1]
-    attn = mt.nn.MultiHeadAttention(embed, heads, seed=0, dtype=x.dtype, causal=causal, block_size=block_size)
+    attn = mt.nn.MultiHeadAttention(
+        embed, heads, seed=0, dtype=x.dtype, causal=causal, block_size=block_size, lean=lean
+    )
     for letter, projection in zip("qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True):
         projection.weight.data[...] = params["W" + letter]
         projection.bias.data[...] = params["b" + letter]
@@ -118,6 +121,8 @@ def make_step(impl, x, grad_y, params, heads, causal=False, block_size=None):
         return _make_microtape(x, grad_y, params, heads, impl, causal)
     if impl == "tiled":
         return _make_microtape(x, grad_y, params, heads, "tape", causal, block_size)
+    if impl == "lean":
+        return _make_microtape(x, grad_y, params, heads, "tape", causal, lean=True)
     if impl in ("torch", "torch-fused"):
         return _make_torch(x, grad_y, params, heads, fused=impl == "torch-fused", causal=causal)
     raise ValueError(f"unknown impl {impl!r}")

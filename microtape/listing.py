@@ -9,6 +9,8 @@ from collections import Counter
 
 import numpy as np
 
+from .lean import NotKept
+
 __all__ = ["variable_names", "variable", "listing", "index_part_text"]
 
 
@@ -92,6 +94,8 @@ def _shape_text(node):
     data = node.data
     if data.__class__ is float:
         return f" = {data:.4g}"
+    if data.__class__ is NotKept:  # dropped by a lean tape: the shape is all there is
+        return f" : {data.dtype.name}{list(data.shape)}  (value not kept)"
     return f" : {data.dtype.name}{list(data.shape)}"
 
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .boundary import check_seed, check_user_vjp, gradient_like, sum_into_grad
+from .lean import not_kept_error
 from .node import Node, _active_tapes, module_scope
 from .tape import Equation, Tape
 
@@ -54,6 +55,10 @@ class Gradients(Mapping):
         try:
             grad = self._grads[node]
         except KeyError:
+            if self.tape.lean and getattr(node, "op", None) is not None and self.tape._position(node) is not None:
+                # (freed by the lean pass: only leaves' and kept steps' gradients stay)
+                name = self.tape.variable_names()[node]
+                raise KeyError(str(not_kept_error(name, "gradient", node.name))) from None
             raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
         if grad.__class__ is not float and grad.__class__ is not np.ndarray:
             grad = gradient_like(node.data, grad)  # numpy's 0-d arithmetic gives np.float64: an array again
@@ -179,9 +184,16 @@ def _gradients(output, grad, tape, steps, create_graph, caller):
         raise ValueError(f"{caller}(output): {output!r} was not recorded on this tape")
     if not create_graph:
         seed = check_seed(output, grad, caller)
-        grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps)
+        # A lean tape frees each intermediate gradient once used (unless the steps are wanted: they hold them all).
+        kept = tape.keep if tape.lean and not steps else None
+        grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps, kept=kept)
         program = None
     else:
+        if tape.lean:
+            raise ValueError(
+                f"{caller}(create_graph=True): the tape was recorded lean, so the values a recorded "
+                "reverse pass runs on are not all kept; record it fully (mt.Tape() / lean=False)"
+            )
         seed = _seed_node(output, grad, caller)
         _refuse_first_order_ops(tape._nodes, output)
         names = derivative_labels(tape)
@@ -206,7 +218,7 @@ def _began_before(tape, output):
     return False
 
 
-def _reverse(equations, output, seed, keep_steps=False, names=None):
+def _reverse(equations, output, seed, keep_steps=False, names=None, kept=None):
     """The reverse pass: walk ``equations`` backwards, summing gradients in a dict.
 
     When we reach an equation, every use of its output lies behind us, so its
@@ -215,6 +227,8 @@ def _reverse(equations, output, seed, keep_steps=False, names=None):
     and (``keep_steps``) the steps taken and the step completing each gradient.
     With ``names`` (a recorded pass, ``create_graph=True``) the VJPs get the
     nodes themselves instead of their data, and so record what they compute.
+    With ``kept`` (a lean tape's ``keep`` names) a computed node's gradient is
+    dropped from the dict as soon as its VJP has it, unless ``kept`` names it.
     """
     grads = {output: seed}
     steps, completed = ([], {}) if keep_steps else (None, None)
@@ -223,6 +237,8 @@ def _reverse(equations, output, seed, keep_steps=False, names=None):
         g = grads.get(node)
         if g is None or node.op is None:
             continue  # not on the path to the output
+        if kept is not None and node.name not in kept:
+            del grads[node]  # lean: nothing reads it after this step (g goes when the next step starts)
         sent = _vjp(node, g) if names is None else _recorded_vjp(node, g, names[node])
         position = 0  # a counter, not enumerate(): this is the hottest loop of a reverse pass
         for x in node.inputs:

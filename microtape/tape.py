@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from . import listing
 from .boundary import vjp_arity_problem
+from .lean import check_keep, drop_unread_values
 from .node import (
     Node,
     _active_tapes,
@@ -79,11 +80,24 @@ class Tape:
     an operation is recorded on every tape active at the time, so a layer's
     own tape and an enclosing model tape both see the layer's operations.
     A tape is kept after backward, so it can be printed, drawn and checked.
+
+    ``Tape(lean=True)`` records lean (see :mod:`microtape.lean`): when the
+    recording ends it keeps only the values some VJP reads, the results, and
+    the steps named in ``keep`` (``keep=("weights",)``); the reverse pass
+    over it frees each intermediate gradient once used. Same gradients, less
+    memory; the listing and pictures say "value not kept" for the rest.
     """
 
-    def __init__(self):
+    def __init__(self, *, lean=False, keep=()):
+        if not isinstance(lean, bool):
+            raise TypeError(f"Tape(lean={lean!r}): expected True or False")
+        keep = check_keep(keep, "Tape")
+        if keep and not lean:
+            raise ValueError(f"Tape(keep={keep!r}): keep= names what a lean tape keeps; add lean=True")
         self._nodes = []
         self._token = None
+        self.lean = lean
+        self.keep = keep
 
     @classmethod
     def of(cls, output):
@@ -101,22 +115,25 @@ class Tape:
 
     @classmethod
     @contextmanager
-    def atomic(cls):
+    def atomic(cls, *, lean=False, keep=()):
         """Record the block on a new tape, and on the enclosing tapes only if it finishes.
 
         ``with Tape.atomic() as tape: ...`` — while the block runs, its operations
         go to ``tape`` alone; when it ends without an error they are appended,
         in order, to every tape that was active around it. A block that fails
         midway leaves the enclosing tapes exactly as they were (layers run
-        their forward this way: all or nothing).
+        their forward this way: all or nothing). ``lean``/``keep``: as
+        :class:`Tape`'s (the values are dropped when the block ends).
         """
         outer = _active_tapes.get()
-        tape = cls()
+        tape = cls(lean=lean, keep=keep)
         token = _set_tapes((tape,))
         try:
             yield tape
         finally:
             _reset_tapes(token)
+        if tape.lean:
+            drop_unread_values(tape)
         for enclosing in outer:
             enclosing._nodes.extend(tape._nodes)
 
@@ -133,6 +150,8 @@ class Tape:
             _reset_tapes(self._token)
         finally:
             self._token = None
+        if self.lean:
+            drop_unread_values(self)
         return False
 
     # -- inspection
@@ -203,14 +222,18 @@ class Tape:
         return self[index]
 
     def __repr__(self):
-        return f"<Tape: {len(self._nodes)} equations>"
+        return f"<Tape: {len(self._nodes)} equations{', lean' if self.lean else ''}>"
 
     def __str__(self):
         return self.listing()
 
     def listing(self, limit=60):
         """The program as text, one equation a line (like ``jax.make_jaxpr``)."""
-        return listing.listing(self._nodes, self.leaves(), self.variable_names(), limit)
+        text = listing.listing(self._nodes, self.leaves(), self.variable_names(), limit)
+        if self.lean:
+            kept = f"; kept by name: {', '.join(self.keep)}" if self.keep else ""
+            text = f"recorded lean: only the values the backward pass reads are kept{kept}\n{text}"
+        return text
 
     # -- the reverse pass over this tape
 

@@ -123,6 +123,8 @@ class Tensor(ElementwiseMethods, ReductionMethods, ShapeMethods, Node):
         return len(self.data)
 
     def __array__(self, dtype=None, copy=None):
+        if self.data.__class__ is not np.ndarray:
+            np.asarray(self.data)  # a value a lean tape did not keep: raises, saying how to keep it
         if dtype is not None and dtype != self.data.dtype:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
@@ -149,6 +151,8 @@ class Tensor(ElementwiseMethods, ReductionMethods, ShapeMethods, Node):
         label = f", name={self.name!r}" if self.name else ""
         grad = ", requires_grad=True" if self.requires_grad and self.is_leaf else ""
         made_by = f", op={self.op.name}" if self.op is not None else ""
+        if self.data.__class__ is not np.ndarray:  # dropped by a lean tape
+            return f"Tensor({self.data!r}, shape={self.shape}{label}{made_by})"
         body = np.array2string(self.data, precision=4, separator=", ", threshold=20, prefix="Tensor(")
         return f"Tensor({body}{label}{grad}{made_by})"
 

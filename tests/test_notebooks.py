@@ -1,7 +1,6 @@
 """The teaching notebooks: each runs, stays light, and every picture it shows reads at notebook width.
 
-``make test`` executes every notebook in a fresh kernel (nbclient, as
-nbmake did), then checks what it showed:
+``make test`` executes every notebook in a fresh kernel (nbclient), then checks what it showed:
 
 * no cell fails (a failing cell names the notebook and the cell);
 * executed, with its outputs, the notebook weighs at most 500 kB;
@@ -20,12 +19,11 @@ import struct
 import time
 from pathlib import Path
 
+import nbclient  # the dev extra installs it: a missing runner must fail the suite, not skip the notebooks
+import nbformat
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-
-from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px  # noqa: E402
+from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 MAX_BYTES = 500_000

@@ -77,7 +77,8 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
         assert line.strip() in out, line
     a, b = names["a"], names["b"]
     assert a.grad == pytest.approx(0.0706508, rel=1e-5) and b.grad == pytest.approx(0.1413017, rel=1e-5)
-    assert names["report"].ok and "\nTrue\n" in out  # the attention report agrees
+    assert names["report"].ok and "\nTrue\nTrue\n" in out  # the attention report agrees; lean gives dx exactly
+    assert names["lean"].tape.lean
     # numpy's own functions recorded: d/dx Σ e^x sin x = e^x (sin x + cos x); 3 entries below 0.5.
     x = names["x"].data
     np.testing.assert_allclose(names["x"].grad, np.exp(x) * (np.sin(x) + np.cos(x)), rtol=1e-13)

@@ -56,6 +56,7 @@ from ..tensor import Tensor
 from . import analytic, attention_call, tiled
 from .attention_chain import attention_chain, attention_core, step_names
 from .attention_gradients import backward_order, gradient_per_input, named_tape_gradients
+from .attention_lean import LeanSwitch
 from .attention_readout import AttentionReadouts
 from .checks import (
     block_size_or_none,
@@ -96,9 +97,10 @@ class _Forward:
     dropout: DropoutMask | None = None  # what the keep mask is a function of
     tiled: bool = False  # the core is one tiled_attention row
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
+    lean: bool = False  # recorded lean: only what backward reads (and keep=) was kept
 
 
-class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
+class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
     """Multi-head attention with the seed library's contract.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
@@ -111,10 +113,15 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
     ``dropout > 0``); ``eval()`` turns dropout off. ``block_size=None`` runs
     the standard chain (every step a tape row); an integer runs the tiled
     kernel with queries and keys in blocks of that size (settable later:
-    ``attn.block_size = 64``).
+    ``attn.block_size = 64``). ``lean=True`` records the forwards on a lean
+    tape (:mod:`.attention_lean`): the same gradients, one score-sized array
+    kept instead of seven; ``keep`` names steps to keep anyway (settable too).
     """
 
-    def __init__(self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64, block_size=None):
+    def __init__(
+        self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64, block_size=None,
+        lean=False, keep=(),
+    ):  # fmt: skip
         super().__init__()
         embed = positive_int(embed, "MultiHeadAttention(embed)")
         if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
@@ -142,6 +149,7 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         self.causal = bool(causal)
         self.dtype = dtype
         self._block_size = block_size
+        self.lean, self.keep = lean, keep  # (checked by the setters)
         self._max_score_bytes = DEFAULT_SCORE_MEMORY_LIMIT
         seeds = child_seeds(seed, len(PROJECTIONS) + 1, "MultiHeadAttention(seed)")
         for projection, child in zip(PROJECTIONS, seeds):
@@ -154,7 +162,7 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         tiles = "" if self.block_size is None else f", block_size={self.block_size}"
         return (
             f"MultiHeadAttention(embed={self.embed}, num_heads={self.num_heads}, dropout={self.dropout}, "
-            f"causal={self.causal}, dtype={np.dtype(self.dtype).name}{tiles})"
+            f"causal={self.causal}, dtype={np.dtype(self.dtype).name}{tiles}{self._lean_repr()})"
         )
 
     @property
@@ -239,8 +247,9 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
             core = tiled.tiled_core(self.block_size, self.causal, dropout)
             constants = {"causal_mask": None, "mask": call.user_mask, "keep": None}
         record = {}
+        self._check_lean_call(call)
         # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
-        with Tape.atomic() as tape, np.errstate(all="ignore"):
+        with Tape.atomic(lean=self.lean, keep=self.keep if self.lean else ()) as tape, np.errstate(all="ignore"):
             if call.self_attention:
                 x = self._input_node(call.given[0], call.arrays[0], "x")
                 inputs = {"query": x, "key": x, "value": x}
@@ -257,7 +266,7 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
             tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,
-            dropout, self.block_size is not None,
+            dropout, self.block_size is not None, lean=self.lean,
         )  # fmt: skip
         if dropout is not None:
             self._dropout_calls += 1  # only now: a failed forward leaves the next mask as it was
@@ -306,7 +315,13 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
 
     # -- the two routes (the scaffold, TwoRouteLayer, calls these)
 
+    def _backward_names(self):
+        last = self._last
+        return self._lean_backward_names(last, ROLES) if last.lean else self.gradient_names()
+
     def _taped(self, last, grad_output, complete):
+        if last.lean:
+            return self._lean_taped(last, grad_output, complete)
         # Steps are kept even for backward(): each role's gradient is read off its projection's step.
         return self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
 
@@ -335,7 +350,8 @@ class MultiHeadAttention(AttentionReadouts, TwoRouteLayer):
         if all(np.isfinite(grads[name]).all() for name in ends):
             return
         where = f"MultiHeadAttention.backward(method={method!r})"
-        error = gradient_overflow_error(grads, backward_order(self.gradient_names()), where, self.dtype)
+        names = [name for name in backward_order(self.gradient_names()) if name in grads]  # (lean: fewer)
+        error = gradient_overflow_error(grads, names, where, self.dtype)
         if error is not None:
             raise error
 

@@ -14,6 +14,7 @@ gradients are recomputed here on request (from ``Q``, ``K``, the saved
 log-sum-exp ``L`` and the dropout counter), within the layer's memory limit.
 """
 
+from ..lean import not_kept_error
 from . import analytic, attention_call, masks, tiled
 from .two_routes import read_only
 
@@ -84,9 +85,12 @@ class AttentionReadouts:
         return read_only(self._keep())
 
     def _last_grad(self, name, what):
-        grads = self._require_forward(what).grads
+        last = self._require_forward(what)
+        grads = last.grads
         if not grads:
             raise RuntimeError(f"MultiHeadAttention.{what}: call backward() first")
+        if name not in grads and last.lean:
+            raise not_kept_error(f"{name} (MultiHeadAttention.{what})", "gradient", name)
         return read_only(grads[name])
 
     def _score_gradient(self, name, what):

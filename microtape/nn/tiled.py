@@ -159,6 +159,7 @@ TILED_ATTENTION = primitive(
     jvp=_jvp,
     # Its backward is a numpy kernel, not a program of ops: it cannot be recorded.
     higher_order=False,
+    reads=("Q", "K", "V", "O"),
 )
 
 

@@ -38,6 +38,7 @@ add = primitive(
     ["{g}", "{g}"],
     [r"\bar a = \bar y", r"\bar b = \bar y"],
     jvp=_linear_jvp(lambda a, b: a + b),
+    reads=(),
 )
 
 
@@ -52,6 +53,7 @@ sub = primitive(
     ["{g}", "-{g}"],
     [r"\bar a = \bar y", r"\bar b = -\bar y"],
     jvp=_linear_jvp(lambda a, b: a - b),
+    reads=(),
 )
 
 
@@ -71,6 +73,7 @@ mul = primitive(
     ["{g} * {b}", "{g} * {a}"],
     [r"\bar a = \bar y\, b", r"\bar b = \bar y\, a"],
     jvp=_mul_jvp,
+    reads=("a", "b"),
 )
 
 
@@ -92,6 +95,7 @@ div = primitive(
     ["{g} / {b}", "-{g} * {a} / {b}**2"],
     [r"\bar a = \bar y / b", r"\bar b = -\bar y\, a / b^2"],
     jvp=_div_jvp,
+    reads=("b", "y"),
 )
 
 
@@ -108,6 +112,7 @@ add_constant = primitive(
     [r"\bar x = \bar y", None],
     inputs=("x", "constant"),
     jvp=lambda tangents, ans, x, constant: tangents[0],
+    reads=(),
 )
 
 
@@ -128,6 +133,7 @@ scale = primitive(
     example_params={"factor": 0.5},
     label=lambda params: f"×{_number_text(params.get('factor', '?'))}",
     jvp=lambda tangents, ans, x, factor: tangents[0] * factor,
+    reads=(),
 )
 
 
@@ -138,6 +144,7 @@ neg = primitive(
     ["-{g}"],
     [r"\bar x = -\bar y"],
     jvp=lambda tangents, ans, x: -tangents[0],
+    reads=(),
 )
 
 
@@ -157,6 +164,7 @@ dropout = primitive(
     inputs=("x", "keep"),
     note="keep = 1/(1-p) where kept, 0 where dropped",
     jvp=lambda tangents, ans, x, keep: tangents[0] * keep,
+    reads=("keep",),
 )
 
 
@@ -208,6 +216,7 @@ def _pick(name, forward, winner, sign):
         [f"{{g}} where {{a}} {sign} {{b}} (half at a tie)", f"{{g}} where {{b}} {sign} {{a}} (half at a tie)"],
         [rf"\bar a = \bar y\,[a {sign} b]", rf"\bar b = \bar y\,[b {sign} a]"],
         jvp=_pick_jvp(winner),
+        reads=("a", "b"),
     )
 
 

@@ -71,6 +71,7 @@ logaddexp = elementwise_pair(
     ["{g} * exp({a} - {y})", "{g} * exp({b} - {y})"],
     [r"\bar a = \bar y\, e^{a - y}", r"\bar b = \bar y\, e^{b - y}"],
     note="y = log(exp(a) + exp(b)), computed without overflow",
+    reads=("a", "b", "y"),
 )
 
 
@@ -90,6 +91,7 @@ arctan2 = elementwise_pair(
     ["{g} * {b} / ({a}**2 + {b}**2)", "-{g} * {a} / ({a}**2 + {b}**2)"],
     [r"\bar a = \bar y\, b / (a^2 + b^2)", r"\bar b = -\bar y\, a / (a^2 + b^2)"],
     note="y = atan2(a, b): the angle of the point (b, a)",
+    reads=("a", "b"),
 )
 
 
@@ -132,4 +134,5 @@ power = elementwise_pair(
     [r"\bar a = \bar y\, b\, a^{b-1}", r"\bar b = \bar y\, a^{b} \ln a"],
     domain="positive",
     note="d/db is NaN where a < 0 and 0 where a = 0 (as in PyTorch)",
+    reads=("a", "b", "y"),
 )

@@ -15,6 +15,11 @@ A primitive is plain data, like a row of PyTorch's ``derivatives.yaml``:
 ``jvp(tangents, ans, *inputs, **params)``
     the Jacobian-vector product (forward mode): one tangent per input (``None``
     for a constant or an input with no tangent), returns the output's tangent.
+``reads``
+    which values the VJP reads: operand names and the output's name
+    (``("a", "b")`` for mul, ``("p",)`` for softmax, ``()`` for scale). A
+    lean tape (``Tape(lean=True)``) keeps only those; the shapes and dtypes
+    of the others stay known. ``None`` (a user op that says nothing): all of them.
 ``inputs`` and ``grads``
     the operands' names and, per operand, the gradient it receives written for
     people — ``None`` for the non-differentiable ones. A formula is a template:
@@ -73,6 +78,9 @@ class Op:
     # call with parameters — the tiled kernel always has its block size; without any, the
     # plain forward runs and the VJP recomputes.)
     forward_saving: Callable | None = None
+    # What the VJP reads, by name (operands and the output): a lean tape keeps only these values.
+    # None: everything (a user op that declares nothing). Shapes and dtypes are always kept.
+    reads: tuple | None = None
     # The VJP the Scalar fast path calls, set from ``vjp`` (so ``dataclasses.replace(op, vjp=...)``
     # changes both): ``vjp`` itself, or the elementwise derivative inside a VJP made by
     # :func:`.broadcasting.unbroadcasting` (floats never broadcast: nothing to sum back).
@@ -80,6 +88,25 @@ class Op:
 
     def __post_init__(self):
         object.__setattr__(self, "float_vjp", getattr(self.vjp, "for_floats", self.vjp))
+        if self.reads is not None:
+            names = (*self.inputs, self.output)
+            if not isinstance(self.reads, (tuple, list)) or not all(name in names for name in self.reads):
+                raise ValueError(f"op {self.name!r}: reads={self.reads!r} must name what its VJP reads among {names}")
+            object.__setattr__(self, "reads", tuple(self.reads))
+
+    # -- what a lean tape keeps
+
+    @property
+    def reads_output(self):
+        """Does the VJP read the op's output? (True when the op declares nothing.)"""
+        return self.reads is None or self.output in self.reads
+
+    @property
+    def read_inputs(self):
+        """Positions of the inputs whose values the VJP reads (all of them when the op declares nothing)."""
+        if self.reads is None:
+            return tuple(range(self.arity))
+        return tuple(i for i, name in enumerate(self.inputs) if name in self.reads)
 
     # -- what the op is, as data
 
@@ -240,6 +267,7 @@ def define(
     label=None,
     jvp=None,
     higher_order=False,
+    reads=None,
 ):
     """Define your own op and return it; call it on Scalars or Tensors to record it.
 
@@ -264,6 +292,9 @@ def define(
     arguments); then ``create_graph=True`` records it. Otherwise a
     ``create_graph=True`` pass through your op is refused, naming it.
     ``jvp(tangents, ans, *inputs, **params)`` adds forward mode (``mt.jvp``).
+    ``reads`` names the values your ``vjp`` reads (operands and ``output``,
+    e.g. ``reads=("y",)`` for the sigmoid above): a lean tape then drops the
+    others. Without it a lean tape keeps every value your op touches.
 
     Redefining one of your own ops replaces it (so a notebook cell can be run
     again); the built-in names are refused.
@@ -314,5 +345,6 @@ def define(
         builtin=False,
         jvp=jvp,
         higher_order=higher_order,
+        reads=reads,
     )
     return register(op)

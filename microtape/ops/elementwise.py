@@ -77,6 +77,7 @@ pow_ = unary(
     domain="positive",
     example_params={"exponent": 1.5},
     label=_pow_label,
+    reads=("x",),
 )
 
 
@@ -86,6 +87,7 @@ exp = unary(
     lambda g, ans, x: (g * ans,),
     "{g} * exp({x})",
     r"\bar x = \bar y\, e^{x}",
+    reads=("y",),
 )
 
 
@@ -96,6 +98,7 @@ log = unary(
     "{g} / {x}",
     r"\bar x = \bar y / x",
     domain="positive",
+    reads=("x",),
 )
 
 
@@ -105,6 +108,7 @@ tanh = unary(
     lambda g, ans, x: (g * (1.0 - ans * ans),),
     "{g} * (1 - tanh({x})**2)",
     r"\bar x = \bar y\,(1 - \tanh^2 x)",
+    reads=("y",),
 )
 
 
@@ -129,6 +133,7 @@ relu = unary(
     _relu_vjp,
     "{g} * ({x} > 0)",
     r"\bar x = \bar y\,[x > 0]",
+    reads=("x",),
 )
 
 
@@ -145,6 +150,7 @@ sqrt = unary(
     "{g} / (2 * sqrt({x}))",
     r"\bar x = \bar y / (2\sqrt{x})",
     domain="positive",
+    reads=("y",),
 )
 
 
@@ -155,6 +161,7 @@ abs_ = unary(
     lambda g, ans, x: (g * np.sign(value_of(x)),),
     "{g} * sign({x})",
     r"\bar x = \bar y\, \mathrm{sign}(x)",
+    reads=("x",),
 )
 
 
@@ -171,6 +178,7 @@ sigmoid = unary(
     lambda g, ans, x: (g * ans * (1.0 - ans),),
     "{g} * s * (1 - s),  s = sigmoid({x})",
     r"\bar x = \bar y\, \sigma(x)\,(1 - \sigma(x))",
+    reads=("y",),
 )
 
 
@@ -214,4 +222,5 @@ gelu = unary(
     "{g} * ((1 + t)/2 + {x}/2 * (1 - t**2) * c * (1 + 3k {x}**2)),  t = tanh(c ({x} + k {x}**3))",
     r"\bar x = \bar y \left(\tfrac{1 + t}{2} + \tfrac{x}{2}(1 - t^2)\, c\,(1 + 3k x^2)\right)",
     note="tanh approximation: c = sqrt(2/pi), k = 0.044715",
+    reads=("x",),
 )

@@ -27,6 +27,7 @@ log1p = unary(
     r"\bar x = \bar y / (1 + x)",
     domain="positive",
     note="defined for x > -1",
+    reads=("x",),
 )
 
 
@@ -37,6 +38,7 @@ expm1 = unary(
     lambda g, ans, x: (g * (ans + 1.0),),
     "{g} * exp({x})",
     r"\bar x = \bar y\, e^{x}",
+    reads=("y",),
 )
 
 
@@ -47,6 +49,7 @@ log2 = unary(
     "{g} / ({x} * ln 2)",
     r"\bar x = \bar y / (x \ln 2)",
     domain="positive",
+    reads=("x",),
 )
 
 
@@ -57,6 +60,7 @@ log10 = unary(
     "{g} / ({x} * ln 10)",
     r"\bar x = \bar y / (x \ln 10)",
     domain="positive",
+    reads=("x",),
 )
 
 
@@ -66,6 +70,7 @@ exp2 = unary(
     lambda g, ans, x: (g * ans * LN2,),
     "{g} * 2**{x} * ln 2",
     r"\bar x = \bar y\, 2^{x} \ln 2",
+    reads=("y",),
 )
 
 
@@ -77,6 +82,7 @@ cbrt = unary(
     lambda g, ans, x: (divide(g, 3.0 * ans * ans),),
     "{g} / (3 * cbrt({x})**2)",
     r"\bar x = \bar y / (3 \sqrt[3]{x}^{2})",
+    reads=("y",),
 )
 
 
@@ -86,6 +92,7 @@ square = unary(
     lambda g, ans, x: (g * 2.0 * x,),
     "{g} * 2 * {x}",
     r"\bar x = 2 \bar y\, x",
+    reads=("x",),
 )
 
 
@@ -96,4 +103,5 @@ reciprocal = unary(
     lambda g, ans, x: (-g * ans * ans,),
     "-{g} / {x}**2",
     r"\bar x = -\bar y / x^2",
+    reads=("y",),
 )

@@ -104,6 +104,7 @@ matmul = primitive(
     ["{g} @ {b}^T", "{a}^T @ {g}"],
     [r"\bar A = \bar C B^{\top}", r"\bar B = A^{\top} \bar C"],
     jvp=_matmul_jvp,
+    reads=("a", "b"),
 )
 
 
@@ -169,6 +170,7 @@ einsum = primitive(
     example_params={"subscripts": "ij,jk->ik"},
     label=lambda params: f"{params.get('subscripts', '')}",
     jvp=_einsum_jvp,
+    reads=("a", "b"),
 )
 
 
@@ -205,4 +207,5 @@ norm = primitive(
     [r"\bar x = \bar y\, x / \lVert x \rVert"],
     example_params={"axis": -1, "keepdims": False},
     jvp=_norm_jvp,
+    reads=("x", "y"),
 )

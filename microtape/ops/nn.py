@@ -66,6 +66,7 @@ softmax = primitive(
     output="p",
     example_params={"axis": -1},
     jvp=lambda tangents, ans, x, axis=-1: _softmax_vjp(tangents[0], ans, x, axis)[0],
+    reads=("p",),
 )
 
 
@@ -96,4 +97,5 @@ log_softmax = primitive(
     [r"\bar x = \bar y - e^{y}\, \mathrm{rowsum}(\bar y)"],
     example_params={"axis": -1},
     jvp=_log_softmax_jvp,
+    reads=("y",),
 )

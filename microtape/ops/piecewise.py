@@ -60,6 +60,7 @@ clip = primitive(
     example_params={"lower": -1.0, "upper": 1.0},
     label=_clip_label,
     jvp=diagonal_jvp(_clip_vjp),
+    reads=("x",),
 )
 
 
@@ -94,4 +95,5 @@ where = primitive(
     inputs=("condition", "a", "b"),
     jvp=_where_jvp,
     note="the condition is data: it receives no gradient",
+    reads=("condition",),
 )

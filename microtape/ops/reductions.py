@@ -52,6 +52,7 @@ sum_ = primitive(
     [r"\bar x_i = \bar y"],
     example_params={"axis": -1, "keepdims": False},
     jvp=_reduce_jvp(_sum_forward),
+    reads=(),
 )
 
 
@@ -72,6 +73,7 @@ mean = primitive(
     [r"\bar x_i = \bar y / n"],
     example_params={"axis": 0, "keepdims": True},
     jvp=_reduce_jvp(_mean_forward),
+    reads=(),
 )
 
 
@@ -99,6 +101,7 @@ def _extreme(name, forward, which):
         [rf"\bar x_i = \bar y\,[x_i = \{which} x] / \#\mathrm{{ties}}"],
         example_params={"axis": -1, "keepdims": True},
         jvp=_extreme_jvp,
+        reads=("x", "y"),
     )
 
 
@@ -137,6 +140,7 @@ prod = primitive(
     jvp=lambda tangents, ans, x, axis=None, keepdims=False: np.sum(
         tangents[0] * _prod_vjp(np.ones_like(ans), ans, x, axis, keepdims)[0], axis=axis, keepdims=keepdims
     ),
+    reads=("x",),
 )
 
 
@@ -186,4 +190,5 @@ logsumexp = primitive(
     note="a row of -inf gives -inf and one holding +inf gives +inf, where the entries equal to the max share g",
     example_params={"axis": -1, "keepdims": False},
     jvp=_logsumexp_jvp,
+    reads=("x", "y"),
 )

@@ -62,6 +62,7 @@ cumsum = primitive(
     [r"\bar x_k = \textstyle\sum_{i \ge k} \bar y_i"],
     example_params={"axis": -1},
     jvp=linear_jvp(_cumsum_forward),
+    reads=(),
 )
 
 
@@ -114,6 +115,7 @@ cumprod = primitive(
     [r"\bar x_k = \textstyle\sum_{i \ge k} \bar y_i \prod_{j \le i,\, j \ne k} x_j"],
     example_params={"axis": -1},
     jvp=_cumprod_jvp,
+    reads=("x", "y"),
 )
 
 

@@ -49,6 +49,7 @@ reshape = primitive(
     [r"\bar x = \mathrm{reshape}(\bar y)"],
     example_params={"shape": (-1,)},
     jvp=linear_jvp(_reshape_forward),
+    reads=(),
 )
 
 
@@ -65,6 +66,7 @@ transpose = primitive(
     [r"\bar x = \bar y^{\top}"],
     example_params={"axes": None},
     jvp=linear_jvp(_transpose_forward),
+    reads=(),
 )
 
 
@@ -82,6 +84,7 @@ cast = primitive(
     example_params={"dtype": "float32"},
     label=lambda params: f"→{np.dtype(params['dtype']).name}" if "dtype" in params else "",
     jvp=linear_jvp(_cast_forward),
+    reads=(),
 )
 
 
@@ -99,6 +102,7 @@ broadcast_to = primitive(
     example_params={"shape": (2, 1, 3)},
     label=lambda params: f"→{list(params['shape'])}" if "shape" in params else "",
     jvp=linear_jvp(_broadcast_to_forward),
+    reads=(),
 )
 
 
@@ -132,6 +136,7 @@ take = primitive(
     example_params={"indices": np.array([0, 0]), "axis": 0},
     label=lambda params: f"[{_index_text(params.get('indices'))}]",
     jvp=linear_jvp(_take_forward),
+    reads=(),
 )
 
 
@@ -151,6 +156,7 @@ scatter_add = primitive(
     example_params={"shape": (3,), "indices": np.array([0, 0]), "axis": 0},
     label=lambda params: f"+[{_index_text(params.get('indices'))}]",
     jvp=linear_jvp(_scatter_add_forward),
+    reads=(),
 )
 
 
@@ -180,6 +186,7 @@ index = primitive(
     example_params={"key": (slice(None), np.array([0, 0]))},
     label=lambda params: f"[{_key_text(params.get('key', ()))}]",
     jvp=linear_jvp(_index_forward),
+    reads=(),
 )
 
 
@@ -199,6 +206,7 @@ index_add = primitive(
     example_params={"shape": (2, 3), "key": (slice(None), np.array([0, 0]))},
     label=lambda params: f"+[{_key_text(params.get('key', ()))}]",
     jvp=linear_jvp(_index_add_forward),
+    reads=(),
 )
 
 
@@ -225,4 +233,5 @@ concatenate = primitive(
     [r"\bar a = \bar y_{[:n_a]}", r"\bar b = \bar y_{[n_a:]}"],
     example_params={"axis": 0},
     jvp=_concatenate_jvp,
+    reads=(),
 )

@@ -37,6 +37,7 @@ sin = unary(
     lambda g, ans, x: (g * cos.bind(x),),
     "{g} * cos({x})",
     r"\bar x = \bar y \cos x",
+    reads=("x",),
 )
 
 
@@ -46,6 +47,7 @@ cos = unary(
     lambda g, ans, x: (-g * sin.bind(x),),
     "-{g} * sin({x})",
     r"\bar x = -\bar y \sin x",
+    reads=("x",),
 )
 
 
@@ -56,6 +58,7 @@ tan = unary(
     lambda g, ans, x: (g * (1.0 + ans * ans),),
     "{g} * (1 + tan({x})**2)",
     r"\bar x = \bar y\,(1 + \tan^2 x)",
+    reads=("y",),
 )
 
 
@@ -72,6 +75,7 @@ arcsin = unary(
     r"\bar x = \bar y / \sqrt{1 - x^2}",
     domain="unit",
     note="defined for -1 <= x <= 1; the slope is infinite at the ends",
+    reads=("x",),
 )
 
 
@@ -83,6 +87,7 @@ arccos = unary(
     r"\bar x = -\bar y / \sqrt{1 - x^2}",
     domain="unit",
     note="defined for -1 <= x <= 1; the slope is infinite at the ends",
+    reads=("x",),
 )
 
 
@@ -92,6 +97,7 @@ arctan = unary(
     lambda g, ans, x: (g / (1.0 + x * x),),
     "{g} / (1 + {x}**2)",
     r"\bar x = \bar y / (1 + x^2)",
+    reads=("x",),
 )
 
 
@@ -101,6 +107,7 @@ sinh = unary(
     lambda g, ans, x: (g * cosh.bind(x),),
     "{g} * cosh({x})",
     r"\bar x = \bar y \cosh x",
+    reads=("x",),
 )
 
 
@@ -110,4 +117,5 @@ cosh = unary(
     lambda g, ans, x: (g * sinh.bind(x),),
     "{g} * sinh({x})",
     r"\bar x = \bar y \sinh x",
+    reads=("x",),
 )

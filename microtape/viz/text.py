@@ -16,6 +16,7 @@ all noise reads ``≈0 (noise 2e-17)``: it is zero in exact arithmetic.
 
 import numpy as np
 
+from ..lean import NotKept
 from ..nn.masks import SUPPRESSED_BELOW
 
 __all__ = [
@@ -86,6 +87,8 @@ def masked_cells(array):
 
 def value_lines(data, constant=False):
     """What a box says about a value: ``['0.7071']``, ``['[1, 2]']`` or ``['mean 0.01 · |max| 1.3']``."""
+    if data.__class__ is NotKept:  # a lean tape dropped it
+        return ["value not kept"]
     if data.__class__ is float or np.size(data) == 1:
         return [fmt(np.reshape(data, -1)[0])]
     array = np.asarray(data)
