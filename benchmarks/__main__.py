@@ -129,17 +129,20 @@ def machine(report, torch_python):
 
 
 def attention(report, quick, torch_python, sizes=None, dtypes=DTYPES):
+    standard = sizes is None and not quick and "float32" in dtypes
     sizes = sizes or (QUICK_ATTENTION_SIZES if quick else ATTENTION_SIZES)
     impls = ["numpy", "numpy-einsum", "tape", "lean", "analytic"] + (["torch"] if torch_python else [])
     report.say("## Attention: forward + backward")
     report.say()
     report.say(
         "Self-attention, no mask, no dropout; one step = forward + backward producing dx and all 8 "
-        "parameter gradients. `numpy` is the hand-written reference (benchmarks/numpy_attention.py); "
+        "parameter gradients. `numpy` is the hand-written reference (benchmarks/numpy_attention.py) as a "
+        "layer object: its cache lives until the next forward, its gradients are added in place; "
         "`numpy-einsum` the same with softmax's row-dot rowsum(dP ⊙ P) as an einsum, the one kernel "
         "microtape chooses differently; "
-        "`tape` is `attn(x); attn.backward(g)`, `lean` the same with `lean=True` (the tape keeps only what "
-        "backward reads), `analytic` the same forward then "
+        "`tape` is the seed call `attn.forward(x, mask=None); attn.backward(g)` (no `zero_grad`: "
+        "gradients add up, as the numpy layer's do), `lean` the same with `lean=True` (the tape keeps only "
+        "what backward reads), `analytic` the same forward then "
         '`attn.backward(g, method="analytic")`; `torch` the same math in PyTorch eager. '
         "Time: CPU time of the worker process, median [interquartile range] of n steps (wall-clock "
         "median beside it); ×numpy: ratio of CPU medians. Memory: tracemalloc "
@@ -216,6 +219,7 @@ def attention(report, quick, torch_python, sizes=None, dtypes=DTYPES):
         )
         report.say()
     _attention_summary(report, results, sizes, impls, dtypes)
+    _seed_path(report, results, quick, standard)
     return results
 
 
@@ -258,7 +262,6 @@ def _attention_summary(report, results, sizes, impls, dtypes):
                 )
     report.targets("Targets (issue 7), against the hand-written numpy of the same run:", checks)
     _lean_targets(report, results, dtypes)
-    _page_faults(report, results, sizes)
 
 
 def _lean_targets(report, results, dtypes):
@@ -280,48 +283,68 @@ def _lean_targets(report, results, dtypes):
     report.targets("Targets (issue 24, the lean tape), against the same run:", checks)
 
 
-#: The seed path's targets (issue 24), by size: the time ratio to numpy each must stay under.
-SEED_TARGETS = {(8, 128, 256, 8): 1.05, (4, 512, 512, 8): 1.05, (1, 2048, 256, 4): 1.10}
+#: The seed path's targets (issue 24), by size: the time ratio to numpy each must stay under (float32).
+SEED_TARGETS = {(8, 128, 256, 8): 1.05, (4, 512, 512, 8): 1.05, (1, 2048, 512, 8): 1.10}
 
 
-def _page_faults(report, results, sizes):
-    """CPU time apart: the user part and the page faults of numpy and the tape (float32), and issue 24's targets."""
+def _attention_spec(impl, size, dtype, quick):
+    B, T, E, H = size
+    repeats, budget = _attention_budget(size, quick)
+    return {"impl": impl, "B": B, "T": T, "E": E, "H": H, "dtype": dtype, "repeats": repeats, "budget": budget}
+
+
+def _seed_path(report, results, quick, standard):
+    """Issue 24: the seed call against the numpy layer, float32, measured as ``shared/bench`` measures it.
+
+    Wall-clock medians (the independent harness's measure) beside CPU and user
+    time and the page faults; a seed size the attention table did not run is run
+    here (in a standard run: ``--size`` runs only the sizes asked for).
+    """
     rows, checks = [], []
-    for size in sizes:
+    for size, limit in SEED_TARGETS.items():
+        if standard and ("float32", size, "tape") not in results:
+            for impl in ("numpy", "tape"):
+                try:
+                    results[("float32", size, impl)] = run_worker(
+                        "attention", _attention_spec(impl, size, "float32", quick)
+                    )
+                except WorkerFailed as error:
+                    report.say(f"- {impl} at {_label(*size)}: failed ({error})")
         base, tape = results.get(("float32", size, "numpy")), results.get(("float32", size, "tape"))
         if not (base and tape and "user" in base and "user" in tape):
             continue
         label = _label(*size)
         for impl, r in (("numpy", base), ("tape", tape)):
-            cpu, user = r["time"]["median"], r["user"]["median"]
-            rows.append([label, impl, seconds(cpu), seconds(user), f"{r['faults']['median']:,.0f}"])
-        by_cpu = tape["time"]["median"] / base["time"]["median"]
-        by_user = tape["user"]["median"] / base["user"]["median"]
-        rows[-1] += [f"{by_cpu:.2f}", f"{by_user:.2f}"]
-        rows[-2] += ["", ""]
-        if size in SEED_TARGETS:
-            limit = SEED_TARGETS[size]
-            checks.append(
-                f"- tape, float32, {label}: ×{by_cpu:.2f} numpy by CPU time, ×{by_user:.2f} by user time "
-                f"({'met' if by_user <= limit else 'NOT met'}: ≤{limit:.2f}, user time: the arithmetic, "
-                "without the allocator's page faults)"
-            )
+            rows.append(
+                [label, impl, seconds(r["wall"]["median"]), seconds(r["time"]["median"]),
+                 seconds(r["user"]["median"]), f"{r['faults']['median']:,.0f}", megabytes(r["tracemalloc_peak"])]
+            )  # fmt: skip
+        by = {kind: tape[kind]["median"] / base[kind]["median"] for kind in ("wall", "time", "user")}
+        memory = tape["tracemalloc_peak"] / base["tracemalloc_peak"]
+        rows[-1] += [f"{by['wall']:.2f}", f"{by['time']:.2f}", f"{by['user']:.2f}", f"{memory:.2f}"]
+        rows[-2] += ["", "", "", ""]
+        checks.append(
+            f"- seed path, float32, {label}: ×{by['wall']:.3f} numpy by wall-clock median "
+            f"({'met' if by['wall'] <= limit else 'NOT met'}: ≤{limit:.2f}); ×{by['time']:.3f} by CPU time, "
+            f"×{by['user']:.3f} by user time; peak memory ×{memory:.2f}"
+        )
     if not rows:
         return
-    report.say("### CPU time apart: user time and page faults (float32)")
+    report.say("### The seed path: the independent harness's call and measure (float32)")
     report.say()
     report.say(
-        "The CPU time above includes the kernel's time for minor page faults. The numpy reference frees its "
-        "score-sized temporaries every step, glibc gives them back to the kernel, and the next step faults them "
-        "in again; the tape keeps its arrays until the next forward and reuses them. User time leaves that out: "
-        "it is the measure the independent harness (wall time of a reference that works more in place) agrees with."
+        "`tape` is the seed call (`attn.forward(x, mask=None)`, `attn.backward(g)`, no `zero_grad`), `numpy` the "
+        "reference as a layer object (its cache kept until the next forward, gradients added in place) — the "
+        "call and the kind of reference of `shared/bench`'s `bench_mha.py`, whose measure is the wall-clock "
+        "median. CPU time adds the waits a busy machine imposes to neither side; user time leaves out the "
+        "kernel's page faults (first touches of memory the allocator got back from the kernel)."
     )
     report.say()
-    headers = ["size", "impl", "CPU median", "user median", "minor faults / step", "tape ×numpy (CPU)",
-               "tape ×numpy (user)"]  # fmt: skip
+    headers = ["size", "impl", "wall median", "CPU median", "user median", "minor faults / step", "peak mem",
+               "×numpy (wall)", "×numpy (CPU)", "×numpy (user)", "mem ×numpy"]  # fmt: skip
     report.say(table(headers, rows))
     report.say()
-    report.targets("Targets (issue 24, the seed path through the project's harness), float32:", checks)
+    report.targets("Targets (issue 24, the seed path), float32:", checks)
 
 
 # ---------------------------------------------------------------- tiled

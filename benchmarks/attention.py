@@ -6,9 +6,10 @@ Each (implementation, size, dtype) is measured in a process of its own::
 
 ``impl`` is one of
 
-``numpy``     :mod:`benchmarks.numpy_attention` — the reference every ratio is against;
+``numpy``     :class:`benchmarks.numpy_attention.Layer` — the reference every ratio is against;
 ``numpy-einsum``  the same, with softmax's row-dot as an einsum (as microtape's VJP does);
-``tape``      ``MultiHeadAttention(x)`` then ``.backward(g)`` (replays the tape);
+``tape``      the seed contract: ``attn.forward(x, mask=None)`` then ``attn.backward(g)`` (replays the
+              tape), no ``zero_grad`` between steps — the call ``shared/bench``'s adapter makes;
 ``analytic``  the same forward, then ``.backward(g, method="analytic")``;
 ``lean``      ``tape`` recorded lean (``MultiHeadAttention(..., lean=True)``: only what backward reads is kept);
 ``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager);
@@ -55,9 +56,11 @@ def _case(B, T, E, dtype, seed=0):
 
 
 def _make_numpy(x, grad_y, params, heads, rowdot="multiply", causal=False):
+    layer = numpy_attention.Layer(params, heads, causal, rowdot)
+
     def step():
-        y, saved = numpy_attention.forward(x, params, heads, causal)
-        return numpy_attention.backward(grad_y, saved, params, heads, rowdot)[0]
+        layer.forward(x)
+        return layer.backward(grad_y)
 
     return step
 
@@ -82,8 +85,9 @@ def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=N
         projection.bias.data[...] = params["b" + letter]
 
     def step():
-        attn.zero_grad()
-        attn(x)
+        # The seed contract, called as the independent harness calls it: no zero_grad between steps
+        # (parameter gradients add up, as the numpy layer's do), forward(x, mask=None), then backward.
+        attn.forward(x, mask=None)
         return attn.backward(grad_y, method=method)
 
     return step

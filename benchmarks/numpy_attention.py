@@ -89,9 +89,11 @@ def backward(grad_y, saved, params, heads, rowdot="multiply"):
     grad_v = weights.transpose(0, 2, 1) @ grad_context
     grad_weights = grad_context @ v.transpose(0, 2, 1)
     if rowdot == "einsum":
-        grad_scores = grad_weights - np.einsum("bij,bij->bi", grad_weights, weights)[..., None]
+        row_sums = np.einsum("bij,bij->bi", grad_weights, weights)[..., None]
     else:
-        grad_scores = grad_weights - (grad_weights * weights).sum(axis=-1, keepdims=True)
+        row_sums = (grad_weights * weights).sum(axis=-1, keepdims=True)
+    grad_scores = grad_weights  # dS is born in dP's buffer: dP is not read again
+    grad_scores -= row_sums
     grad_scores *= weights
     grad_q = (grad_scores @ k) * scale
     grad_k = (grad_scores.transpose(0, 2, 1) @ q) * scale
@@ -107,3 +109,28 @@ def projections_backward(grad_heads, x, params, grads):
         )
         grad_x = grad_x + grad_x_part
     return grad_x
+
+
+class Layer:
+    """The reference as a layer object: ``Layer(params, heads)``, then ``forward(x)`` and ``backward(g)``.
+
+    The forward's cache is replaced only when the next forward has finished
+    (a layer keeps its last forward for its backward and its getters), and
+    ``backward`` adds the parameter gradients into ``self.grads`` in place,
+    as a layer without ``zero_grad`` between steps does. Returns ``dx``.
+    """
+
+    def __init__(self, params, heads, causal=False, rowdot="multiply"):
+        self.params, self.heads, self.causal, self.rowdot = params, heads, causal, rowdot
+        self.grads = {name: np.zeros_like(value) for name, value in params.items()}
+        self._saved = None
+
+    def forward(self, x):
+        y, self._saved = forward(x, self.params, self.heads, self.causal)
+        return y
+
+    def backward(self, grad_y):
+        grad_x, grads = backward(grad_y, self._saved, self.params, self.heads, self.rowdot)
+        for name, grad in grads.items():
+            self.grads[name] += grad
+        return grad_x

@@ -25,7 +25,11 @@ bit for bit, as a full tape's: the same VJPs run in the same order on the
 same numbers.
 
 Values are dropped when the recording ends, not as it goes: until then any
-later op may still read them. Only arrays are dropped (a Scalar's value is
+later op may still read them. A recording that reads each value once, in the
+op right after it (a chain, such as the attention layer's forward), can say
+so — ``Tape(lean=True, read_once=True)`` — and then each value is dropped as
+soon as the op that reads it is recorded (:class:`DroppedAsRecorded`), so
+the forward never holds more than the chain's live values. Only arrays are dropped (a Scalar's value is
 one float), and since nodes are shared, a value a lean tape dropped is gone
 for every tape that recorded it. A lean tape cannot run ``create_graph=True``
 (that pass records ops on the values themselves).
@@ -33,7 +37,7 @@ for every tape that recorded it. A lean tape cannot run ``create_graph=True``
 
 import numpy as np
 
-__all__ = ["NotKept", "not_kept_error", "check_keep", "unread_values", "drop_unread_values"]
+__all__ = ["NotKept", "not_kept_error", "check_keep", "unread_values", "drop_unread_values", "DroppedAsRecorded"]
 
 
 def not_kept_error(name, what="value", step=None):
@@ -143,3 +147,35 @@ def drop_unread_values(tape):
         for node in dropped:
             node.data = NotKept(node.data.shape, node.data.dtype, names.get(node, node.name), node.name)
     return len(dropped)
+
+
+class DroppedAsRecorded(list):
+    """A ``read_once`` lean tape's list of equations: appending one drops the values its op was the last to read.
+
+    Recording appends each new node to its tapes' lists; this list's
+    ``append`` then drops the value of each input recorded on this tape
+    that no VJP reads (neither the new op's nor the input's own), that
+    ``keep`` does not name, and that the new output is not a view of.
+    "The last to read" is the recorder's promise (``read_once``): a later op
+    reading a dropped value gets the :class:`NotKept` error.
+    """
+
+    __slots__ = ("keep", "recorded")
+
+    def __init__(self, keep):
+        super().__init__()
+        self.keep = keep
+        self.recorded = set()  # the nodes on this tape (an input from before it began is not this tape's to drop)
+
+    def append(self, node):
+        list.append(self, node)
+        self.recorded.add(node)
+        read = node.op.read_inputs
+        output = node.data
+        output_owner = _owner(output) if output.__class__ is np.ndarray else None
+        for position, x in enumerate(node.inputs):
+            if position in read or x not in self.recorded or x.op.reads_output or x.name in self.keep:
+                continue
+            data = x.data
+            if data.__class__ is np.ndarray and _owner(data) is not output_owner:
+                x.data = NotKept(data.shape, data.dtype, x.name or f"an output of {x.op.name}", x.name)

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from . import listing
 from .boundary import vjp_arity_problem
-from .lean import check_keep, drop_unread_values
+from .lean import DroppedAsRecorded, check_keep, drop_unread_values
 from .node import (
     Node,
     _active_tapes,
@@ -86,15 +86,20 @@ class Tape:
     the steps named in ``keep`` (``keep=("weights",)``); the reverse pass
     over it frees each intermediate gradient once used. Same gradients, less
     memory; the listing and pictures say "value not kept" for the rest.
+    ``read_once=True`` promises that each value is read by one op, right
+    after it (a chain): a lean tape then drops values as it records.
     """
 
-    def __init__(self, *, lean=False, keep=()):
+    def __init__(self, *, lean=False, keep=(), read_once=False):
         if not isinstance(lean, bool):
             raise TypeError(f"Tape(lean={lean!r}): expected True or False")
         keep = check_keep(keep, "Tape")
         if keep and not lean:
             raise ValueError(f"Tape(keep={keep!r}): keep= names what a lean tape keeps; add lean=True")
-        self._nodes = []
+        if not isinstance(read_once, bool) or (read_once and not lean):
+            raise ValueError(f"Tape(read_once={read_once!r}): expected True (with lean=True) or False")
+        # (A full tape's list is a plain list: recording pays nothing for the lean option.)
+        self._nodes = DroppedAsRecorded(keep) if read_once else []
         self._token = None
         self.lean = lean
         self.keep = keep
@@ -115,18 +120,18 @@ class Tape:
 
     @classmethod
     @contextmanager
-    def atomic(cls, *, lean=False, keep=()):
+    def atomic(cls, *, lean=False, keep=(), read_once=False):
         """Record the block on a new tape, and on the enclosing tapes only if it finishes.
 
         ``with Tape.atomic() as tape: ...`` — while the block runs, its operations
         go to ``tape`` alone; when it ends without an error they are appended,
         in order, to every tape that was active around it. A block that fails
         midway leaves the enclosing tapes exactly as they were (layers run
-        their forward this way: all or nothing). ``lean``/``keep``: as
-        :class:`Tape`'s (the values are dropped when the block ends).
+        their forward this way: all or nothing). ``lean``/``keep``/``read_once``:
+        as :class:`Tape`'s (what is left is dropped when the block ends).
         """
         outer = _active_tapes.get()
-        tape = cls(lean=lean, keep=keep)
+        tape = cls(lean=lean, keep=keep, read_once=read_once)
         token = _set_tapes((tape,))
         try:
             yield tape

@@ -14,7 +14,7 @@ from hypothesis import given
 from test_graph_properties import DTYPE_STEPS, SETTINGS, STEPS, _tensors, plans, replay
 
 import microtape as mt
-from microtape.lean import NotKept
+from microtape.lean import DroppedAsRecorded, NotKept
 from microtape.ops import OPS
 
 
@@ -241,3 +241,46 @@ def test_lean_cross_attention_with_one_tensor_in_two_roles_is_refused_and_change
     with pytest.raises(ValueError, match="lean=True needs self-attention or three separate inputs"):
         attn(q, kv, kv)
     assert attn.tape is None
+
+
+# ---------------------------------------------------------------- dropping as it records (read_once)
+
+
+def test_a_read_once_tape_drops_each_value_as_soon_as_its_reader_is_recorded():
+    before = mt.Tensor(np.ones((2, 3)), requires_grad=True) * 2.0  # computed before the tape began
+    with mt.Tape(lean=True, read_once=True, keep=("kept",)) as tape:
+        doubled = _named(before + 1.0, "doubled")  # add reads nothing
+        assert before.data.__class__ is np.ndarray  # not this tape's to drop
+        shifted = _named(doubled + 1.0, "shifted")
+        assert doubled.data.__class__ is NotKept  # dropped already, mid-recording
+        flat = _named(shifted.reshape(6), "flat")  # a view of shifted: dropping it would free nothing
+        assert shifted.data.__class__ is np.ndarray
+        kept = _named(flat + 0.5, "kept")
+        loss = _named((kept + 1.0).sum(), "loss")
+        assert kept.data.__class__ is np.ndarray  # named in keep
+    assert flat.data.__class__ is NotKept  # (dropped when its reader was recorded)
+    assert loss.data.__class__ is np.ndarray  # a result
+    x_full = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    x_lean = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    results = []
+    for x, options in ((x_full, {}), (x_lean, {"lean": True, "read_once": True})):
+        with mt.Tape(**options) as tape:
+            y = ((x * 3.0).exp() + 1.0).reshape(6).sum()
+        results.append(mt.gradients(y, tape=tape)[x])
+    np.testing.assert_array_equal(*results)
+
+
+@pytest.mark.parametrize("kwargs", [{"read_once": True}, {"lean": True, "read_once": 1}])
+def test_read_once_needs_a_lean_tape(kwargs):
+    with pytest.raises(ValueError, match="read_once=.*expected True \\(with lean=True\\) or False"):
+        mt.Tape(**kwargs)
+
+
+def test_the_lean_layer_drops_as_it_records_and_still_names_an_overflow():
+    attn = mt.nn.MultiHeadAttention(8, 2, seed=0, lean=True, causal=True)
+    attn(np.ones((1, 3, 8)))
+    assert isinstance(attn.tape._nodes, DroppedAsRecorded)
+    assert attn.tape.find("scores").output.data.__class__ is NotKept
+    attn.q_proj.weight.data[...] = attn.k_proj.weight.data[...] = 1e200  # the scores overflow
+    with pytest.raises(FloatingPointError, match="overflowed.*recorded lean: the steps whose values were not kept"):
+        attn(np.ones((1, 3, 8)))

@@ -127,3 +127,25 @@ def test_graphs_have_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_self_attention_x_gradient_is_the_pass_own_sum_not_a_second_one():
+    """dx of self-attention is the reverse pass's own sum over the three projections (bit for bit, no new array)."""
+    attn, x, grad = _attention()
+    attn(x)
+    attn.backward(grad)
+    grads = attn.last_gradients
+    x_node = attn._last.inputs["query"]
+    np.testing.assert_array_equal(grads["x"], grads["value"] + grads["key"] + grads["query"])
+    assert np.shares_memory(grads["x"], x_node.grad)
+
+
+def test_inside_a_larger_computation_the_x_gradient_leaves_out_the_other_uses():
+    """In an encoder layer x also feeds the residual: its attention's dx is still only the three projections'."""
+    layer = mt.nn.TransformerEncoderLayer(E, H, 16, seed=0)
+    rng = np.random.default_rng(3)
+    layer(rng.standard_normal((B, 8, E)))
+    grads = layer.named_gradients(rng.standard_normal((B, 8, E)))
+    three = grads["self_attn.value"] + grads["self_attn.key"] + grads["self_attn.query"]
+    np.testing.assert_array_equal(grads["self_attn.x"], three)
+    assert np.abs(grads["x"] - three).max() > 0.1  # the layer's own dx has the residual's part too

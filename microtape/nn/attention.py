@@ -249,7 +249,9 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         record = {}
         self._check_lean_call(call)
         # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
-        with Tape.atomic(lean=self.lean, keep=self.keep if self.lean else ()) as tape, np.errstate(all="ignore"):
+        # (Lean: the chain reads each step once, in the next step, so values go as it records.)
+        lean = {"lean": True, "keep": self.keep, "read_once": True} if self.lean else {}
+        with Tape.atomic(**lean) as tape, np.errstate(all="ignore"):
             if call.self_attention:
                 x = self._input_node(call.given[0], call.arrays[0], "x")
                 inputs = {"query": x, "key": x, "value": x}

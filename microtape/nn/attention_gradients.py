@@ -32,15 +32,13 @@ def named_tape_gradients(layer, result):
         # when key and value are one node.
         index = index_of[product]
         grads[role], grads.completed_at[role] = result.step_at(index).grad_inputs[0], index
-    if last.self_attention and result.tape is last.tape:
-        # The layer's own pass: x's only uses are the three projections, and the pass summed what
-        # they sent in this same order (v, k, then q). Reading its sum keeps one [B, T, E] array, not two.
-        grads["x"] = result[last.inputs["query"]]
-        grads.completed_at["x"] = grads.completed_at["query"]
-    elif last.self_attention:
-        # What the three projections sent to x, summed in the order the pass adds them (v, k, then q);
-        # not result[x], which in a larger computation also holds x's other uses (a residual).
-        grads["x"] = grads["value"] + grads["key"] + grads["query"]
+    if last.self_attention:
+        # What the three projections sent to x, summed in the order the pass adds them (v, k, then q).
+        # On the layer's own tape that sum is result[x] (x has no other use there): no second sum. In a
+        # larger computation result[x] also holds x's other uses (a residual), so the sum is made here.
+        x = last.inputs["query"]
+        own = result.tape is last.tape and x in result
+        grads["x"] = result[x] if own else grads["value"] + grads["key"] + grads["query"]
         grads.completed_at["x"] = grads.completed_at["query"]
     return grads
 

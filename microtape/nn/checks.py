@@ -17,6 +17,7 @@ import numbers
 
 import numpy as np
 
+from ..lean import NotKept
 from ..tensor import Tensor
 
 __all__ = [
@@ -195,8 +196,14 @@ def gradient_overflow_error(grads, names, where, dtype):
 
 
 def overflow_error(tape, where, dtype):
-    """The error for a forward that produced inf/NaN: it names the first step where that appeared."""
+    """The error for a forward that produced inf/NaN: it names the first step where that appeared.
+
+    (On a lean tape, only the steps whose values were kept are searched.)
+    """
+    lean = " (recorded lean: the steps whose values were not kept were not searched)" if tape.lean else ""
     for index, node in enumerate(tape.nodes):
+        if node.data.__class__ is NotKept:
+            continue
         data = np.asarray(node.data)
         bad = ~np.isfinite(data)
         if node.op.name == "add_constant":
@@ -207,6 +214,6 @@ def overflow_error(tape, where, dtype):
             row = f" (row {at[-2]})" if data.ndim >= 2 else ""
             return FloatingPointError(
                 f"{where}: {name} overflowed {np.dtype(dtype).name} at index {at}{row}, step {index} of the tape "
-                f"(it is {data[at]}): the inputs or weights are too large for this dtype. Nothing was recorded."
+                f"(it is {data[at]}): the inputs or weights are too large for this dtype{lean}. Nothing was recorded."
             )
-    return FloatingPointError(f"{where}: the output is not finite. Nothing was recorded.")
+    return FloatingPointError(f"{where}: the output is not finite{lean}. Nothing was recorded.")
