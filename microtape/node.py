@@ -187,51 +187,33 @@ def record(op, inputs, params=None, name=None):
 _new = object.__new__
 
 
-def record_floats(op, a, b=None, name=None):
-    """``record(op, (a,) or (a, b), None, name)`` spelled out, for a built-in op of Scalars without parameters.
+def float_operator(op):
+    """``record(op, (a,) or (a, b), None, name)`` made for one built-in op of Scalars without parameters.
 
-    The Scalar operators call this (see :mod:`.scalar_pass`): no argument
-    tuple to build, no branches for parameters, residuals or user ops.
-    """
-    data = op.forward(a.data) if b is None else op.forward(a.data, b.data)
-    out = _new(a.__class__)  # a bare node: every field is set below (as in record)
-    out.data = data if data.__class__ is float else float(data)
-    out.grad = None
-    out.name = name
-    out.module = _module_path.get() if _modules_in_force else ""
-    out.params = None
-    if a.requires_grad or (b is not None and b.requires_grad):
-        out.requires_grad, out.op, out.inputs = True, op, (a,) if b is None else (a, b)
-        if _tapes_in_force:
-            for tape in _active_tapes.get():
-                tape._nodes.append(out)
-    else:
-        out.requires_grad, out.op, out.inputs = False, None, ()
-    return out
-
-
-def float_operator(op, lift):
-    """The Scalar method ``a ∘ b`` for the built-in binary ``op``: :func:`record_floats` made for that one op.
-
-    ``Scalar.__mul__ = float_operator(ops.mul, lift)``: the method itself
-    builds the node, so ``a * b`` is one Python call, not two (the call saved
-    is a sixth of a Scalar op's cost). ``lift`` turns a plain number into a
-    constant of ``a``'s kind. The fields are set as in :func:`record_floats`.
+    ``Scalar.__mul__ = float_operator(ops.mul)``: the function it returns,
+    ``operator(a, b=None, name=None)``, *is* the recording — no argument tuple
+    to build, no branches for parameters, residuals or user ops, and no
+    second call: ``a * b`` is one Python call (a call saved is a sixth of a
+    Scalar op's cost; see :mod:`.scalar_pass`). A ``b`` of another kind (a
+    plain number) becomes a constant of ``a``'s kind first.
     """
     forward = op.forward
 
-    def operator(a, b):
-        if b.__class__ is not a.__class__:
-            b = lift(b)
-        data = forward(a.data, b.data)
-        out = _new(a.__class__)
+    def operator(a, b=None, name=None):
+        if b is None:
+            data = forward(a.data)
+        else:
+            if b.__class__ is not a.__class__:
+                b = a._constant(b)
+            data = forward(a.data, b.data)
+        out = _new(a.__class__)  # a bare node: every field is set below (as in record)
         out.data = data if data.__class__ is float else float(data)
         out.grad = None
-        out.name = None
+        out.name = name
         out.module = _module_path.get() if _modules_in_force else ""
         out.params = None
-        if a.requires_grad or b.requires_grad:
-            out.requires_grad, out.op, out.inputs = True, op, (a, b)
+        if a.requires_grad or (b is not None and b.requires_grad):
+            out.requires_grad, out.op, out.inputs = True, op, (a,) if b is None else (a, b)
             if _tapes_in_force:
                 for tape in _active_tapes.get():
                     tape._nodes.append(out)
@@ -240,5 +222,16 @@ def float_operator(op, lift):
         return out
 
     operator.__name__ = operator.__qualname__ = f"{op.name}_operator"
-    operator.__doc__ = f"Record ``{op.name}(a, b)`` (a Scalar method, see :func:`microtape.node.float_operator`)."
+    operator.__doc__ = f"Record ``{op.name}`` on Scalars (made by :func:`microtape.node.float_operator`)."
     return operator
+
+
+_float_operators = {}  # id(op) -> (op, its float_operator): made once per op
+
+
+def record_floats(op, a, b=None, name=None):
+    """``record(op, (a,) or (a, b), None, name)`` for a built-in op of Scalars without parameters (by its operator)."""
+    made = _float_operators.get(id(op))
+    if made is None or made[0] is not op:  # (an id can be reused once an op made on the fly is gone)
+        made = _float_operators[id(op)] = (op, float_operator(op))
+    return made[1](a, b, name)

@@ -24,7 +24,7 @@ import math
 import numbers
 
 from . import ops, scalar_pass
-from .node import Node, float_operator, record, record_floats
+from .node import Node, float_operator, record
 from .scalar_math import ScalarMath
 
 __all__ = ["Scalar"]
@@ -50,6 +50,13 @@ def _lift(value):
         value = _number(value, "Scalar arithmetic")
     constant._init_leaf(value, False, None)
     return constant
+
+
+# The Scalar operations, each recorded by its float_operator (one per op, made here once).
+_ADD, _SUB, _MUL, _DIV, _NEG = (float_operator(op) for op in (ops.add, ops.sub, ops.mul, ops.div, ops.neg))
+_EXP, _LOG, _TANH, _RELU = (float_operator(op) for op in (ops.exp, ops.log, ops.tanh, ops.relu))
+_SIGMOID, _GELU, _ABS = (float_operator(op) for op in (ops.sigmoid, ops.gelu, ops.abs_))
+_MAXIMUM, _MINIMUM = float_operator(ops.maximum), float_operator(ops.minimum)
 
 
 class Scalar(ScalarMath, Node):
@@ -117,33 +124,33 @@ class Scalar(ScalarMath, Node):
     def __ge__(self, other):
         return self.data >= _value(other)
 
-    # -- arithmetic: each operator is one primitive op. ``a + b`` is built by
-    # float_operator, so the method is the recording (a call saved per op is a
-    # sixth of a Scalar op's cost); a reflected operator's other operand is
-    # never a Scalar, and ``2 * a`` is rare enough to go through record_floats.
+    # -- arithmetic: each operator is one primitive op, and ``a + b`` *is* its
+    # float_operator (the method is the recording: a call saved per op is a
+    # sixth of a Scalar op's cost). A reflected operator's other operand is
+    # never a Scalar.
 
-    __add__ = float_operator(ops.add, _lift)
+    __add__ = _ADD
 
     def __radd__(self, other):
-        return record_floats(ops.add, _lift(other), self)
+        return _ADD(_lift(other), self)
 
-    __sub__ = float_operator(ops.sub, _lift)
+    __sub__ = _SUB
 
     def __rsub__(self, other):
-        return record_floats(ops.sub, _lift(other), self)
+        return _SUB(_lift(other), self)
 
-    __mul__ = float_operator(ops.mul, _lift)
+    __mul__ = _MUL
 
     def __rmul__(self, other):
-        return record_floats(ops.mul, _lift(other), self)
+        return _MUL(_lift(other), self)
 
-    __truediv__ = float_operator(ops.div, _lift)
+    __truediv__ = _DIV
 
     def __rtruediv__(self, other):
-        return record_floats(ops.div, _lift(other), self)
+        return _DIV(_lift(other), self)
 
     def __neg__(self):
-        return record_floats(ops.neg, self)
+        return _NEG(self)
 
     def __pow__(self, exponent):
         return self.pow(exponent)
@@ -167,44 +174,44 @@ class Scalar(ScalarMath, Node):
     def exp(self, name=None):
         if self.data > 709.78:
             raise ValueError(f"Scalar.exp(): exp({self.data}) overflows a float (the largest is exp(709.78))")
-        return record_floats(ops.exp, self, None, name)
+        return _EXP(self, None, name)
 
     def log(self, name=None):
         if self.data <= 0.0:
             raise ValueError(f"Scalar.log(): log of {self.data} is undefined; expected a positive value")
-        return record_floats(ops.log, self, None, name)
+        return _LOG(self, None, name)
 
     def tanh(self, name=None):
-        return record_floats(ops.tanh, self, None, name)
+        return _TANH(self, None, name)
 
     def relu(self, name=None):
-        return record_floats(ops.relu, self, None, name)
+        return _RELU(self, None, name)
 
     def sqrt(self, name=None):
         return self.pow(0.5, name)
 
     def sigmoid(self, name=None):
         """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
-        return record_floats(ops.sigmoid, self, None, name)
+        return _SIGMOID(self, None, name)
 
     def gelu(self, name=None):
         """GELU, tanh approximation (as :meth:`microtape.Tensor.gelu`)."""
-        return record_floats(ops.gelu, self, None, name)
+        return _GELU(self, None, name)
 
     def abs(self, name=None):
         """``|x|`` (its gradient at 0 is 0)."""
-        return record_floats(ops.abs_, self, None, name)
+        return _ABS(self, None, name)
 
     def __abs__(self):
         return self.abs()
 
     def maximum(self, other, name=None):
         """The larger of ``self`` and ``other`` (a tie shares the gradient equally)."""
-        return record_floats(ops.maximum, self, other if other.__class__ is Scalar else _lift(other), name)
+        return _MAXIMUM(self, other, name)
 
     def minimum(self, other, name=None):
         """The smaller of ``self`` and ``other`` (a tie shares the gradient equally)."""
-        return record_floats(ops.minimum, self, other if other.__class__ is Scalar else _lift(other), name)
+        return _MINIMUM(self, other, name)
 
 
 def _number_text(value):

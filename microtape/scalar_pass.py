@@ -8,9 +8,11 @@ does the same work with fewer calls, and a test
 (``tests/test_scalar_pass.py``) proves it gives the same gradients, bit for
 bit, on random graphs of every Scalar op:
 
-* :func:`~.node.record_floats` is ``record`` for a built-in op of one or
-  two Scalars with no parameters (what ``a * b``, ``a + b``,
-  ``a.relu()`` run), with the argument tuple and the branches taken out;
+* :func:`~.node.float_operator` is ``record`` made for one built-in op of
+  one or two Scalars with no parameters, with the argument tuple and the
+  branches taken out: ``Scalar.__mul__`` *is* ``float_operator(ops.mul)``,
+  and ``a.relu()`` calls ``float_operator(ops.relu)``
+  (:func:`~.node.record_floats` finds an op's for the rarer methods);
 * :func:`backward` walks the same order as the reference (``Tape.of``'s
   depth-first order, so each gradient's terms are added in the same order)
   but adds the terms straight into the nodes' ``.grad`` fields instead of a

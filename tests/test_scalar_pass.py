@@ -294,7 +294,7 @@ def _fields(node):
 )
 @pytest.mark.parametrize("second", ["scalar", "constant", "number"])
 def test_a_scalar_method_records_the_node_record_makes(op, fast, second):
-    """``a * b`` (float_operator) and ``a.sin()`` (record_floats) give the generic ``record``'s node, on the tape."""
+    """``a * b`` and ``a.sin()`` (float_operator, record_floats) give the generic ``record``'s node, on the tape."""
     a = mt.Scalar(0.75, name="a")
     b = {"scalar": mt.Scalar(-0.5), "constant": mt.Scalar._constant(-0.5), "number": -0.5}[second]
     operands = (a, mt.Scalar._constant(b)) if op.inputs[1:] else (a,)
