@@ -24,7 +24,7 @@ import math
 import numbers
 
 from . import ops, scalar_pass
-from .node import Node, float_operator, record
+from .node import Node, float_operator, record, record_floats
 from .scalar_math import ScalarMath
 
 __all__ = ["Scalar"]
@@ -52,11 +52,10 @@ def _lift(value):
     return constant
 
 
-# The Scalar operations, each recorded by its float_operator (one per op, made here once).
-_ADD, _SUB, _MUL, _DIV, _NEG = (float_operator(op) for op in (ops.add, ops.sub, ops.mul, ops.div, ops.neg))
-_EXP, _LOG, _TANH, _RELU = (float_operator(op) for op in (ops.exp, ops.log, ops.tanh, ops.relu))
-_SIGMOID, _GELU, _ABS = (float_operator(op) for op in (ops.sigmoid, ops.gelu, ops.abs_))
-_MAXIMUM, _MINIMUM = float_operator(ops.maximum), float_operator(ops.minimum)
+# The arithmetic operators are their ops' float_operators, made here once (``a * b`` is one call;
+# they stay bound to these ops). The other methods look their op up when called, through
+# record_floats, so a lesson that swaps ``microtape.ops.tanh`` for a broken one reaches Scalars too.
+_ADD, _SUB, _MUL, _DIV = (float_operator(op) for op in (ops.add, ops.sub, ops.mul, ops.div))
 
 
 class Scalar(ScalarMath, Node):
@@ -150,7 +149,7 @@ class Scalar(ScalarMath, Node):
         return _DIV(_lift(other), self)
 
     def __neg__(self):
-        return _NEG(self)
+        return record_floats(ops.neg, self)
 
     def __pow__(self, exponent):
         return self.pow(exponent)
@@ -174,44 +173,44 @@ class Scalar(ScalarMath, Node):
     def exp(self, name=None):
         if self.data > 709.78:
             raise ValueError(f"Scalar.exp(): exp({self.data}) overflows a float (the largest is exp(709.78))")
-        return _EXP(self, None, name)
+        return record_floats(ops.exp, self, None, name)
 
     def log(self, name=None):
         if self.data <= 0.0:
             raise ValueError(f"Scalar.log(): log of {self.data} is undefined; expected a positive value")
-        return _LOG(self, None, name)
+        return record_floats(ops.log, self, None, name)
 
     def tanh(self, name=None):
-        return _TANH(self, None, name)
+        return record_floats(ops.tanh, self, None, name)
 
     def relu(self, name=None):
-        return _RELU(self, None, name)
+        return record_floats(ops.relu, self, None, name)
 
     def sqrt(self, name=None):
         return self.pow(0.5, name)
 
     def sigmoid(self, name=None):
         """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
-        return _SIGMOID(self, None, name)
+        return record_floats(ops.sigmoid, self, None, name)
 
     def gelu(self, name=None):
         """GELU, tanh approximation (as :meth:`microtape.Tensor.gelu`)."""
-        return _GELU(self, None, name)
+        return record_floats(ops.gelu, self, None, name)
 
     def abs(self, name=None):
         """``|x|`` (its gradient at 0 is 0)."""
-        return _ABS(self, None, name)
+        return record_floats(ops.abs_, self, None, name)
 
     def __abs__(self):
         return self.abs()
 
     def maximum(self, other, name=None):
         """The larger of ``self`` and ``other`` (a tie shares the gradient equally)."""
-        return _MAXIMUM(self, other, name)
+        return record_floats(ops.maximum, self, other, name)
 
     def minimum(self, other, name=None):
         """The smaller of ``self`` and ``other`` (a tie shares the gradient equally)."""
-        return _MINIMUM(self, other, name)
+        return record_floats(ops.minimum, self, other, name)
 
 
 def _number_text(value):

@@ -11,8 +11,8 @@ bit, on random graphs of every Scalar op:
 * :func:`~.node.float_operator` is ``record`` made for one built-in op of
   one or two Scalars with no parameters, with the argument tuple and the
   branches taken out: ``Scalar.__mul__`` *is* ``float_operator(ops.mul)``,
-  and ``a.relu()`` calls ``float_operator(ops.relu)``
-  (:func:`~.node.record_floats` finds an op's for the rarer methods);
+  and ``a.relu()`` calls :func:`~.node.record_floats`, which finds the
+  operator of the op ``microtape.ops.relu`` is at that moment;
 * :func:`backward` walks the same order as the reference (``Tape.of``'s
   depth-first order, so each gradient's terms are added in the same order)
   but adds the terms straight into the nodes' ``.grad`` fields instead of a
