@@ -209,6 +209,9 @@ def test_lean_attention_refuses_what_it_did_not_keep_saying_how():
     with pytest.raises(ValueError, match="recorded lean"):
         mt.check.attention_report(attn, np.ones((2, 5, 16)))
     mt.viz.attention_heatmaps(attn)  # the weights: kept
+    # The graph says so on top, even with the attention module collapsed (its boxes hidden).
+    assert "recorded lean: values no VJP reads were not kept" in mt.viz.graph(attn.tape).source
+    assert "recorded lean" not in mt.viz.graph(_run({"causal": True}, lean=False)[0].tape).source
 
 
 def test_lean_attention_keeps_the_steps_you_name():

@@ -79,6 +79,9 @@ class Painter(Edges):
         arrows = [self.arrow(link) for link in view.links]
         rankdir = rankdir or ("LR" if len(shapes) <= 12 else "TB")
         note = view.note
+        if self.program.tape.lean:  # said once on top: a collapsed module hides its boxes' "value not kept"
+            said = "recorded lean: values no VJP reads were not kept"
+            note = f"{said}; {note}" if note else said
         if self.backward and not self.whole:
             said = step_text(self.step, self.last_step + 1)
             note = f"{said}; {note}" if note else said
