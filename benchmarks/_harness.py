@@ -101,6 +101,33 @@ def time_calls(fn, repeats, budget, min_repeats=3, warmup=1):
     return {"cpu": cpu, "wall": wall, "user": user, "faults": faults}
 
 
+def time_alternating(steps, repeats, budget, min_repeats=3, warmup=1):
+    """Time several functions in one process, taking turns: ``{name: {"cpu": [...], "wall": [...]}}``.
+
+    ``steps`` maps a name to a function. Each round calls every function
+    once, in the given order, and times each call alone. Taking turns puts
+    every function in the same process state — the same heap, the same
+    memory the allocator already holds — which separate processes do not:
+    there a reference that frees its big arrays every step may pay the
+    kernel's page faults or not depending on what its process did before
+    timing (issue 24 measured 15 % either way at B=8,T=128).
+    """
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    times = {name: {"cpu": [], "wall": []} for name in steps}
+    started = time.perf_counter()
+    for round_number in range(repeats):
+        for name, step in steps.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            step()
+            times[name]["cpu"].append(time.process_time() - c0)
+            times[name]["wall"].append(time.perf_counter() - w0)
+        if round_number + 1 >= min_repeats and time.perf_counter() - started > budget:
+            break
+    return times
+
+
 def summary(times):
     """Median, quartiles, min, max and count of a list of times (quartiles interpolated, as numpy's default)."""
     # statistics.quantiles' "inclusive" method is numpy's linear interpolation; one time is its own quartiles.

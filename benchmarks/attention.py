@@ -42,7 +42,7 @@ import tracemalloc
 import numpy as np
 
 from . import numpy_attention, numpy_tiled_attention
-from ._harness import emit, summary, time_calls
+from ._harness import emit, summary, time_alternating, time_calls
 
 TINY = {"B": 1, "T": 8, "E": 16, "H": 2}
 TINY_BLOCK = 3  # the correctness check's tiles: 3 does not divide T=8
@@ -171,7 +171,10 @@ def worker(spec):
     rss_growth = _max_rss_bytes() - rss_before
     del result
 
-    # 3. Time.
+    # 3. Time (with "alternate_with": this impl and that one, taking turns in this process).
+    other = spec.get("alternate_with")
+    if other is not None:
+        return {**described, **_alternating(step, other, spec, x, grad_y, params, H, causal, block_size)}
     times = time_calls(
         step,
         spec.get("repeats", 20),
@@ -190,6 +193,26 @@ def worker(spec):
         "rss_growth": rss_growth,
         "score_bytes": B * H * T * T * dtype.itemsize,
         "check_error": error,
+    }
+
+
+def _alternating(step, other, spec, x, grad_y, params, heads, causal, block_size):
+    """Time ``step`` and the impl ``other`` taking turns in this process; medians and the ratio of medians."""
+    other_step = make_step(other, x, grad_y, params, heads, causal, block_size)
+    times = time_alternating(
+        {"self": step, "other": other_step},
+        spec.get("repeats", 20),
+        spec.get("budget", 10.0),
+        min_repeats=spec.get("min_repeats", 3),
+        warmup=spec.get("warmup", 1),
+    )
+    mine, theirs = times["self"], times["other"]
+    return {
+        "alternate_with": other,
+        "time": summary(mine["cpu"]),
+        "wall": summary(mine["wall"]),
+        "other_time": summary(theirs["cpu"]),
+        "other_wall": summary(theirs["wall"]),
     }
 
 
