@@ -97,7 +97,6 @@ class _Forward:
     dropout: DropoutMask | None = None  # what the keep mask is a function of
     tiled: bool = False  # the core is one tiled_attention row
     grads: dict = field(default_factory=dict)  # named gradients of the last backward
-    lean: bool = False  # recorded lean: only what backward reads (and keep=) was kept
 
 
 class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
@@ -268,7 +267,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
             tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,
-            dropout, self.block_size is not None, lean=self.lean,
+            dropout, self.block_size is not None,
         )  # fmt: skip
         if dropout is not None:
             self._dropout_calls += 1  # only now: a failed forward leaves the next mask as it was
@@ -319,10 +318,10 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
 
     def _backward_names(self):
         last = self._last
-        return self._lean_backward_names(last, ROLES) if last.lean else self.gradient_names()
+        return self._lean_backward_names(last, ROLES) if last.tape.lean else self.gradient_names()
 
     def _taped(self, last, grad_output, complete):
-        if last.lean:
+        if last.tape.lean:
             return self._lean_taped(last, grad_output, complete)
         # Steps are kept even for backward(): each role's gradient is read off its projection's step.
         return self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))

@@ -89,7 +89,7 @@ class AttentionReadouts:
         grads = last.grads
         if not grads:
             raise RuntimeError(f"MultiHeadAttention.{what}: call backward() first")
-        if name not in grads and last.lean:
+        if name not in grads and last.tape.lean:
             raise not_kept_error(f"{name} (MultiHeadAttention.{what})", "gradient", name)
         return read_only(grads[name])
 

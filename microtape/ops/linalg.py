@@ -57,10 +57,6 @@ def _product_like(a, b, like):
     return _rows_times(a, b)
 
 
-def _matmul_forward(a, b):
-    return _rows_times(a, b)
-
-
 def _matmul_vjp(g, ans, a, b):
     if a.ndim == 1 and b.ndim == 1:
         return g * b, g * a  # the dot product: c = Σ a_i b_i
@@ -99,7 +95,7 @@ def _matmul_jvp(tangents, ans, a, b):
 
 matmul = primitive(
     "matmul",
-    _matmul_forward,
+    _rows_times,
     _matmul_vjp,
     ["{g} @ {b}^T", "{a}^T @ {g}"],
     [r"\bar A = \bar C B^{\top}", r"\bar B = A^{\top} \bar C"],
