@@ -11,6 +11,10 @@ Each (implementation, size, dtype) is measured in a process of its own::
 ``tape``      the seed contract: ``attn.forward(x, mask=None)`` then ``attn.backward(g)`` (replays the
               tape), no ``zero_grad`` between steps — the call ``shared/bench``'s adapter makes;
 ``analytic``  the same forward, then ``.backward(g, method="analytic")``;
+``tape-ops``  the arithmetic of ``tape`` alone: the ops of one recorded forward run again in tape order,
+              then the reverse pass's loop over their VJPs — no layer around them (no checks, no named
+              gradients, no ``.grad`` writes); ``tape`` minus ``tape-ops`` is what the layer and the
+              engine add to the ops (:func:`replay_tape`);
 ``lean``      ``tape`` recorded lean (``MultiHeadAttention(..., lean=True)``: only what backward reads is kept);
 ``torch``     :mod:`benchmarks.torch_attention` (same math, torch autograd, eager);
 ``tiled``     ``MultiHeadAttention(..., block_size=b)`` then ``.backward(g)`` (the tiled kernel, one tape row);
@@ -73,7 +77,8 @@ def _make_numpy_tiled(x, grad_y, params, heads, block_size, causal):
     return step
 
 
-def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=None, lean=False):
+def _layer(x, params, heads, causal=False, block_size=None, lean=False):
+    """microtape's attention layer with the benchmark's weights."""
     import microtape as mt
 
     embed = x.shape[-1]
@@ -83,12 +88,46 @@ def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=N
     for letter, projection in zip("qkvo", (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj), strict=True):
         projection.weight.data[...] = params["W" + letter]
         projection.bias.data[...] = params["b" + letter]
+    return attn
+
+
+def _make_microtape(x, grad_y, params, heads, method, causal=False, block_size=None, lean=False):
+    attn = _layer(x, params, heads, causal, block_size, lean)
 
     def step():
         # The seed contract, called as the independent harness calls it: no zero_grad between steps
         # (parameter gradients add up, as the numpy layer's do), forward(x, mask=None), then backward.
         attn.forward(x, mask=None)
         return attn.backward(grad_y, method=method)
+
+    return step
+
+
+def replay_tape(attn, x, grad_y):
+    """The seed call's arithmetic without the layer: a function running one forward + backward, returning dx.
+
+    ``attn`` records one forward of ``x``; each call then runs that tape's ops
+    again in order (``op.forward`` on the inputs' new values, written into the
+    same nodes) and the reverse pass's own loop over their VJPs (seeded with
+    ``grad_y``) — the same arrays in the same order as ``attn.forward(x)``
+    then ``attn.backward(grad_y)``, so the same numbers, bit for bit
+    (``tests/test_benchmark_harness.py``). What it leaves out is everything
+    the layer and the engine do around the ops: checking the call and the
+    gradients for overflow, naming the steps, the named gradients,
+    ``.grad`` writes, a copy of ``dx`` for the caller, building the nodes.
+    """
+    from microtape.reverse import _reverse  # the reverse pass's loop itself, without gradients()'s wrapper
+
+    attn.forward(x, mask=None)
+    output, x_node, nodes = attn.last_output, attn.tape.variable("x"), attn.tape.nodes
+    if any(node.op.forward_saving is not None for node in nodes):
+        raise ValueError("replay_tape: an op that saves residuals (the tiled core) is not replayed")
+
+    def step():
+        for node in nodes:
+            node.data = np.asarray(node.op.forward(*[value.data for value in node.inputs], **(node.params or {})))
+        grads, _, _ = _reverse(nodes, output, grad_y)
+        return grads[x_node]
 
     return step
 
@@ -122,6 +161,8 @@ def make_step(impl, x, grad_y, params, heads, causal=False, block_size=None):
         return _make_microtape(x, grad_y, params, heads, impl, causal)
     if impl == "tiled":
         return _make_microtape(x, grad_y, params, heads, "tape", causal, block_size)
+    if impl == "tape-ops":
+        return replay_tape(_layer(x, params, heads, causal), x, grad_y)
     if impl == "lean":
         return _make_microtape(x, grad_y, params, heads, "tape", causal, lean=True)
     if impl == "tiled-lean":
@@ -197,10 +238,16 @@ def worker(spec):
 
 
 def _alternating(step, other, spec, x, grad_y, params, heads, causal, block_size):
-    """Time ``step`` and the impl ``other`` taking turns in this process; medians and the ratio of medians."""
-    other_step = make_step(other, x, grad_y, params, heads, causal, block_size)
+    """Time ``step``, the impl ``other`` and those of ``spec["also"]`` taking turns in this process; their medians.
+
+    ``"also": ["tape-ops"]`` adds the seed call's arithmetic alone to the turns
+    (what splits the seed path's time into the ops' and the layer's).
+    """
+    also = spec.get("also", [])
+    steps = {"self": step, "other": make_step(other, x, grad_y, params, heads, causal, block_size)}
+    steps.update({impl: make_step(impl, x, grad_y, params, heads, causal, block_size) for impl in also})
     times = time_alternating(
-        {"self": step, "other": other_step},
+        steps,
         spec.get("repeats", 20),
         spec.get("budget", 10.0),
         min_repeats=spec.get("min_repeats", 3),
@@ -213,6 +260,7 @@ def _alternating(step, other, spec, x, grad_y, params, heads, causal, block_size
         "wall": summary(mine["wall"]),
         "other_time": summary(theirs["cpu"]),
         "other_wall": summary(theirs["wall"]),
+        "also": {impl: summary(times[impl]["cpu"]) for impl in also},
     }
 
 
