@@ -105,22 +105,28 @@ def time_alternating(steps, repeats, budget, min_repeats=3, warmup=1):
     """Time several functions in one process, taking turns: ``{name: {"cpu": [...], "wall": [...]}}``.
 
     ``steps`` maps a name to a function. Each round calls every function
-    once, in the given order, and times each call alone. Taking turns puts
-    every function in the same process state — the same heap, the same
-    memory the allocator already holds — which separate processes do not:
-    there a reference that frees its big arrays every step may pay the
-    kernel's page faults or not depending on what its process did before
-    timing (issue 24 measured 15 % either way at B=8,T=128).
+    once and times each call alone; the order rotates from round to round
+    (``a b c``, ``b c a``, ``c a b``, …), so each function follows each other
+    one equally often. Taking turns puts every function in the same process
+    state — the same heap, the same memory the allocator already holds —
+    which separate processes do not: there a reference that frees its big
+    arrays every step may pay the kernel's page faults or not depending on
+    what its process did before timing (issue 24 measured 15 % either way at
+    B=8,T=128). The rotation matters as much at large sizes: at
+    B=1,T=2048 a step that runs right after another one's 128 MB arrays were
+    given back measured up to 25 % slower or faster than in the other place.
     """
+    names = list(steps)
     for _ in range(warmup):
         for step in steps.values():
             step()
     times = {name: {"cpu": [], "wall": []} for name in steps}
     started = time.perf_counter()
     for round_number in range(repeats):
-        for name, step in steps.items():
+        first = round_number % len(names)
+        for name in names[first:] + names[:first]:
             w0, c0 = time.perf_counter(), time.process_time()
-            step()
+            steps[name]()
             times[name]["cpu"].append(time.process_time() - c0)
             times[name]["wall"].append(time.perf_counter() - w0)
         if round_number + 1 >= min_repeats and time.perf_counter() - started > budget:

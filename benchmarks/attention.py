@@ -111,9 +111,11 @@ def replay_tape(attn, x, grad_y):
     same nodes) and the reverse pass's own loop over their VJPs (seeded with
     ``grad_y``) — the same arrays in the same order as ``attn.forward(x)``
     then ``attn.backward(grad_y)``, so the same numbers, bit for bit
-    (``tests/test_benchmark_harness.py``). What it leaves out is everything
-    the layer and the engine do around the ops: checking the call and the
-    gradients for overflow, naming the steps, the named gradients,
+    (``tests/test_benchmark_harness.py``), and the same memory over time: the
+    last step's values and gradients are let go when the new forward is
+    complete, as the layer lets go of its last forward. What it leaves out is
+    everything the layer and the engine do around the ops: checking the call
+    and the gradients for overflow, naming the steps, the named gradients,
     ``.grad`` writes, a copy of ``dx`` for the caller, building the nodes.
     """
     from microtape.reverse import _reverse  # the reverse pass's loop itself, without gradients()'s wrapper
@@ -122,11 +124,16 @@ def replay_tape(attn, x, grad_y):
     output, x_node, nodes = attn.last_output, attn.tape.variable("x"), attn.tape.nodes
     if any(node.op.forward_saving is not None for node in nodes):
         raise ValueError("replay_tape: an op that saves residuals (the tiled core) is not replayed")
+    last = {"grads": None}  # the last backward's gradients: the layer holds them until its next forward is done
 
     def step():
+        previous = [node.data for node in nodes]  # the last forward's values, held until this one is complete
         for node in nodes:
             node.data = np.asarray(node.op.forward(*[value.data for value in node.inputs], **(node.params or {})))
+        del previous
+        last["grads"] = None
         grads, _, _ = _reverse(nodes, output, grad_y)
+        last["grads"] = grads
         return grads[x_node]
 
     return step

@@ -7,10 +7,19 @@ def test_time_alternating_takes_turns_and_times_each_call_alone():
     calls = []
     steps = {"tape": lambda: calls.append("tape"), "numpy": lambda: calls.append("numpy")}
     times = time_alternating(steps, repeats=4, budget=60.0, warmup=1)
-    # One warm-up round, then four rounds, each calling every step once, in order: turns, not blocks.
-    assert calls == ["tape", "numpy"] * 5
+    # One warm-up round, then four rounds, each calling every step once: turns, not blocks, and the
+    # order rotating from round to round, so that neither always runs right after the other.
+    assert calls == ["tape", "numpy"] * 2 + ["numpy", "tape", "tape", "numpy", "numpy", "tape"]
     assert {name: len(t["cpu"]) for name, t in times.items()} == {"tape": 4, "numpy": 4}
     assert all(len(t["wall"]) == 4 and min(t["wall"]) >= 0 for t in times.values())
+
+
+def test_time_alternating_rotates_the_order_of_three():
+    calls = []
+    steps = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    time_alternating(steps, repeats=3, budget=60.0, warmup=0)
+    # Each step follows each other one equally often: a b c, b c a, c a b.
+    assert "".join(calls) == "abcbcacab"
 
 
 def test_time_alternating_stops_at_the_budget_but_not_before_min_repeats():
