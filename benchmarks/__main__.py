@@ -294,19 +294,19 @@ def _attention_spec(impl, size, dtype, quick):
 
 
 def _seed_turns(report, size, quick):
-    """The seed call, its ops alone and the numpy layer, taking turns in one worker; or None.
+    """The seed call, its ops alone, the lean seed call and the numpy layer, taking turns in one worker; or None.
 
-    Returns ``(tape, ops)``: the seed call's and its arithmetic's (``tape-ops``)
-    ratios of CPU-time medians to numpy's.
+    Returns the ratios of CPU-time medians to numpy's: ``(tape, tape-ops, lean)``.
     """
-    spec = {**_attention_spec("tape", size, "float32", quick), "alternate_with": "numpy", "also": ["tape-ops"]}
+    spec = {**_attention_spec("tape", size, "float32", quick), "alternate_with": "numpy", "also": ["tape-ops", "lean"]}
     try:
         result = run_worker("attention", spec)
     except WorkerFailed as error:
         report.say(f"- tape and numpy taking turns at {_label(*size)}: failed ({error})")
         return None
     numpy_time = result["other_time"]["median"]
-    return result["time"]["median"] / numpy_time, result["also"]["tape-ops"]["median"] / numpy_time
+    also = result["also"]
+    return tuple(t / numpy_time for t in (result["time"]["median"], also["tape-ops"]["median"], also["lean"]["median"]))
 
 
 def _seed_path(report, results, quick, standard):
@@ -338,12 +338,14 @@ def _seed_path(report, results, quick, standard):
         by = {kind: tape[kind]["median"] / base[kind]["median"] for kind in ("wall", "time", "user")}
         memory = tape["tracemalloc_peak"] / base["tracemalloc_peak"]
         turns = _seed_turns(report, size, quick)
-        together, ops = ("—", "—") if turns is None else (f"{turns[0]:.2f}", f"{turns[1]:.2f}")
-        rows[-1] += [f"{by['wall']:.2f}", f"{by['time']:.2f}", f"{by['user']:.2f}", together, ops, f"{memory:.2f}"]
-        rows[-2] += ["", "", "", "", "", ""]
+        together, ops, lean = ("—",) * 3 if turns is None else (f"{ratio:.2f}" for ratio in turns)
+        rows[-1] += [f"{by['wall']:.2f}", f"{by['time']:.2f}", f"{by['user']:.2f}", together, ops, lean,
+                     f"{memory:.2f}"]  # fmt: skip
+        rows[-2] += [""] * 7
         verdict = by["wall"] if turns is None else turns[0]
         split = "" if turns is None else (
-            f" (the ops alone ×{ops}; the layer and the engine around them ×{turns[0] / turns[1]:.3f} the ops)"
+            f" (the ops alone ×{ops}; the layer and the engine around them ×{turns[0] / turns[1]:.3f} the ops; "
+            f"`lean=True` ×{lean})"
         )  # fmt: skip
         checks.append(
             f"- seed path, float32, {label}: ×{together} numpy taking turns in one process (CPU time; "
@@ -367,12 +369,13 @@ def _seed_path(report, results, quick, standard):
         "judges. `ops ×numpy (one process)` takes the same turns with `tape-ops`: the tape's ops run again and "
         "their VJPs by the reverse pass's loop, without the layer around them (no checks, no named gradients, "
         "no `.grad` writes) — what the arithmetic costs; the rest of the seed call's time is the layer's and "
-        "the engine's own work."
+        "the engine's own work. `lean ×numpy` takes the same turns with the seed call on a layer made with "
+        "`lean=True`. The order of the turns rotates every round."
     )
     report.say()
     headers = ["size", "impl", "wall median", "CPU median", "user median", "minor faults / step", "peak mem",
                "×numpy (wall)", "×numpy (CPU)", "×numpy (user)", "×numpy (one process)",
-               "ops ×numpy (one process)", "mem ×numpy"]  # fmt: skip
+               "ops ×numpy (one process)", "lean ×numpy (one process)", "mem ×numpy"]  # fmt: skip
     report.say(table(headers, rows))
     report.say()
     report.targets("Targets (issue 24, the seed path), float32:", checks)
