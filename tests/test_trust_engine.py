@@ -97,6 +97,24 @@ def test_logsumexp_gradient_at_an_infinite_result_goes_to_the_max_entries():
     assert grads[2][1] == 0.0
 
 
+def test_logsumexp_recorded_gradient_at_an_infinite_result_is_the_plain_one_and_differentiates():
+    """create_graph=True gives the same max-share (not NaN), and a second derivative that is finite everywhere."""
+    rows = np.array([[np.inf, 1.0, np.inf], [-np.inf, -np.inf, -np.inf], [0.5, -np.inf, 2.0]])
+    x = mt.Tensor(rows, requires_grad=True)
+    g = np.array([2.0, 3.0, 1.0])
+    plain = mt.gradients(x.logsumexp(axis=1), g)[x]
+    with np.errstate(all="raise"):  # not even an intermediate inf - inf on the tape
+        recorded = mt.gradients(x.logsumexp(axis=1), g, create_graph=True)[x]
+        np.testing.assert_array_equal(recorded.data, plain)
+        v = np.array([[1.0, 2.0, 3.0]] * 3)
+        second = mt.gradients((recorded * v).sum())[x]
+    # The share is a constant of x in the infinite rows; the finite row is g · (diag(p) − p pᵀ) v.
+    np.testing.assert_array_equal(second[:2], 0.0)
+    p = plain[2] / g[2]
+    np.testing.assert_allclose(second[2], g[2] * (p * v[2] - p * (p @ v[2])), rtol=1e-13, atol=1e-15)
+    assert second[2][1] == 0.0
+
+
 def test_logsumexp_edges_in_float32_keep_the_dtype_and_stay_quiet():
     x = mt.Tensor(np.array([[-np.inf, -np.inf], [np.inf, 3.0], [1.0, 2.0]], dtype=np.float32), requires_grad=True)
     y = x.logsumexp(axis=-1, keepdims=True)

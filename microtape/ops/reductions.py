@@ -14,6 +14,7 @@ from ..tape import Node
 from .broadcasting import kept_shape, shape_of
 from .core import primitive, value_of
 from .elementwise import exp
+from .piecewise import where
 from .scans import others_product
 from .shape import broadcast_to, reshape, transpose
 
@@ -160,19 +161,23 @@ def _logsumexp_forward(x, axis=None, keepdims=False):
 def _logsumexp_weights(ans, x, axis, keepdims):
     # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
     result = with_kept_axes(ans, axis, keepdims, shape_of(x))
-    if isinstance(x, Node):  # a recorded pass: the same formula, on the tape (NaN at an infinite result)
-        return exp.bind(x - result)
+    infinite = np.isinf(value_of(result))
+    if not np.any(infinite):
+        return exp.bind(x - result)  # (on the tape in a recorded pass)
+    # At an infinite result softmax's limit is max's gradient: the entries
+    # equal to the max (the +inf ones; in a row of -inf, all) share it — a
+    # constant, so its own derivative there is 0. (PyTorch gives NaN there.)
+    with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
+        share = _extreme_share(result, x, axis, True)
+    rows = np.broadcast_to(infinite, shape_of(x))
+    if isinstance(x, Node):
+        # A recorded pass: exp(x − y) on the tape, computed on 0s in the infinite rows, so
+        # that no inf − inf (NaN) reaches the tape or a second derivative through where.
+        finite = exp.bind(where.bind(rows, 0.0, x) - where.bind(infinite, 0.0, result))
+        return where.bind(rows, share, finite)
     with np.errstate(invalid="ignore"):  # inf - inf where the result is infinite: replaced below
         weights = np.exp(x - result)
-    infinite = np.isinf(result)
-    if np.any(infinite):
-        # At an infinite result softmax's limit is max's gradient: the entries
-        # equal to the max (the +inf ones; in a row of -inf, all) share it.
-        # (PyTorch gives NaN there.)
-        with np.errstate(invalid="ignore"):  # 0/0 in the finite rows, which keep their weights
-            share = _extreme_share(result, x, axis, True)
-        weights = np.where(infinite, share, weights)
-    return weights
+    return np.where(infinite, share, weights)
 
 
 def _logsumexp_jvp(tangents, ans, x, axis=None, keepdims=False):
