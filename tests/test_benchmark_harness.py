@@ -57,3 +57,24 @@ def test_replay_tape_runs_every_op_of_the_tape_again():
     after = [node.data for node in attn.tape.nodes]
     # Each value is computed anew (a new array) and equal to the recorded one.
     assert all(new is not old and np.array_equal(new, old) for old, new in zip(before, after, strict=True))
+
+
+def test_python_m_benchmarks_quick_runs_every_part(tmp_path):
+    # The smoke test `python -m benchmarks --quick`: every part's code runs (tiny sizes, few repeats) and
+    # writes its section; a part that breaks fails here, not in the next full run. Times are not looked at.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "quick.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--markdown", str(out)],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = out.read_text(encoding="utf-8")
+    for heading in ("## Machine", "## Attention: forward + backward", "## Tiled (flash) attention",
+                    "## Scalar engine vs micrograd", "## Graph rendering", "## Transformer"):  # fmt: skip
+        assert heading in report, heading
+    assert "failed" not in report.lower(), [line for line in report.splitlines() if "failed" in line.lower()]
