@@ -14,12 +14,13 @@ __all__ = ["Report", "run_worker", "count_workers_on", "DTYPES", "size_label"]
 
 DTYPES = ("float32", "float64")
 
-_workers = [Quiet()]  # the bar a finished worker moves (main() puts a real one here)
+_workers = Quiet()  # the bar a finished worker moves (main() puts a real one here)
 
 
 def count_workers_on(bar):
     """Move ``bar`` once per finished worker from now on."""
-    _workers[0] = bar
+    global _workers
+    _workers = bar
 
 
 def run_worker(module, spec, python=None, timeout=900):
@@ -27,7 +28,7 @@ def run_worker(module, spec, python=None, timeout=900):
     try:
         return _harness.run_worker(module, spec, python=python, timeout=timeout)
     finally:
-        _workers[0].update()
+        _workers.update()
 
 
 def size_label(B, T, E, H):

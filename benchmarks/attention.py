@@ -124,16 +124,17 @@ def replay_tape(attn, x, grad_y):
     output, x_node, nodes = attn.last_output, attn.tape.variable("x"), attn.tape.nodes
     if any(node.op.forward_saving is not None for node in nodes):
         raise ValueError("replay_tape: an op that saves residuals (the tiled core) is not replayed")
-    last = {"grads": None}  # the last backward's gradients: the layer holds them until its next forward is done
+    last_grads = None  # the last backward's gradients: the layer holds them until its next forward is done
 
     def step():
+        nonlocal last_grads
         previous = [node.data for node in nodes]  # the last forward's values, held until this one is complete
         for node in nodes:
             node.data = np.asarray(node.op.forward(*[value.data for value in node.inputs], **(node.params or {})))
         del previous
-        last["grads"] = None
+        last_grads = None
         grads, _, _ = _reverse(nodes, output, grad_y)
-        last["grads"] = grads
+        last_grads = grads
         return grads[x_node]
 
     return step
@@ -223,13 +224,7 @@ def worker(spec):
     other = spec.get("alternate_with")
     if other is not None:
         return {**described, **_alternating(step, other, spec, x, grad_y, params, H, causal, block_size)}
-    times = time_calls(
-        step,
-        spec.get("repeats", 20),
-        spec.get("budget", 10.0),
-        min_repeats=spec.get("min_repeats", 3),
-        warmup=spec.get("warmup", 1),
-    )
+    times = time_calls(step, **_timing(spec))
     return {
         **described,
         "time": summary(times["cpu"]),
@@ -244,6 +239,16 @@ def worker(spec):
     }
 
 
+def _timing(spec):
+    """How long to time, from the spec: at most ``repeats`` steps or ``budget`` seconds, at least ``min_repeats``."""
+    return {
+        "repeats": spec.get("repeats", 20),
+        "budget": spec.get("budget", 10.0),
+        "min_repeats": spec.get("min_repeats", 3),
+        "warmup": spec.get("warmup", 1),
+    }
+
+
 def _alternating(step, other, spec, x, grad_y, params, heads, causal, block_size):
     """Time ``step``, the impl ``other`` and those of ``spec["also"]`` taking turns in this process; their medians.
 
@@ -253,13 +258,7 @@ def _alternating(step, other, spec, x, grad_y, params, heads, causal, block_size
     also = spec.get("also", [])
     steps = {"self": step, "other": make_step(other, x, grad_y, params, heads, causal, block_size)}
     steps.update({impl: make_step(impl, x, grad_y, params, heads, causal, block_size) for impl in also})
-    times = time_alternating(
-        steps,
-        spec.get("repeats", 20),
-        spec.get("budget", 10.0),
-        min_repeats=spec.get("min_repeats", 3),
-        warmup=spec.get("warmup", 1),
-    )
+    times = time_alternating(steps, **_timing(spec))
     mine, theirs = times["self"], times["other"]
     return {
         "alternate_with": other,

@@ -29,8 +29,8 @@ later op may still read them. A recording that reads each value once, in the
 op right after it (a chain, such as the attention layer's forward), can say
 so — ``Tape(lean=True, read_once=True)`` — and then each value is dropped as
 soon as the op that reads it is recorded (:class:`DroppedAsRecorded`), so
-the forward never holds more than the chain's live values. Only arrays are dropped (a Scalar's value is
-one float), and since nodes are shared, a value a lean tape dropped is gone
+the forward never holds more than the chain's live values. Only arrays are
+dropped (a Scalar's value is one float), and since nodes are shared, a value a lean tape dropped is gone
 for every tape that recorded it. A lean tape cannot run ``create_graph=True``
 (that pass records ops on the values themselves).
 """

@@ -226,12 +226,12 @@ def float_operator(op):
     return operator
 
 
-_float_operators = {}  # id(op) -> (op, its float_operator): made once per op
+_float_operators = {}  # op -> its float_operator, made once per op (ops hash by identity)
 
 
 def record_floats(op, a, b=None, name=None):
     """``record(op, (a,) or (a, b), None, name)`` for a built-in op of Scalars without parameters (by its operator)."""
-    made = _float_operators.get(id(op))
-    if made is None or made[0] is not op:  # (an id can be reused once an op made on the fly is gone)
-        made = _float_operators[id(op)] = (op, float_operator(op))
-    return made[1](a, b, name)
+    operator = _float_operators.get(op)
+    if operator is None:
+        operator = _float_operators[op] = float_operator(op)
+    return operator(a, b, name)
