@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from microtape.progress import progress
+from microtape.viz.progress import progress
 
 from ._report import DTYPES, Report, count_workers_on
 from .parts.attention import attention

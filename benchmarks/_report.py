@@ -6,7 +6,7 @@ a measurement in a fresh process (:func:`benchmarks._harness.run_worker`)
 and moves the progress bar ``python -m benchmarks`` shows.
 """
 
-from microtape.progress import Quiet
+from microtape.viz.progress import Quiet
 
 from . import _harness
 

@@ -118,7 +118,7 @@ def replay_tape(attn, x, grad_y):
     and the gradients for overflow, naming the steps, the named gradients,
     ``.grad`` writes, a copy of ``dx`` for the caller, building the nodes.
     """
-    from microtape.reverse import _reverse  # the reverse pass's loop itself, without gradients()'s wrapper
+    from microtape.engine.reverse import _reverse
 
     attn.forward(x, mask=None)
     output, x_node, nodes = attn.last_output, attn.tape.variable("x"), attn.tape.nodes

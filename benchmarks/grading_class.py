@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import microtape.exercises as ex
-from microtape.exercises import gradebook
+from microtape.exercises.grading import gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "grading" / "samples"

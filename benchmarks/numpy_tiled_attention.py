@@ -1,14 +1,14 @@
 """The numpy reference with microtape's tiled kernel as its core: the kernel's cost without a tape.
 
 The projections, head split and merge are :mod:`benchmarks.numpy_attention`'s;
-the attention core is :func:`microtape.nn.tiled.tiled_forward` and
-:func:`~microtape.nn.tiled.tiled_backward` (numpy only), called directly.
+the attention core is :func:`microtape.nn.attention.tiled.tiled_forward` and
+:func:`~microtape.nn.attention.tiled.tiled_backward` (numpy only), called directly.
 Nothing else is kept, so its peak memory is the floor for the tiled path:
 what ``MultiHeadAttention(..., block_size=b)`` pays on top of it is the tape
 (every intermediate ``[B, T, E]`` value and gradient kept for inspection).
 """
 
-from microtape.nn import tiled
+from microtape.nn.attention import tiled
 
 from . import numpy_attention as reference
 

@@ -10,11 +10,19 @@ your own), ``microtape.nn`` builds layers from them, ``microtape.optim``
 updates their parameters, ``microtape.check`` checks derivatives step by
 step, ``microtape.viz`` draws graphs and heatmaps, and ``microtape.train``
 trains a tiny Transformer on a toy task.
+
+The package, folder by folder (imports flow downward only): ``engine/``
+(nodes, the tape, the reverse pass: read it first) ← ``ops/`` (every
+primitive) ← ``values/`` (Scalar, Tensor) ← ``numpy_api/`` and
+``transforms/`` ← ``nn/`` and ``optim/`` ← ``check/`` ← ``viz/`` ←
+``exercises/`` and ``train/`` ← ``cli/``. ``import microtape`` loads the
+first five and registers every built-in op; the others load on first use.
 """
 
 from . import ops
-from .forward_mode import jvp
-from .functions import (  # numpy's names: mt.sin(x), mt.where(m, a, b), mt.einsum("ij,jk->ik", a, b)
+from .engine import Tape, gradients, module_scope
+from .numpy_api import protocol as _protocol  # noqa: F401  (answers np.exp(tensor): fills Tensor's slots)
+from .numpy_api.functions import (  # fmt: skip
     abs,
     arccos,
     arcsin,
@@ -68,17 +76,12 @@ from .functions import (  # numpy's names: mt.sin(x), mt.where(m, a, b), mt.eins
     transpose,
     var,
     where,
-)  # fmt: skip
-from .higher_order import hessian, hvp
-from .joining import concatenate, pad, split, stack
-
-# Every built-in op is registered now, the tiled attention kernel's included,
-# so the set of ops never depends on which subpackage was imported first.
-from .nn import tiled as _tiled  # noqa: F401  (imported for its registration)
-from .reverse import gradients
-from .scalar import Scalar
-from .tape import Tape, module_scope
-from .tensor import Tensor
+)
+from .numpy_api.joining import concatenate, pad, split, stack
+from .transforms.forward_mode import jvp
+from .transforms.higher_order import hessian, hvp
+from .values.scalar import Scalar
+from .values.tensor import Tensor
 
 # fmt: off
 __all__ = [
@@ -94,7 +97,7 @@ __all__ = [
     "stack",
     "split",
     "pad",
-    # numpy's names (microtape.functions)
+    # numpy's names (microtape.numpy_api.functions)
     "abs", "arccos", "arcsin", "arctan", "arctan2", "broadcast_to", "cbrt", "clip", "cos", "cosh", "cumprod",
     "cumsum", "dot", "einsum", "exp", "exp2", "expand_dims", "expm1", "flip", "log", "log1p", "log2", "log10",
     "log_softmax", "logaddexp", "logsumexp", "matmul", "max", "maximum", "mean", "min", "minimum", "norm", "outer",

@@ -7,7 +7,7 @@ The references here never come from the layer's own output:
 * gradients are checked against central finite differences of that
   reference (:func:`numeric_gradient`), against
   :func:`microtape.check.gradcheck` of the layer itself, and against the
-  numpy-only module :mod:`microtape.nn.analytic`;
+  numpy-only module :mod:`microtape.nn.attention.analytic`;
 * the taped and analytic backward routes must agree to 1e-12 in float64.
 
 (PyTorch cross-checks live in ``test_golden_torch.py`` and ``test_torch_live.py``.)
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape.nn import analytic
+from microtape.nn.attention import analytic
 from microtape.nn.masks import causal_mask
 
 PARAMETER_NAMES = [
@@ -36,7 +36,7 @@ FD = dict(rtol=1e-6, atol=1e-7)  # float64: against central differences
 def numpy_forward(query, key, value, params, num_heads, mask=None, keep=None):
     """The forward in plain numpy, written out here; returns ``(output, cache)`` for ``analytic``.
 
-    Independent of the layer's chain (``microtape.nn.attention_chain``): the
+    Independent of the layer's chain (``microtape.nn.attention.chain``): the
     heads are split with ``analytic.split_heads`` (a reshape), the rest is numpy.
     """
     batch, depth = query.shape[0], query.shape[-1] // num_heads

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import microtape as mt
+from microtape.engine import record as _apply
 from microtape.ops import Op
-from microtape.tape import record as _apply
 
 # ---------------------------------------------------------------- unsupported types
 

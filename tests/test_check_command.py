@@ -1,11 +1,12 @@
-"""`microtape check` (microtape.check.command): options, table on stdout, exit status."""
+"""`microtape check` (microtape.cli.check): options, table on stdout, exit status."""
 
 import argparse
 
 import numpy as np
 import pytest
 
-from microtape.check import MISTAKES, command
+from microtape.check import MISTAKES
+from microtape.cli import check as command
 from microtape.nn import masks
 
 
@@ -73,7 +74,7 @@ def test_fd_adds_the_third_opinion(capsys):
 
 def _main(capsys, *argv):
     """`microtape check ARGV` through the real entry point: (exit status, stderr)."""
-    from microtape.cli import main
+    from microtape.cli.main import main
 
     try:
         status = main(["check", *argv])

@@ -243,7 +243,7 @@ def test_mistakes_swap_only_their_own_link():
     """Each mistake changes its row and the rows computed from it, and nothing else."""
     from microtape.check.mistakes import MISTAKES, mistake_links
     from microtape.check.report import COMPUTED_FROM, INHERITS
-    from microtape.nn import analytic
+    from microtape.nn.attention import analytic
 
     attn, args = build(causal=True, dropout=0.2, k_len=None)
     attn(args[0])

@@ -1,6 +1,6 @@
 """Each derivation once: the attention derivation table drives every part, each primitive's derivative lives once.
 
-The table (:mod:`microtape.nn.derivation`) is what the forward, the
+The table (:mod:`microtape.nn.attention.derivation`) is what the forward, the
 hand-derived backward, the reports and the captions read: a toy intermediate
 added to a copy of it shows up in all of them. Softmax's backward, the stable
 softmax, GELU and the ``1/√d`` scale are each written in exactly one function;
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape import ops, reverse
-from microtape.nn import analytic, derivation, tiled
+from microtape import ops
+from microtape.engine import reverse
+from microtape.nn.attention import analytic, derivation, tiled
 
 PACKAGE = pathlib.Path(mt.__file__).parent
 ORIGINAL = derivation.ATTENTION
@@ -272,7 +273,7 @@ def _where(formula):
         (_stable_softmax, ["ops/nn.py:_softmax_forward"]),
         (_softmax_backward, ["ops/nn.py:softmax_backward"]),
         (_gelu, ["ops/elementwise.py:_gelu_forward", "ops/elementwise.py:_gelu_vjp"]),
-        (_score_scale, ["nn/attention_links.py:score_scale"]),
+        (_score_scale, ["ops/attention_links.py:score_scale"]),
     ],
     ids=["stable softmax", "softmax backward", "gelu", "1/sqrt(d)"],
 )

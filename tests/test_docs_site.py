@@ -94,7 +94,7 @@ def test_the_derivation_page_typesets_every_formula(browser):
     typeset, errors, raw = maths(browser)
     assert typeset >= 20 and errors == 0 and raw == 0
     table = browser.find_element("css selector", "main table").text
-    assert "dS" in table and "scaled_scores" in table  # generated from microtape.nn.derivation
+    assert "dS" in table and "scaled_scores" in table  # generated from microtape.nn.attention.derivation
 
 
 def test_the_api_page_of_multihead_attention(browser):
@@ -172,7 +172,7 @@ def test_no_link_inside_the_site_is_broken_and_nothing_comes_from_the_network(si
 
 
 def test_the_cli_page_is_generated_from_the_parser(site):
-    from microtape.cli import build_parser
+    from microtape.cli.main import build_parser
 
     text = re.sub(r"<[^>]+>", "", (site / "cli.html").read_text(encoding="utf-8"))
     for action in build_parser()._subparsers._group_actions[0].choices:

@@ -211,7 +211,17 @@ def test_required_kinds_of_mistake_are_covered():
 def _package_functions():
     """Every function defined in a module of microtape.exercises, with its module's name."""
     found = []
-    for module_name in ["checker", "registry", "scores", "trials", "command", "remote", "sandbox", *ex.LAB]:
+    for module_name in [
+        "checker",
+        "registry",
+        "catalogue",
+        "scores",
+        "trials",
+        "grading.submission",
+        "grading.remote",
+        "grading.box",
+        *ex.LAB,
+    ]:
         module = importlib.import_module(f"microtape.exercises.{module_name}")
         for attribute, value in vars(module).items():
             if inspect.isfunction(value) and value.__module__ == module.__name__:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import microtape.exercises as ex
-from microtape.exercises import command
+from microtape.cli import exercises as command
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ex.list_exercises()
@@ -271,7 +271,7 @@ def test_without_bubblewrap_the_command_says_so(tmp_path, capsys, monkeypatch):
     """Only the limits, no namespaces: said on stderr; as root, graded code is not run at all."""
     import os
 
-    from microtape.exercises import sandbox
+    from microtape.exercises.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     path = _write(tmp_path, RIGHT_SOFTMAX)

@@ -15,8 +15,8 @@ import pytest
 import microtape as mt
 from microtape import ops
 from microtape.check import GradcheckResult, gradcheck, numeric_gradient
+from microtape.engine import record as _apply
 from microtape.ops import OPS, Op
-from microtape.tape import record as _apply
 
 # sin, with a correct and a wrong VJP. The wrong one uses sin where cos belongs.
 SIN = Op(

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import microtape.exercises as ex
-from microtape.exercises import gradebook
+from microtape.exercises.grading import gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
 GRADING = ROOT / "grading"

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 import microtape.exercises as ex
-from microtape.cli import main
-from microtape.exercises import gradebook
+from microtape.cli.main import main
+from microtape.exercises.grading import gradebook
 
 NAMES = ["softmax_backward", "dropout_backward"]
 RIGHT = """

@@ -18,7 +18,8 @@ import pytest
 
 import microtape
 import microtape.exercises as ex
-from microtape.exercises import command, sandbox
+from microtape.cli import exercises as command
+from microtape.exercises.grading import box as sandbox
 
 PACKAGE = Path(microtape.__file__).resolve().parent
 HONEST = """
@@ -71,7 +72,7 @@ def test_the_box_is_bubblewrap():
         import sys
         sys.path[:0] = [{str(PACKAGE.parent)!r}, {str(Path(os.__file__).parent / "site-packages")!r}]
         def softmax_backward(p, grad_p):
-            import microtape.nn.analytic as analytic
+            import microtape.nn.attention.analytic as analytic
             return analytic.softmax_backward(grad_p, p)
         """,
         """
@@ -92,9 +93,9 @@ def test_asking_the_engine_for_the_answer_scores_0(tmp_path, cheat):
 
 
 def test_a_forbidden_import_is_named(tmp_path):
-    report = _grade(tmp_path, "import microtape.tape\n")
+    report = _grade(tmp_path, "import microtape.engine.tape\n")
     assert report.not_checked["import"] == (
-        "running the file imports microtape.tape, which is not in the box "
+        "running the file imports microtape.engine, which is not in the box "
         "(graded code has only the standard library, numpy and mt.ops.define)"
     )
     inside = _grade(tmp_path, "def softmax_backward(p, grad_p):\n    import torch\n")
@@ -269,7 +270,7 @@ def test_a_notebook_that_forges_the_results_file_and_the_assert_helpers_scores_0
     """The recorded score never comes from the student's kernel: the notebook's cells run in the box."""
     import json
 
-    from microtape.cli import main
+    from microtape.cli.main import main
 
     forged = {"score": 24, "tests": [{"name": "softmax_backward", "score": 1, "max_score": 1}]}
     cells = [

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from strategies import OP_CASES
 
 import microtape as mt
+from microtape.engine import record
 from microtape.ops import OPS
-from microtape.tape import record
 
 HIGHER = sorted(name for name, op in OPS.items() if op.higher_order)
 EPS = 1e-6

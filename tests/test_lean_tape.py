@@ -14,7 +14,7 @@ from hypothesis import given
 from test_graph_properties import DTYPE_STEPS, SETTINGS, STEPS, _tensors, plans, replay
 
 import microtape as mt
-from microtape.lean import DroppedAsRecorded, NotKept
+from microtape.engine.lean import DroppedAsRecorded, NotKept
 from microtape.ops import OPS
 
 

@@ -7,7 +7,7 @@ References: hand reasoning on small programs whose first bad step is known
 import numpy as np
 
 import microtape as mt
-from microtape.nonfinite import first_nonfinite_gradient, first_nonfinite_value
+from microtape.engine.nonfinite import first_nonfinite_gradient, first_nonfinite_value
 
 
 def test_the_first_non_finite_value_names_its_equation_not_the_ones_it_spread_to():

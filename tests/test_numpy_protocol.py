@@ -10,7 +10,7 @@ import pytest
 
 import microtape as mt
 from microtape.check import gradcheck
-from microtape.numpy_protocol import FUNCTIONS, UFUNCS, numpy_name
+from microtape.numpy_api.protocol import FUNCTIONS, UFUNCS, numpy_name
 
 RNG = np.random.default_rng(13)
 X = RNG.uniform(0.5, 0.9, (2, 3))

@@ -2,7 +2,7 @@
 
 A lean tape (``Tape(lean=True)``) keeps only the values an op declares its
 VJP reads (:attr:`microtape.ops.Op.reads`); the others become
-:class:`microtape.lean.NotKept`, which keeps the shape and dtype and raises
+:class:`microtape.engine.lean.NotKept`, which keeps the shape and dtype and raises
 on any other use. So the proof is to run every registered op's VJP with its
 undeclared operands and output replaced by that very placeholder: it must
 not touch them, and must give bit-identical gradients.
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from strategies import OP_CASES
 
 import microtape as mt
-from microtape.lean import NotKept
+from microtape.engine.lean import NotKept
 from microtape.ops import OPS
 
 ALL_OPS = sorted(OPS)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from strategies import CONSTANT_INPUTS, OP_CASES, real_arrays, shapes
 
 import microtape as mt
+from microtape.engine import record as _apply
 from microtape.ops import OPS, Op, unbroadcast
-from microtape.tape import record as _apply
 
 # Finite-difference step and tolerances for float64 outputs. An op whose output
 # is float32 (``cast``) rounds each value to ~1e-7, so it needs a wider step

@@ -1,7 +1,7 @@
 """Progress bars: tqdm's on a terminal (and in Jupyter), nothing in a log or without tqdm.
 
 `microtape train`, the frames of a big tape and `python -m benchmarks` all go
-through microtape.progress; these tests drive it with a fake terminal.
+through microtape.viz.progress; these tests drive it with a fake terminal.
 """
 
 import io
@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from microtape.cli import main
-from microtape.progress import Quiet, progress, watched
+from microtape.cli.main import main
 from microtape.viz.frames import _drawing
+from microtape.viz.progress import Quiet, progress, watched
 
 tqdm = pytest.importorskip("tqdm", reason="the progress extra (make installs it)")
 

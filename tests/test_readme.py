@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from microtape.cli import main
+from microtape.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

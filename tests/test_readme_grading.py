@@ -9,7 +9,7 @@ import shlex
 
 from test_readme import commands
 
-from microtape.cli import main
+from microtape.cli.main import main
 
 PAGE = "docs/grading.md"
 

@@ -2,7 +2,7 @@
 
 ``supported_ops_block()`` writes the list from :data:`microtape.ops.OPS`
 (every built-in op, grouped by the module of its family), and numpy's
-functions that record on the tape from :mod:`microtape.numpy_protocol`.
+functions that record on the tape from :mod:`microtape.numpy_api.protocol`.
 The test fails when the README's block differs; to bring it up to date::
 
     .venv/bin/python tests/test_readme_ops.py
@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import microtape  # noqa: F401  (registers every built-in op)
-from microtape import functions, joining
-from microtape.numpy_protocol import FUNCTIONS, UFUNCS, numpy_name
+from microtape.numpy_api import functions, joining
+from microtape.numpy_api.protocol import FUNCTIONS, UFUNCS, numpy_name
 from microtape.ops import OPS
 
 README = Path(__file__).resolve().parent.parent / "README.md"

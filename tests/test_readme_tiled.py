@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape.cli import main
+from microtape.cli.main import main
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "tiled.md"
 

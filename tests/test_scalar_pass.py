@@ -1,7 +1,7 @@
 """The Scalar fast path (microtape/scalar_pass.py) gives the reference path's gradients, bit for bit.
 
-``y.backward()`` on a Scalar runs :func:`microtape.scalar_pass.backward`; the
-reference is :meth:`microtape.tape.Node.backward` (``gradients()`` in
+``y.backward()`` on a Scalar runs :func:`microtape.values.fast_scalar.backward`; the
+reference is :func:`microtape.engine.reverse.backward_pass` (``gradients()`` in
 ``Tape.of``'s order, then ``accumulate()``). Random graphs of every Scalar op
 (a user-defined one and ``pow``'s parameter included), with shared
 subexpressions, constants, chains deeper than the fast walk's recursion and
@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import microtape as mt
-from microtape import ops, reverse, scalar_pass
-from microtape.node import Node, module_scope, record, record_floats
+from microtape import ops
+from microtape.engine import backward_pass, module_scope, record, reverse
 from microtape.ops import Op
+from microtape.values import fast_scalar as scalar_pass
+from microtape.values.fast_scalar import record_floats
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -96,7 +98,7 @@ def _both_ways(nodes, output, before, grad=None):
     """``.grad`` of every node after the reference backward and after the fast one, from the same start."""
     for node, g in zip(nodes, before):
         node.grad = g
-    Node.backward(output, grad)  # the reference: gradients() + accumulate()
+    backward_pass(output, grad)  # the reference: gradients() + accumulate()
     reference = _grads(nodes)
     for node, g in zip(nodes, before):
         node.grad = g
@@ -187,7 +189,7 @@ def test_a_vjp_that_sends_none_to_a_gradient_input_is_refused_as_the_reference_d
     with pytest.raises(TypeError) as fast:
         half(x).backward()
     with pytest.raises(TypeError) as reference:
-        Node.backward(half(x))
+        backward_pass(half(x))
     assert str(fast.value) == str(reference.value) and "gives no gradient" in str(fast.value)
     assert x.grad is None
 
@@ -209,7 +211,7 @@ def test_backward_near_the_recursion_limit_falls_back_to_the_iterative_walk():
     y = x
     for _ in range(scalar_pass._RECURSION_DEPTH * 3):
         y = y * 1.001 + x * 0.001
-    Node.backward(y)
+    backward_pass(y)
     expected = x.grad
     x.zero_grad()
 
@@ -234,7 +236,7 @@ def _frames():
 
 def test_recording_asks_the_context_only_while_a_tape_or_a_module_is_open():
     """The counts that let recording skip its context lookup go back down however a block ends."""
-    from microtape import node
+    from microtape.engine import node
 
     def counts():
         return node._tapes_in_force, node._modules_in_force
@@ -242,7 +244,7 @@ def test_recording_asks_the_context_only_while_a_tape_or_a_module_is_open():
     start = counts()
     with mt.Tape() as tape, mt.module_scope("outer"):
         assert counts() == (start[0] + 1, start[1] + 1)
-        with mt.tape.paused():
+        with mt.engine.paused():
             assert counts()[0] == start[0] + 2
         y = mt.Scalar(1.0) * 2.0 + mt.Scalar(3.0)
     assert counts() == start
@@ -256,7 +258,8 @@ def test_recording_asks_the_context_only_while_a_tape_or_a_module_is_open():
 
 def test_record_floats_makes_the_node_record_makes():
     """The Scalar operators' recording gives the same node, on the same tapes, as the reference ``record``."""
-    from microtape.node import record, record_floats
+    from microtape.engine import record
+    from microtape.values.fast_scalar import record_floats
 
     a, b, c = mt.Scalar(0.5, name="a"), mt.Scalar(-2.0, name="b"), mt.Scalar._constant(3.0)
     for op, operands in [(ops.mul, (a, b)), (ops.tanh, (a,)), (ops.add, (c, c)), (ops.sub, (c, b))]:

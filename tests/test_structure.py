@@ -1,14 +1,18 @@
-"""The shape of the package: small rooms, short functions, imports that only flow downward.
+"""The shape of the package: a folder per layer, short functions, imports that only flow downward.
 
-* No module under ``microtape/`` is over :data:`MAX_MODULE_LINES` lines.
+* The package root holds only the public surface (``__init__.py``,
+  ``__main__.py``) and folders, one per layer of the architecture. There is
+  no cap on a module's length: a module is one concept, and a split follows
+  a seam of the idea, never a line count.
 * No function is over :data:`MAX_FUNCTION_LINES` lines of code (its
   docstring not counted) or over cyclomatic complexity
   :data:`MAX_COMPLEXITY` (ruff's C901, the rule ``ruff check --select C901``
   applies) — unless a comment says why: ``# long on purpose: <why>`` on the
   line above its ``def``, or ``# noqa: C901 <why>`` on the ``def`` line.
-* Imports flow downward: engine ← nn ← check ← viz ← exercises, train ← cli
-  (see :data:`LAYERS`), and no module imports, at import time, a module that
-  imports it back (no cycles).
+* Imports flow downward: engine ← ops ← values ← numpy_api, transforms ←
+  nn, optim ← check ← viz ← exercises, train ← cli (see :data:`LAYERS`), and
+  no module imports a module that imports it back (no cycles) — both counting
+  the imports inside functions too, and no module imports the package facade.
 """
 
 import ast
@@ -22,27 +26,45 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "microtape"
 
-MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_COMPLEXITY = 15
 
-# Files allowed over the limits while someone splits them; each leaves when its file is small again.
-# Not a place to park a new large file. Empty: every module keeps the rules.
+# Files allowed over the function rules while someone splits them; each leaves when its file is
+# within them again. Not a place to park a new file. Empty: every module keeps the rules.
 STILL_BEING_SPLIT = {}
 
-# The layer of each top-level subpackage (others: the engine, layer 0). A module may import only
-# from its own layer or a lower one.
-LAYERS = {"nn": 1, "check": 2, "viz": 3, "exercises": 4, "train": 4, "cli": 5, "__main__": 5}
+# The layer of each top-level folder. A module may import only from its own layer or a lower one;
+# within a folder, the modules import each other without cycles.
+LAYERS = {
+    "engine": 0,
+    "ops": 1,
+    "values": 2,
+    "numpy_api": 3,
+    "transforms": 3,
+    "nn": 4,
+    "optim": 4,
+    "check": 5,
+    "viz": 6,
+    "exercises": 7,
+    "train": 7,
+    "cli": 8,
+    "__main__": 9,
+}
 # The package itself (microtape/__init__.py) is the public surface, not a layer: it is loaded before
-# any of its submodules, registers every op (the tiled kernel's from nn) and loads the subpackages
-# on first use, and any module may `import microtape`.
+# any of its submodules, imports the lower layers and loads the upper ones on first use. No module
+# imports it.
 FACADE = "microtape"
+# What runs inside the grader's box is not part of the package's import graph: it is a script
+# folder of its own (a stand-in ``microtape`` included) that the box puts on its path.
+BOXED = "microtape/exercises/grading/boxed/"
 
 
 def _modules():
     """``{module name: path}`` for every module of the package."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE.parent).as_posix().startswith(BOXED):
+            continue
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -57,16 +79,11 @@ def _relative(path):
     return path.relative_to(PACKAGE).as_posix()
 
 
-def test_no_module_is_over_the_limit():
-    too_long = {}
-    for path in MODULES.values():
-        lines = len(path.read_text().splitlines())
-        if lines > MAX_MODULE_LINES and _relative(path) not in STILL_BEING_SPLIT:
-            too_long[_relative(path)] = lines
-    assert not too_long, (
-        f"modules over {MAX_MODULE_LINES} lines: {too_long}. Split each by concern (one concept per file), "
-        "keeping its public names importable from where they are."
-    )
+def test_the_package_root_holds_only_the_public_surface_and_folders():
+    loose = sorted(path.name for path in PACKAGE.glob("*.py") if path.name not in ("__init__.py", "__main__.py"))
+    assert not loose, f"modules loose in the package root: {loose}; each belongs in the folder of its layer"
+    folders = sorted(path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__")
+    assert set(folders) == set(LAYERS) - {"__main__"}, f"folders {folders} against the layers {sorted(LAYERS)}"
 
 
 def _function_lines(node):
@@ -162,7 +179,7 @@ def _imports(name, path, *, at_import_time):
 
 def _layer(name):
     parts = name.split(".")
-    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+    return LAYERS[parts[1]] if len(parts) > 1 else max(LAYERS.values()) + 1
 
 
 def test_imports_flow_downward():
@@ -171,9 +188,9 @@ def test_imports_flow_downward():
         for name, path in MODULES.items()
         if name != FACADE
         for target in sorted(_imports(name, path, at_import_time=False))  # lazy imports too
-        if target != FACADE and _layer(target) > _layer(name)
+        if _layer(target) > _layer(name)
     ]
-    assert not upward, f"imports flow engine <- nn <- check <- viz <- exercises, train <- cli; upward: {upward}"
+    assert not upward, f"imports flow downward (see LAYERS), imports inside functions too; upward: {upward}"
 
 
 def _cycles(graph):
@@ -215,14 +232,26 @@ def _cycles(graph):
 
 
 def test_no_import_cycles():
-    graph = {name: _imports(name, path, at_import_time=True) for name, path in MODULES.items()}
-    assert not _cycles(graph), f"modules that import each other at import time: {_cycles(graph)}"
+    graph = {name: _imports(name, path, at_import_time=False) for name, path in MODULES.items()}
+    assert not _cycles(graph), f"modules that import each other (imports inside functions too): {_cycles(graph)}"
 
 
 def test_the_import_checks_catch_an_upward_import_and_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
-    assert _layer("microtape.viz.graph") > _layer("microtape.check.report") > _layer("microtape.nn.attention")
-    assert _layer("microtape.tape") == 0 and _layer("microtape.cli") == LAYERS["cli"]
-    tape = _imports("microtape.tape", MODULES["microtape.tape"], at_import_time=True)
+    assert _layer("microtape.viz.graph") > _layer("microtape.check.report") > _layer("microtape.nn.attention.layer")
+    assert _layer("microtape.engine.tape") == 0 and _layer("microtape.cli.main") == LAYERS["cli"]
+    assert _layer(FACADE) > _layer("microtape.cli.main")  # importing the facade from inside is upward
+    tape = _imports("microtape.engine.tape", MODULES["microtape.engine.tape"], at_import_time=True)
     assert tape and all(_layer(target) == 0 for target in tape), tape
+    # An import inside a function counts: the lazy walk sees it, the import-time walk does not.
+    source = "def f():\n    from ..viz import graph\n"
+    lazy_module = PACKAGE / "engine" / "_probe_for_the_test.py"
+    lazy_module.write_text(source)
+    try:
+        assert "microtape.viz.graph" in _imports(
+            "microtape.engine._probe_for_the_test", lazy_module, at_import_time=False
+        )
+        assert not _imports("microtape.engine._probe_for_the_test", lazy_module, at_import_time=True)
+    finally:
+        lazy_module.unlink()

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import microtape as mt
+from microtape.engine import Equation, Step, current_tapes
 from microtape.ops import OPS
-from microtape.tape import Equation, Step, current_tapes
 
 
 def _small_network(seed=0):

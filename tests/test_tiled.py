@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from strategies import attention_mask
 
 import microtape as mt
-from microtape.nn import tiled, tiled_kernel
+from microtape.nn.attention import tiled
 from microtape.nn.dropout_mask import DropoutMask
+from microtape.ops import tiled_attention as tiled_kernel
 
 EXACT = {"rtol": 1e-10, "atol": 1e-10}
 
@@ -281,7 +282,7 @@ def test_the_tiled_op_refuses_create_graph_by_name():
 
 def test_the_op_runs_on_plain_arrays_through_the_chain():
     """attention_chain with the tiled core on Plain arrays (what finite differences run) equals the Tensor run."""
-    from microtape.plain import Plain
+    from microtape.values.plain import Plain
 
     attn = mt.nn.MultiHeadAttention(8, 2, causal=True, block_size=2, seed=0)
     x = np.random.default_rng(0).standard_normal((1, 5, 8))

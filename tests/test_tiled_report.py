@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from strategies import attention_mask
 
 import microtape as mt
-from microtape.check import TILED_MISTAKES, command, tiled_report
-from microtape.nn import tiled
+from microtape.check import TILED_MISTAKES, tiled_report
+from microtape.cli import check as command
+from microtape.nn.attention import tiled
 
 
 def layer_and_input(T=6, embed=8, heads=2, block_size=2, seed=0, batch=1, **options):
@@ -189,7 +190,7 @@ def test_check_block_size_usage_errors_exit_2(capsys, argv, match):
 
 
 def test_check_block_size_is_wired_into_the_command_line(capsys):
-    from microtape.cli import main
+    from microtape.cli.main import main
 
     assert main(["check", "--block-size", "16"]) == 0
     assert "Tiled attention check" in capsys.readouterr().out

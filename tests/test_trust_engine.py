@@ -221,14 +221,14 @@ def test_a_user_vjp_gradient_takes_its_inputs_dtype(define):
 
 
 def test_builtin_names_are_reserved_before_their_module_is_imported():
-    """``tiled_attention`` belongs to microtape.nn.tiled: right after ``import microtape`` define() refuses it."""
+    """``tiled_attention`` belongs to microtape.nn.attention.tiled: right after ``import microtape`` define() refuses it."""
     script = (
         "import sys, microtape as mt\n"
         "try:\n"
         "    mt.ops.define('tiled_attention', forward=lambda x: x, vjp=lambda g, y, x: (g,), formula='{g}')\n"
         "except ValueError as error:\n"
         "    print('refused:', error)\n"
-        "import microtape.nn.tiled\n"
+        "import microtape.nn.attention.tiled\n"
         "print(mt.ops.OPS['tiled_attention'].builtin)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

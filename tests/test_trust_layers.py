@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import microtape as mt
-from microtape.cli import main as cli_main
+from microtape.cli.main import main as cli_main
 from microtape.train import loop
 from microtape.train.loop import ConfigError, Diverged, TrainConfig, train
 

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 import microtape as mt  # noqa: E402
-from microtape.nn import tiled  # noqa: E402
+from microtape.nn.attention import tiled  # noqa: E402
 
 
 def causal_layer(T=13, block_size=4, mask=None):

@@ -7,8 +7,8 @@ upstream gradient) and one entry ``θ`` of anything along the chain,
     dL/dθ  ≈  (L(θ + ε) − L(θ − ε)) / 2ε          (central difference, error ~ ε²)
 
 ``L`` is recomputed by the layer's own forward — the one
-:func:`~microtape.nn.attention_chain.attention_chain`, run on
-:class:`~microtape.plain.Plain` float64 arrays, so nothing is recorded and no
+:func:`~microtape.nn.attention.chain.attention_chain`, run on
+:class:`~microtape.values.plain.Plain` float64 arrays, so nothing is recorded and no
 VJP is involved — with the same masks and the same saved dropout mask.
 Inputs and parameters are perturbed where they enter; an intermediate
 (``weights``, ``scaled_scores``, …) is perturbed by *replacing* it
@@ -18,8 +18,8 @@ nudged value.
 
 import numpy as np
 
-from ..nn.attention_chain import attention_chain
-from ..plain import Plain
+from ..nn.attention.chain import attention_chain
+from ..values.plain import Plain
 
 __all__ = ["AttentionPoint", "EPS"]
 

@@ -26,8 +26,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..reverse import gradients
-from ..tape import Node, Tape
+from ..engine import Node, Tape, gradients
 from .rows import GradientReport, default_tolerance, make_row
 
 __all__ = ["compare", "NameNotOnTape"]

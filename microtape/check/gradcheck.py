@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..nonfinite import first_nonfinite_gradient, first_nonfinite_value
-from ..reverse import gradients
-from ..scalar import Scalar
-from ..tape import Node, Tape
-from ..tensor import Tensor
+from ..engine import Node, Tape, gradients
+from ..engine.nonfinite import first_nonfinite_gradient, first_nonfinite_value
+from ..values.scalar import Scalar
+from ..values.tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]
 

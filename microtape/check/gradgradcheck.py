@@ -21,10 +21,9 @@ of ``s``, entry by entry. (PyTorch's ``gradgradcheck`` does the same.)
 
 import numpy as np
 
-from ..reverse import gradients
-from ..scalar import Scalar
-from ..tape import Node
-from ..tensor import Tensor
+from ..engine import Node, gradients
+from ..values.scalar import Scalar
+from ..values.tensor import Tensor
 from .gradcheck import _as_float64_array, _wrap, gradcheck
 
 __all__ = ["gradgradcheck"]

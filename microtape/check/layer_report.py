@@ -37,7 +37,7 @@ import inspect
 import numpy as np
 
 from ..nn import masks
-from ..nn.attention import MultiHeadAttention
+from ..nn.attention.layer import MultiHeadAttention
 from ..nn.checked_layer import CheckedLayer
 from ..nn.feedforward import FeedForward
 from ..nn.layernorm import LayerNorm
@@ -47,13 +47,7 @@ from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, p
 from .mistakes import ALIASES, MISTAKES, mistake_links
 from .options import ReportOptions
 from .report import EPS, attention_report
-from .rows import (
-    ConfiguredReport,
-    add_finite_differences,
-    inherits_from,
-    make_row,
-    upstream_gradient,
-)
+from .rows import ConfiguredReport, add_finite_differences, inherits_from, make_row, upstream_gradient
 
 __all__ = ["LayerReport", "layer_report", "places"]
 

@@ -21,7 +21,7 @@ there is inherited here (the report's ``inherits``).
 import re
 from typing import NamedTuple
 
-from ..nn import derivation
+from ..nn.attention import derivation
 
 __all__ = ["RowSpec", "layernorm_rows", "feedforward_rows", "post_norm_rows", "computed_from"]
 

@@ -12,7 +12,7 @@ step-by-step report::
 
 Each entry of :data:`MISTAKES` is a mistake students really make, written as
 a *link* of the hand-derived chain swapped for a wrong one: the correct chain
-in :mod:`microtape.nn.analytic` runs unchanged around it
+in :mod:`microtape.nn.attention.analytic` runs unchanged around it
 (``attention_backward(..., links=mistake.links(cache))``). A checker is only
 worth trusting if it catches them, and at the right place: every mistake
 names the ``row`` where the report must first disagree. Rows before it
@@ -22,8 +22,8 @@ agree; rows that depend on it inherit the error.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..nn import attention_links
-from ..plain import Plain
+from ..ops import attention_links as attention_links
+from ..values.plain import Plain
 
 __all__ = [
     "Mistake",
@@ -46,7 +46,7 @@ class Mistake:
     row: str  # the label of the report row that first disagrees
     wrong: tuple  # ((row label, wrong formula, its LaTeX), ...): the lines the mistake changes
     why: str
-    links: Callable  # cache -> {link name: wrong link function} (see microtape.nn.attention_links.LINKS)
+    links: Callable  # cache -> {link name: wrong link function} (see microtape.ops.attention_links.LINKS)
     needs: str | None = None  # "dropout", "mask", "square" (Tq == Tk) or None
 
     def formula_for(self, label):
@@ -64,7 +64,7 @@ class Mistake:
 
 # ---------------------------------------------------------------- the wrong links
 #
-# Each has the signature of the link of microtape.nn.attention_links.LINKS it replaces
+# Each has the signature of the link of microtape.ops.attention_links.LINKS it replaces
 # (the exercises' known mistakes use them too).
 
 

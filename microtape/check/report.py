@@ -14,7 +14,7 @@ derivative is right or wrong::
 PyTorch's ``gradcheck`` and JAX's ``check_grads`` compare whole-function
 Jacobians: they say *that* a backward is wrong. Here one forward is
 differentiated twice — by its tape's reverse pass (each primitive's VJP) and by the
-hand-derived formulas of :mod:`microtape.nn.analytic` — and the two are lined
+hand-derived formulas of :mod:`microtape.nn.attention.analytic` — and the two are lined
 up at every named step, in backward order::
 
     dC  →  (dP~)  →  dP  →  dV  →  dS  →  dQ  →  dK  →  dW, db of each projection  →  dx
@@ -34,25 +34,20 @@ behind is the layer's last forward (``attn.tape``).
 
 import numpy as np
 
-from ..nn import derivation, masks
-from ..nn.attention import MultiHeadAttention
+from ..nn import masks
+from ..nn.attention import derivation
+from ..nn.attention.layer import MultiHeadAttention
 from .attention_fd import EPS, AttentionPoint
 from .mistakes import ALIASES, MISTAKES, mistake_links
 from .options import DEFAULT_FD_SAMPLES, ReportOptions, call_config
-from .rows import (
-    ConfiguredReport,
-    add_finite_differences,
-    inherits_from,
-    make_row,
-    upstream_gradient,
-)
+from .rows import ConfiguredReport, add_finite_differences, inherits_from, make_row, upstream_gradient
 
 __all__ = ["AttentionReport", "attention_report", "DEFAULT_FD_SAMPLES", "INHERITS"]
 
 ROLES = ("query", "key", "value")
 
 #: Which rows are computed from which (directly), read off the derivation table
-#: (:func:`microtape.nn.derivation.computed_from`): a wrong row spoils these, and
+#: (:func:`microtape.nn.attention.derivation.computed_from`): a wrong row spoils these, and
 #: everything computed from them in turn. dW_o and db_o come from dy alone.
 COMPUTED_FROM = derivation.computed_from()
 

@@ -14,7 +14,8 @@ A :class:`TileWalk` collects the rows and what each is computed from.
 
 import numpy as np
 
-from ..nn import attention_links, tiled
+from ..nn.attention import tiled
+from ..ops import attention_links as attention_links
 from .rows import make_row
 
 __all__ = ["TileWalk", "FORMULAS", "QUANTITIES", "TOTALS"]

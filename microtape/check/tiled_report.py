@@ -13,7 +13,7 @@ keeps on the way::
     'acc[q1,k1]'
 
 The same inputs run through the standard chain (every score-sized step on
-its tape) and through the tiled kernel of :mod:`microtape.nn.tiled`, walked
+its tape) and through the tiled kernel of :mod:`microtape.nn.attention.tiled`, walked
 one tile at a time. After each key block ``j`` of query block ``i`` the
 kernel holds a running max ``m``, a running sum ``l`` and an accumulator
 ``acc``; the standard chain's masked scores ``S``, dropout mask and values
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..nn import derivation, tiled
-from ..nn.attention import MultiHeadAttention
+from ..nn.attention import derivation, tiled
+from ..nn.attention.layer import MultiHeadAttention
 from ..nn.checks import positive_int
 from .options import ReportOptions, call_config
 from .rows import ConfiguredReport, inherits_from, make_row, upstream_gradient
@@ -60,7 +60,7 @@ class TiledMistake:
     quantity: str  # the row quantity that disagrees first: "acc", "l", "L" or "D"
     formula: str  # the wrong rule, as text
     why: str
-    links: dict  # {link name: wrong function} (see microtape.nn.tiled.LINKS)
+    links: dict  # {link name: wrong function} (see microtape.nn.attention.tiled.LINKS)
     key_blocks: int = 1  # key blocks a query block needs before the mistake can show
 
 
@@ -107,7 +107,7 @@ class TiledReport(ConfiguredReport):
     """The tile-by-tile check of one tiled forward and backward (see :func:`tiled_report`).
 
     Besides the :class:`~microtape.check.rows.GradientReport` API it keeps
-    ``schedule`` (the :class:`~microtape.nn.tiled.TileSchedule` walked),
+    ``schedule`` (the :class:`~microtape.nn.attention.tiled.TileSchedule` walked),
     ``config``, ``mistakes``, ``grad_output`` and the two layers it ran:
     ``tiled`` and ``standard`` (copies of the layer checked).
     """

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..nn.attention import MultiHeadAttention
-from ..reverse import derivative_labels, gradients
-from ..tape import Tape
+from ..engine import Tape, derivative_labels, gradients
+from ..nn.attention.layer import MultiHeadAttention
 from .compare import compare
 from .report import attention_report
 from .rows import GradientReport

@@ -25,9 +25,8 @@ repository's ``instructor/`` folder, next to the autograder assignment in
 and checks a student's ``.py`` file in a child process with a time limit.
 """
 
-import importlib
-
 from .autograder import assert_output, assert_right
+from .catalogue import LAB, ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
 from .registry import EXERCISES, Exercise, Mistake, get
 from .scores import ScoreTable, score, score_table
@@ -57,55 +56,3 @@ __all__ = [
     "ATOL",
     "PRECISION_RTOL",
 ]
-
-#: The lab, in order: the module of each exercise. Importing a module
-#: registers its exercise, so this tuple is the one place the order is
-#: written — ``EXERCISES``, ``list_exercises()``, the command line, notebook 07
-#: and the autograder assignment all follow it.
-LAB = (
-    "softmax",
-    "linear",
-    "layer",
-    "attention",
-    "masking",
-    "masked_attention",
-    "dropout",
-    "attention_dropout",
-    "op_vjp",
-    "logaddexp_vjp",
-    "layernorm",
-)
-for _module in LAB:
-    importlib.import_module(f"{__name__}.{_module}")
-del _module
-
-#: The exercise names in the order of the lab.
-ORDER = tuple(EXERCISES)
-
-
-def list_exercises(include_stretch=True):
-    """The exercise names in the order of the lab (the stretch ones last)."""
-    return [name for name in ORDER if include_stretch or not EXERCISES[name].stretch]
-
-
-def stub_source(name):
-    """The stub of exercise ``name`` as source text: signature, prompt, ``raise NotImplementedError``."""
-    return get(name).stub_source()
-
-
-def prompt(name):
-    """The maths prompt of exercise ``name`` (its stub's docstring)."""
-    return get(name).prompt
-
-
-def starter_file(names=None):
-    """A ready-to-fill Python file holding the stubs of ``names`` (default: all)."""
-    names = list_exercises() if names is None else [get(name).name for name in names]
-    parts = [
-        '"""My microtape exercises.\n\n'
-        "Fill in each function, then check them all with:\n\n"
-        "    microtape exercises check THIS_FILE.py\n"
-        '"""\n\nimport numpy as np\n'
-    ]
-    parts += [get(name).stub_source() for name in names]
-    return "\n\n".join(parts)

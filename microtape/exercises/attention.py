@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import ops
 from ..check import mistakes as wrong
-from ..nn import analytic
+from ..nn.attention import analytic
 from . import core
 from .registry import Mistake, register_lab_exercise
 
@@ -96,7 +96,7 @@ _CHANGES = {
     "scale_one_over_d": ("grad_q", "grad_k", "grad_v"),
 }
 
-#: The link each mistake swaps (see microtape.nn.analytic.LINKS).
+#: The link each mistake swaps (see microtape.nn.attention.analytic.LINKS).
 _LINKS = {
     "no_backward_scale": {"scores": wrong.scores_without_scale},
     "no_scale_anywhere": {"scores": wrong.scores_without_scale},

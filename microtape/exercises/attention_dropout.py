@@ -9,7 +9,7 @@ attention layer records in training mode — ``softmax``, then
 import numpy as np
 
 from ..check import mistakes as wrong
-from ..nn import analytic
+from ..nn.attention import analytic
 from . import core, trials
 from .registry import Mistake, register_lab_exercise
 

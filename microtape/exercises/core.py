@@ -5,22 +5,21 @@ Three exercises (``attention_backward``, ``masked_attention``,
 
     S = Q Kᵀ / √d + M,   P = softmax(S),   P̃ = P ⊙ keep,   C = P̃ V
 
-Their truth is :func:`microtape.nn.attention_chain.attention_core` — the very
+Their truth is :func:`microtape.nn.attention.chain.attention_core` — the very
 forward ``MultiHeadAttention`` records — run on Tensors and differentiated by
 the tape. Their known mistakes are the hand-derived chain,
-:func:`microtape.nn.analytic.attention_core_backward`, with one link swapped
+:func:`microtape.nn.attention.analytic.attention_core_backward`, with one link swapped
 (``links=``) or fed the wrong weights: never a copy of either.
 """
 
 import numpy as np
 
-from ..nn import analytic, derivation
-from ..nn.attention_chain import attention_core
-from ..nn.attention_links import score_scale
-from ..plain import Plain
-from ..reverse import gradients
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape, gradients
+from ..nn.attention import analytic, derivation
+from ..nn.attention.chain import attention_core
+from ..ops.attention_links import score_scale
+from ..values.plain import Plain
+from ..values.tensor import Tensor
 from . import trials
 from .registry import Mistake, Output
 
@@ -124,7 +123,7 @@ def global_max_weights(scores):
 def by_hand(q, k, v, grad_c, weights, keep=None, links=None):
     """``{"context", "grad_q", "grad_k", "grad_v"}`` by the hand-derived chain from ``weights``.
 
-    ``links`` swaps links of :data:`microtape.nn.analytic.LINKS` (a known mistake).
+    ``links`` swaps links of :data:`microtape.nn.attention.analytic.LINKS` (a known mistake).
     """
     with np.errstate(invalid="ignore"):  # a mistake's NaN is the checker's to report
         grads = analytic.attention_core_backward(grad_c, q, k, v, weights, keep, links)

@@ -4,8 +4,8 @@ The tape's answer comes from ``Tensor.dropout(keep)`` — the op the attention
 layer records on its weights — and the tape backward.
 """
 
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape
+from ..values.tensor import Tensor
 from . import trials
 from .registry import Mistake, Output, register_lab_exercise
 

@@ -20,9 +20,8 @@ the exercise checker and lined up row by row against the tape::
 
 import numpy as np
 
-from ..reverse import gradients
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape, gradients
+from ..values.tensor import Tensor
 from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 

@@ -7,8 +7,8 @@ about ten equations whose gradients the student folds into one formula.
 
 import numpy as np
 
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape
+from ..values.tensor import Tensor
 from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 

@@ -6,8 +6,8 @@ answer comes from ``x.matmul(W.T) + b`` on Tensors and the tape backward.
 
 import numpy as np
 
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape
+from ..values.tensor import Tensor
 from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["linear_backward"]

@@ -14,9 +14,8 @@ student's VJP with ``mt.ops.define`` and runs ``mt.check.gradcheck`` on it.
 
 import numpy as np
 
-from ..reverse import gradients
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape, gradients
+from ..values.tensor import Tensor
 from . import trials
 from .registry import Mistake, Output, register_lab_exercise
 

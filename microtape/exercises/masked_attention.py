@@ -9,7 +9,8 @@ attention layer records — ``scores``, ``scale``, ``add_constant(mask)``,
 import numpy as np
 
 from ..check import mistakes as wrong
-from ..nn import analytic, masks
+from ..nn import masks
+from ..nn.attention import analytic
 from . import core, trials
 from .registry import Mistake, Output, register_lab_exercise
 

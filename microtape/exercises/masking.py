@@ -9,9 +9,9 @@ backward.
 import numpy as np
 
 from .. import ops
+from ..engine import Tape
 from ..nn import masks
-from ..tape import Tape
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from . import trials
 from .registry import Mistake, Output, register_lab_exercise
 

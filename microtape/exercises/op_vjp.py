@@ -13,9 +13,8 @@ minitorch-style exercise that touches the engine.
 import numpy as np
 
 from .. import ops
-from ..reverse import gradients
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape, gradients
+from ..values.tensor import Tensor
 from . import trials
 from .registry import Mistake, Output, register_lab_exercise
 

@@ -23,6 +23,7 @@ or *not checked* (it exited or ran past the time limit).
 import html
 from types import ModuleType
 
+from .catalogue import list_exercises
 from .checker import CheckResult, check
 from .registry import get
 
@@ -43,8 +44,6 @@ def score(namespace, names=None, *, hidden=False, time_limit=None, secret=None):
     ``namespace`` is a dict of functions by name (``globals()`` in a
     notebook) or a module. ``names`` defaults to every exercise of the lab.
     """
-    from . import list_exercises
-
     if isinstance(namespace, ModuleType):
         namespace = vars(namespace)
     if not hasattr(namespace, "get"):

@@ -8,8 +8,8 @@ The student is given the weights ``p = softmax(s)`` and the incoming gradient
 import numpy as np
 
 from .. import ops
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape
+from ..values.tensor import Tensor
 from .registry import Mistake, Output, register_lab_exercise
 
 __all__ = ["softmax_backward"]

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..boundary import vjp_arity_problem
+from ..engine.boundary import vjp_arity_problem
 from .result import NotAnArray, TimeLimitExceeded
 
 __all__ = ["Clock", "time_limit", "signature_problem", "copies", "describe", "exception_message", "unpack", "exit_code"]

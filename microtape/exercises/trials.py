@@ -20,7 +20,7 @@ most mistakes.
 import numpy as np
 
 from ..nn import masks
-from ..nn.attention_links import score_scale
+from ..ops.attention_links import score_scale
 
 __all__ = ["LARGE", "shift_rows", "shift_keys", "causal", "padding", "attention_mask", "dropout_mask"]
 

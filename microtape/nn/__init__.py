@@ -4,17 +4,18 @@
 ``LayerNorm``, ``Embedding`` with ``PositionalEncoding``, ``FeedForward``,
 the post-norm ``TransformerEncoderLayer`` and ``TransformerDecoderLayer``,
 and the ``cross_entropy`` loss. ``microtape.nn.masks`` builds additive
-attention masks; ``microtape.nn.analytic`` and ``microtape.nn.analytic_blocks``
+attention masks; ``microtape.nn.attention.analytic`` and ``microtape.nn.analytic_blocks``
 hold the hand-derived backward (numpy only) the layers can use instead of
-the tape; ``microtape.nn.attention_chain`` the attention forward, written once;
-``microtape.nn.tiled`` the tiled (flash) attention core that
+the tape; ``microtape.nn.attention.chain`` the attention forward, written once;
+``microtape.nn.attention.tiled`` the tiled (flash) attention core that
 ``MultiHeadAttention(..., block_size=...)`` records as one op, and
 ``microtape.nn.dropout_mask`` the counter-based dropout masks both paths share.
 """
 
-from . import analytic, analytic_blocks, dropout_mask, masks, tiled
-from .attention import MultiHeadAttention
-from .attention_chain import attention_chain, attention_core
+from . import analytic_blocks, dropout_mask, masks
+from .attention import analytic, tiled
+from .attention.chain import attention_chain, attention_core
+from .attention.layer import MultiHeadAttention
 from .embedding import Embedding
 from .feedforward import FeedForward
 from .layernorm import LayerNorm, layer_norm

@@ -2,7 +2,7 @@
 
 This module lets you compute the gradients of LayerNorm, the feed-forward
 block, the embedding lookup, the cross-entropy loss and a whole post-norm
-Transformer layer from the formulas alone. Like :mod:`microtape.nn.analytic`
+Transformer layer from the formulas alone. Like :mod:`microtape.nn.attention.analytic`
 (attention's links, which it reuses) it composes the links by hand, never
 through the tape, so it is an *independent* check of what the tape computes
 (a primitive's own derivative — GELU's, softmax's — is the op registry's,
@@ -42,7 +42,7 @@ chain.
 import numpy as np
 
 from .. import ops
-from .analytic import dropout_backward, linear_backward
+from .attention.analytic import dropout_backward, linear_backward
 
 __all__ = [
     "LINKS",
@@ -111,7 +111,7 @@ def residual_backward(grad_skip, grad_branch):
 
 
 #: The links of this module by name; a layer's ``links=`` replaces them (and
-#: attention's, see :data:`microtape.nn.attention_links.LINKS`) for teaching mistakes.
+#: attention's, see :data:`microtape.ops.attention_links.LINKS`) for teaching mistakes.
 LINKS = {
     "layernorm": layernorm_backward,
     "activation": activation_backward,

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..reverse import gradients
-from ..tape import Tape
-from ..tensor import Tensor
+from ..engine import Tape, gradients
+from ..values.tensor import Tensor
 from .checks import input_array, overflow_error
 
 # attention.py's _overflow names the first step of a tape that overflowed: reused as it is.
@@ -134,7 +133,7 @@ class CheckedLayer(TwoRouteLayer):
     # -- the same forward on plain numpy
 
     def forward_plain(self, inputs, params, replace=None):
-        """The last forward's computation on float64 numpy (:class:`~microtape.plain.Plain`), recording nothing.
+        """The last forward's computation on float64 numpy (:class:`~microtape.values.plain.Plain`), recording nothing.
 
         ``inputs`` maps input roles to arrays, ``params`` parameter names to
         arrays; the masks and dropout masks are the last forward's.

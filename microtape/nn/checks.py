@@ -17,8 +17,8 @@ import numbers
 
 import numpy as np
 
-from ..lean import NotKept
-from ..tensor import Tensor
+from ..engine.lean import NotKept
+from ..values.tensor import Tensor
 
 __all__ = [
     "input_array",

@@ -19,7 +19,7 @@ which would keep only one of them). ``backward(g)`` computes the same by hand
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from . import analytic_blocks
 from .checks import float_dtype, gradient_array, integer_ids, positive_int, seed_value
 from .module import Module, add_to_grads

@@ -21,8 +21,8 @@ call it too); the hand-derived backward is
 
 import numpy as np
 
-from ..tape import module_scope
-from ..tensor import Tensor
+from ..engine import module_scope
+from ..values.tensor import Tensor
 from . import analytic_blocks
 from .checked_layer import CheckedLayer, LastForward
 from .checks import child_seeds, float_dtype, input_array, positive_int, probability
@@ -163,7 +163,7 @@ class FeedForward(CheckedLayer):
 
     def forward_plain(self, inputs, params, replace=None):
         """The last forward on float64 numpy, the same dropout mask (see :meth:`CheckedLayer.forward_plain`)."""
-        from ..plain import Plain
+        from ..values.plain import Plain
 
         keep = self._require_forward("forward_plain()").constants["keep"]
         with Plain.replacing(replace or {}):

@@ -18,7 +18,7 @@ entries::
 
 The forward is :func:`layer_norm`, written once: on Tensors it records one
 named row per line above (``mean, centered, var, std, normalized``), on
-:class:`~microtape.plain.Plain` arrays it records nothing (finite
+:class:`~microtape.values.plain.Plain` arrays it records nothing (finite
 differences). The hand-derived backward is
 :func:`microtape.nn.analytic_blocks.layernorm_backward`.
 """
@@ -27,7 +27,7 @@ import numbers
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from . import analytic_blocks
 from .checked_layer import CheckedLayer, LastForward, named
 from .checks import float_dtype, input_array
@@ -134,7 +134,7 @@ class LayerNorm(CheckedLayer):
 
     def forward_plain(self, inputs, params, replace=None):
         """The same normalisation on float64 numpy (see :meth:`CheckedLayer.forward_plain`)."""
-        from ..plain import Plain
+        from ..values.plain import Plain
 
         with Plain.replacing(replace or {}):
             output = layer_norm(Plain(inputs["x"]), Plain(params["weight"]), Plain(params["bias"]), self.eps)

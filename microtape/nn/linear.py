@@ -14,9 +14,9 @@ leading axes (``[B, T, in]``): every row shares the same weight.
 
 import numpy as np
 
-from ..tape import Tape
-from ..tensor import Tensor
-from . import analytic
+from ..engine import Tape
+from ..values.tensor import Tensor
+from .attention import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
 from .module import Module, add_to_grads
 

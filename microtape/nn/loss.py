@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from .checks import input_array, integer_ids
 
 __all__ = ["cross_entropy"]

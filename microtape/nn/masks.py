@@ -17,10 +17,10 @@ mask here — turn one into a mask with :func:`from_bool`.
 
 import numpy as np
 
+from ..ops.attention_links import NEG_INF
+
 __all__ = ["NEG_INF", "SUPPRESSED_BELOW", "causal_mask", "from_bool", "padding_allowed", "suppressed"]
 
-#: The value the library adds to suppress a score (what the C++ original uses).
-NEG_INF = -1e9
 #: Mask entries at or below this count as "suppressed" when we look for rows
 #: with no valid key. (-100 would already zero a softmax weight in practice,
 #: but we only call values this large "suppression"; smaller ones are biases.)

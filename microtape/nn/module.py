@@ -33,9 +33,9 @@ so graphs draw one box per module.
 
 import numpy as np
 
-from ..boundary import sum_into_grad
-from ..tape import module_scope
-from ..tensor import Tensor
+from ..engine import module_scope
+from ..engine.boundary import sum_into_grad
+from ..values.tensor import Tensor
 
 __all__ = ["Module", "RecordedLayer", "add_to_grads"]
 

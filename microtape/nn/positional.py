@@ -21,7 +21,7 @@ linear map attention can learn to use).
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from .checks import float_dtype, input_array, positive_int
 from .module import Module
 

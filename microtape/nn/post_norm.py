@@ -13,8 +13,8 @@ and its (dropped-out) sublayer output is normalised.
 
 from dataclasses import dataclass
 
-from ..tape import module_scope
-from .attention_chain import attention_chain
+from ..engine import module_scope
+from .attention.chain import attention_chain
 from .checked_layer import named
 from .feedforward import feedforward_chain
 from .layernorm import layer_norm
@@ -68,7 +68,7 @@ def post_norm_plain(layer, inputs, params, replace=None):
     A replaced name with a sublayer's prefix (``self_attn.weights``,
     ``self_attn.x``) replaces that step inside that attention only.
     """
-    from ..plain import Plain
+    from ..values.plain import Plain
 
     last = layer._require_forward("forward_plain()")
     replace = dict(replace or {})

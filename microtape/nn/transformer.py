@@ -37,9 +37,9 @@ import numbers
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from . import analytic_blocks
-from .attention import MultiHeadAttention, NamedGradients, read_only
+from .attention.layer import MultiHeadAttention, NamedGradients, read_only
 from .checked_layer import CheckedLayer, LastForward, sequence_array
 from .checks import child_seeds, float_dtype, positive_int, probability
 from .feedforward import check_activation, draw_keep, feedforward_cache, feedforward_chain, feedforward_names

@@ -20,8 +20,8 @@ probabilities that differ from one place to another (microtape's layer has one
 
 import numpy as np
 
-from .attention import MultiHeadAttention
-from .attention_torch import torch_array
+from .attention.layer import MultiHeadAttention
+from .attention.torch_bridge import torch_array
 
 __all__ = [
     "layernorm_from_torch",

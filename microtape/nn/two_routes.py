@@ -23,7 +23,7 @@ routes (``_taped(last, grad_output, complete)`` and
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..values.tensor import Tensor
 from .checks import gradient_array, gradient_overflow_error
 from .module import RecordedLayer
 
@@ -42,7 +42,7 @@ def read_only(array):
 class NamedGradients(dict):
     """``{name: gradient}`` of one backward; by the tape route it also keeps the reverse pass.
 
-    ``reverse_pass`` is the :class:`~microtape.tape.Gradients` (with steps) the
+    ``reverse_pass`` is the :class:`~microtape.engine.tape.Gradients` (with steps) the
     taped gradients came from, and ``completed_at[name]`` the tape index of the
     step after which that gradient is complete (what step-by-step walks use).
     Both are empty/None for the analytic route.

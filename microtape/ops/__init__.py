@@ -13,7 +13,9 @@ What an op is lives in :mod:`.core` (:class:`Op`, :data:`OPS`,
 :func:`define`); the built-in ops live by family — :mod:`.arithmetic`,
 :mod:`.elementwise`, :mod:`.trig`, :mod:`.exp_log`, :mod:`.binary`,
 :mod:`.piecewise`, :mod:`.reductions`, :mod:`.scans`, :mod:`.shape`,
-:mod:`.linalg`, :mod:`.nn` — and broadcasting's inverse, :func:`unbroadcast`, serves them
+:mod:`.linalg`, :mod:`.nn`, :mod:`.tiled_attention` (the tiled attention core as
+one op, with its kernel; :mod:`.attention_links` holds the hand-derived link
+functions it shares with the attention layer) — and broadcasting's inverse, :func:`unbroadcast`, serves them
 all. Importing ``microtape`` registers every built-in op (the tiled attention
 kernel included), so the set of ops never depends on what you imported.
 
@@ -39,6 +41,7 @@ from .piecewise import clip, where
 from .reductions import logsumexp, max_, mean, min_, prod, sum_
 from .scans import cumprod, cumsum
 from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
+from .tiled_attention import TILED_ATTENTION
 from .trig import arccos, arcsin, arctan, cos, cosh, sin, sinh, tan
 
 # fmt: off
@@ -52,5 +55,6 @@ __all__ = [
     "sum_", "mean", "max_", "min_", "prod", "logsumexp", "cumsum", "cumprod",  # reductions, scans
     "softmax", "log_softmax", "softmax_backward", "matmul", "einsum", "norm",  # nn, linalg
     "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
+    "TILED_ATTENTION",
 ]
 # fmt: on

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from ..tape import Node
+from ..engine import Node
 
 __all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros", "sum_of"]
 

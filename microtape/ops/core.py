@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..tape import Node, record
+from ..engine import Node, record
 
 __all__ = ["Op", "OPS", "define", "primitive", "register", "value_of"]
 

@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from ..tape import Node
+from ..engine import Node
 from .core import primitive, value_of
 
 __all__ = [

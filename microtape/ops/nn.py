@@ -12,7 +12,7 @@ backward lives on it); on Scalars and Tensors the same lines record.
 
 import numpy as np
 
-from ..tape import Node
+from ..engine import Node
 from .core import primitive
 from .elementwise import exp
 

@@ -10,7 +10,7 @@ then ``broadcast_to``), weighted by how much each entry counted: equally for
 
 import numpy as np
 
-from ..tape import Node
+from ..engine import Node
 from .broadcasting import kept_shape, shape_of
 from .core import primitive, value_of
 from .elementwise import exp

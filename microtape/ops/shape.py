@@ -10,7 +10,7 @@ on Tensors, so a reverse pass through them can be differentiated again.
 
 import numpy as np
 
-from ..listing import index_part_text
+from ..engine.listing import index_part_text
 from .broadcasting import shape_of, unbroadcast
 from .core import primitive
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import nn, optim
-from ..tape import Tape
+from ..engine import Tape
 from .model import TinyTransformer
 from .tasks import TASKS, HeldOut, training_batch
 
@@ -182,7 +182,7 @@ def train(config=None, progress=None):
     """Train a :class:`TinyTransformer` on ``config.task``; returns a :class:`TrainResult`.
 
     ``progress(step, loss, accuracy)`` is called after every step (``microtape
-    train`` moves a :func:`microtape.progress.progress` bar with it). BLAS runs on one thread
+    train`` moves a :func:`microtape.viz.progress.progress` bar with it). BLAS runs on one thread
     meanwhile (:func:`one_blas_thread`).
     """
     config = config or TrainConfig()

@@ -70,10 +70,10 @@ def demo_attention(**overrides):
     the weights, ``x`` (``[batch, seq, embed]``, standard normal) and
     ``grad_output`` (standard normal, of the output's shape).
     """
-    import microtape as mt
+    from ..nn import MultiHeadAttention
 
     settings = _settings(overrides)
-    attn = mt.nn.MultiHeadAttention(
+    attn = MultiHeadAttention(
         settings["embed"],
         settings["heads"],
         dropout=settings["dropout"],

@@ -27,8 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..nn import derivation
-from ..progress import progress
+from ..nn.attention import derivation
 from .drawing import takes_drawing_options, warn_if_collapsed
 from .fit import fitted
 from .layout import Layout, widest
@@ -36,6 +35,7 @@ from .paint import Painter, paint
 from .picture import to_digraph
 from .player import fragment, page
 from .program import collect, trace_backward
+from .progress import progress
 from .render import GraphvizNotFound, fit_svg, render, svg
 from .text import flatten, grad_lines, norm_text, step_text
 
@@ -156,7 +156,7 @@ class BackwardFrames:
 
     ``captions[k]`` says what step ``k`` does; ``steps`` are the picture's
     steps ``0..n-1`` (what ``graph(..., step=k)`` counts) and
-    ``engine_steps[k]`` the engine's step (:attr:`microtape.tape.Gradients.steps`)
+    ``engine_steps[k]`` the engine's step (:attr:`microtape.engine.tape.Gradients.steps`)
     that finishes frame ``k``'s box. ``pinned``: all frames share one layout.
     ``focus[k]``: where the current box sits (fractions of the picture).
     :meth:`svgs` draws them (needs Graphviz), :meth:`save` writes files and

@@ -30,8 +30,7 @@ import contextvars
 
 import numpy as np
 
-from ..reverse import gradients
-from ..tape import Node, Tape
+from ..engine import Node, Tape, gradients
 from .text import fmt, peak
 
 __all__ = ["Program", "BackwardTrace", "collect", "trace_backward", "leaf_kind", "parameter_set"]

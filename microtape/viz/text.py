@@ -16,7 +16,7 @@ all noise reads ``≈0 (noise 2e-17)``: it is zero in exact arithmetic.
 
 import numpy as np
 
-from ..lean import NotKept
+from ..engine.lean import NotKept
 from ..nn.masks import SUPPRESSED_BELOW
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Pictures of tiled (flash) attention: the tile schedule, and the online softmax of one row.
 
-This module lets you see what the tiled kernel of :mod:`microtape.nn.tiled` does::
+This module lets you see what the tiled kernel of :mod:`microtape.nn.attention.tiled` does::
 
     attn = mt.nn.MultiHeadAttention(16, 2, causal=True, block_size=4, seed=0)
     y = attn(x)
@@ -18,7 +18,7 @@ running sum ``l`` — as the kernel holds it (in units of the current max) and
 rescaled to the final max, where every block can only add to it.
 
 Both read the layer's last (tiled) forward, or take a
-:class:`~microtape.nn.tiled.TileSchedule` directly (the schedule only), and
+:class:`~microtape.nn.attention.tiled.TileSchedule` directly (the schedule only), and
 return a plain ``matplotlib.figure.Figure`` that Jupyter shows.
 """
 
@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 
-from ..nn import tiled
+from ..nn.attention import tiled
 from ..nn.masks import SUPPRESSED_BELOW
 from .figure import new_figure
 
@@ -60,7 +60,7 @@ def _schedule_of(source, what):
 def tile_schedule(source, order="forward"):
     """The tiles of the score matrix: computed ones numbered in ``order``, causal skips hatched; a Figure.
 
-    ``source`` is a layer after a tiled forward, or a :class:`~microtape.nn.tiled.TileSchedule`.
+    ``source`` is a layer after a tiled forward, or a :class:`~microtape.nn.attention.tiled.TileSchedule`.
     ``order`` is ``"forward"`` (query block by query block) or ``"backward"`` (key block by key block).
     Each tile is a patch whose ``gid`` is ``"q{i} k{j}"``.
     """

@@ -1,0 +1,65 @@
+"""The lab: which exercises there are, in which order, and the files a student starts from.
+
+Importing this module imports each exercise's module, and each registers its
+exercise (:mod:`.registry`); so :data:`LAB` is the one place the order is
+written — ``EXERCISES``, :func:`list_exercises`, the command line, notebook 07
+and the autograder assignment all follow it.
+"""
+
+import importlib
+
+from .registry import EXERCISES, get
+
+__all__ = ["LAB", "ORDER", "list_exercises", "stub_source", "prompt", "starter_file"]
+
+#: The lab, in order: the module of each exercise. Importing a module
+#: registers its exercise, so this tuple is the one place the order is
+#: written — ``EXERCISES``, ``list_exercises()``, the command line, notebook 07
+#: and the autograder assignment all follow it.
+LAB = (
+    "softmax",
+    "linear",
+    "layer",
+    "attention",
+    "masking",
+    "masked_attention",
+    "dropout",
+    "attention_dropout",
+    "op_vjp",
+    "logaddexp_vjp",
+    "layernorm",
+)
+for _module in LAB:
+    importlib.import_module(f"{__package__}.{_module}")
+del _module
+
+#: The exercise names in the order of the lab.
+ORDER = tuple(EXERCISES)
+
+
+def list_exercises(include_stretch=True):
+    """The exercise names in the order of the lab (the stretch ones last)."""
+    return [name for name in ORDER if include_stretch or not EXERCISES[name].stretch]
+
+
+def stub_source(name):
+    """The stub of exercise ``name`` as source text: signature, prompt, ``raise NotImplementedError``."""
+    return get(name).stub_source()
+
+
+def prompt(name):
+    """The maths prompt of exercise ``name`` (its stub's docstring)."""
+    return get(name).prompt
+
+
+def starter_file(names=None):
+    """A ready-to-fill Python file holding the stubs of ``names`` (default: all)."""
+    names = list_exercises() if names is None else [get(name).name for name in names]
+    parts = [
+        '"""My microtape exercises.\n\n'
+        "Fill in each function, then check them all with:\n\n"
+        "    microtape exercises check THIS_FILE.py\n"
+        '"""\n\nimport numpy as np\n'
+    ]
+    parts += [get(name).stub_source() for name in names]
+    return "\n\n".join(parts)

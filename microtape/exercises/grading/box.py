@@ -1,0 +1,345 @@
+"""The box a student's code runs in: a child process that can compute, and do nothing else.
+
+This module lets the grader start a boxed child and talk to it::
+
+    box = Sandbox()                      # not started yet
+    reply, arrays = box.request({"op": "load", ...}, timeout=10)
+    box.close()
+
+The child (``boxed/child.py``) runs under ``python -I -S -B`` with a
+scrubbed environment, in its own session, with limits on CPU time, memory
+(address space), file size, processes and open files, its stdin empty and
+its output going to a capped file. On Linux, when bubblewrap (``bwrap``) is
+installed, it also runs inside new user, pid, network, IPC and mount
+namespaces as the unprivileged user ``nobody``: its file system holds only
+the Python standard library, numpy and the helper folder — not microtape,
+not the grader, not the other submissions — plus an empty, size-limited
+working directory; it has no network and cannot see (so cannot signal) any
+process outside its box. Without bubblewrap only the limits and the session
+apply, and :data:`ISOLATION` says so (``microtape grade`` prints it).
+
+Everything it sends is read through :mod:`~microtape.exercises.grading.boxed.wire`
+with a deadline and size limits; a child that overstays is killed with its
+whole box.
+"""
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .boxed import wire
+
+__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "isolation", "HELPER"]
+
+#: The folder the child runs from (on its sys.path): child.py, wire.py, the stand-in microtape.
+HELPER = Path(__file__).resolve().parent / "boxed"
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one child may use: CPU seconds, memory, bytes per written file, processes, open files."""
+
+    cpu_seconds: int = 120
+    memory_bytes: int = 2 << 30
+    file_bytes: int = 16 << 20
+    processes: int = 64
+    open_files: int = 64
+    workdir_bytes: int = 32 << 20
+
+
+class ChildGone(Exception):
+    """The child ended, closed its pipe or broke the message format; ``str`` says how (one line)."""
+
+
+class BoxTimeout(Exception):
+    """The child did not reply before the deadline (it was killed)."""
+
+
+def _bwrap():
+    path = shutil.which("bwrap")
+    if path is None or not sys.platform.startswith("linux"):
+        return None
+    return path
+
+
+def isolation():
+    """One line saying how the child is isolated here (printed by the grading commands)."""
+    if _bwrap():
+        return "isolation: bubblewrap (own user, pid, network and mount namespaces; numpy and the stdlib only)"
+    return (
+        "isolation: resource limits and an own session only — bubblewrap (bwrap) is not installed, so "
+        "graded code can read the file system (as root it is not run at all); install it "
+        "(Debian: apt-get install bubblewrap)"
+    )
+
+
+def _numpy_dirs():
+    """numpy's package folder, and its bundled libraries' folder when the wheel has one."""
+    package = Path(np.__file__).resolve().parent
+    dirs = [package]
+    libs = package.parent / "numpy.libs"
+    if libs.is_dir():
+        dirs.append(libs)
+    return dirs
+
+
+def _environment():
+    """The child's whole environment: nothing of the grader's (no tokens, no paths)."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": "/nonexistent",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def _bind_root_links(command):
+    """The host's /bin, /lib, /lib64 … as they are: symlinks into /usr (merged /usr), or folders bound."""
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            command += ["--ro-bind", str(path), str(path)]
+
+
+def _bwrap_command(bwrap, python, limits):
+    prefix = Path(sys.base_prefix).resolve()
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    command = [bwrap, "--die-with-parent", "--new-session", "--clearenv"]
+    if os.geteuid() == 0:
+        # As root bwrap makes the namespaces itself, and setpriv then becomes the real user
+        # nobody: a user namespace would map the box's user back to root, whom the kernel
+        # exempts from the process limit (a fork bomb would not be stopped).
+        command += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                  "--clear-groups", "--inh-caps=-all", "--"]  # fmt: skip
+    else:
+        command += ["--unshare-all"]
+        become = []
+    command += ["--ro-bind", "/usr", "/usr"]
+    _bind_root_links(command)
+    for hidden in ("/usr/local", "/usr/lib/python3", f"/usr/lib/python3.{sys.version_info.minor}"):
+        if Path(hidden).is_dir() and not str(prefix).startswith(hidden):
+            command += ["--tmpfs", hidden]  # other Python packages of the system: not in the box
+    for parent in reversed(prefix.parents[:-1]):  # e.g. /root: made readable, or nobody cannot reach Python
+        command += ["--perms", "0755", "--dir", str(parent)]
+    command += ["--ro-bind", str(prefix), str(prefix)]
+    site = stdlib / "site-packages"
+    if site.is_dir():
+        command += ["--tmpfs", str(site)]  # the interpreter's own installed packages: not in the box
+    lib = "/box/lib"
+    command += ["--perms", "0755", "--dir", "/box", "--perms", "0755", "--dir", lib]
+    for folder in _numpy_dirs():
+        command += ["--ro-bind", str(folder), f"{lib}/{folder.name}"]
+    command += ["--ro-bind", str(HELPER), "/box/helper"]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    for scratch in ("/work", "/tmp"):  # writable by nobody, and small: a 10 GB write fails with ENOSPC
+        command += ["--perms", "1777", "--size", str(limits.workdir_bytes), "--tmpfs", scratch]
+    command += ["--chdir", "/work"]
+    for key, value in _environment().items():
+        command += ["--setenv", key, value]
+    command += [*become, python, "-I", "-S", "-B", "/box/helper/child.py", lib]
+    return command, None
+
+
+def _plain_command(python):
+    """No bubblewrap: numpy reached through a folder of links (so nothing else of site-packages is on the path)."""
+    lib = tempfile.mkdtemp(prefix="microtape-lib-")
+    for folder in _numpy_dirs():
+        os.symlink(folder, Path(lib) / folder.name)
+    os.chmod(lib, 0o755)
+    return [python, "-I", "-S", "-B", str(HELPER / "child.py"), lib], lib
+
+
+def _readable_by_all(path):
+    path = Path(path).resolve()
+    for part in [path, *path.parents]:
+        mode = part.stat().st_mode
+        if not mode & 0o005:
+            return False
+    return True
+
+
+class Sandbox:
+    """One boxed child, started on the first request; ``request`` sends a message and waits for the reply."""
+
+    def __init__(self, limits=None):
+        self.limits = limits or Limits()
+        self.process = None
+        self.output = None  # the child's stdout and stderr (a capped temporary file)
+        self._lib = None
+
+    # ---------------------------------------------------------------- starting and stopping
+
+    def _limited(self, command):
+        """``command`` under prlimit: the limits are set before it runs, without a preexec_fn.
+
+        (A preexec_fn is not safe when the grader runs several boxes from
+        threads, as ``microtape grade -j N`` does.)
+        """
+        limits = self.limits
+        return [
+            shutil.which("prlimit") or "/usr/bin/prlimit",
+            f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
+            f"--as={limits.memory_bytes}",
+            f"--fsize={limits.file_bytes}",
+            f"--nofile={limits.open_files}",
+            f"--nproc={limits.processes}",
+            "--core=0",
+            "--",
+            *command,
+        ]
+
+    def start(self):
+        python = str(Path(sys.executable).resolve())
+        bwrap = _bwrap()
+        user = None
+        if bwrap:
+            command, self._lib = _bwrap_command(bwrap, python, self.limits)
+            env = {}  # bwrap clears it and sets the box's own
+        else:
+            if os.geteuid() == 0:
+                if not (_readable_by_all(python) and _readable_by_all(HELPER)):
+                    # Root that cannot become nobody (Python lies in a private folder) would run
+                    # students' code able to rewrite the installed package: refuse instead.
+                    raise ChildGone(
+                        "refusing to run graded code as root without bubblewrap (it could rewrite the "
+                        "installed package): install bubblewrap, or grade as an ordinary user"
+                    )
+                user = NOBODY
+            command, self._lib = _plain_command(python)
+            env = _environment()
+        self.output = tempfile.TemporaryFile()
+        requests_read, self._requests = os.pipe()
+        self._replies, replies_write = os.pipe()
+        # The child is told its two pipe ends by number (they are inherited through bwrap).
+        command += ["--fds", str(requests_read), str(replies_write)]
+        self.process = subprocess.Popen(
+            self._limited(command),
+            stdin=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tempfile.gettempdir() if not bwrap else "/",
+            start_new_session=True,
+            pass_fds=(requests_read, replies_write),
+            user=user,
+            group=user,
+            extra_groups=[] if user is not None else None,
+        )
+        os.close(requests_read)
+        os.close(replies_write)
+
+    def close(self):
+        """Kill the child (and its whole box) and forget it; safe to call twice."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.kill()
+            self.process.wait()
+            for fd in (self._requests, self._replies):
+                os.close(fd)
+            self.process = None
+        if self._lib:
+            shutil.rmtree(self._lib, ignore_errors=True)
+            self._lib = None
+
+    @property
+    def running(self):
+        return self.process is not None
+
+    def printed(self, limit=4000):
+        """The end of what the child printed (text, at most ``limit`` characters)."""
+        if self.output is None:
+            return ""
+        self.output.seek(0, os.SEEK_END)
+        size = self.output.tell()
+        self.output.seek(max(0, size - limit))
+        return self.output.read().decode("utf-8", errors="replace")
+
+    # ---------------------------------------------------------------- talking
+
+    def request(self, header, arrays=(), *, timeout):
+        """Send one message and return the reply ``(header, arrays)``.
+
+        Raises :class:`BoxTimeout` (the child is killed) when no whole reply
+        came within ``timeout`` seconds, :class:`ChildGone` when it ended or
+        broke the format.
+        """
+        if self.process is None:
+            self.start()
+        deadline = time.monotonic() + timeout
+        try:
+            self._send(wire.encode(header, arrays), deadline)
+            return wire.read_message(lambda n: self._read_exactly(n, deadline))
+        except BoxTimeout:
+            self.close()
+            raise
+        except wire.WireError as error:
+            self.close()
+            raise ChildGone(f"the process sent a malformed reply: {error}") from None
+        except BaseException:  # ChildGone, or an interruption mid-message: this child cannot be trusted on
+            self.close()
+            raise
+
+    def _send(self, data, deadline):
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BoxTimeout()
+            _, ready, _ = select.select([], [self._requests], [], remaining)
+            if ready:
+                try:
+                    written = os.write(self._requests, view[: 1 << 16])
+                except BrokenPipeError:
+                    raise ChildGone(self._ended()) from None
+                view = view[written:]
+
+    def _read_exactly(self, n, deadline):
+        chunks, missing = [], n
+        while missing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BoxTimeout()
+            ready, _, _ = select.select([self._replies], [], [], remaining)
+            if ready:
+                chunk = os.read(self._replies, min(missing, 1 << 20))
+                if not chunk:
+                    raise ChildGone(self._ended())
+                chunks.append(chunk)
+                missing -= len(chunk)
+        return b"".join(chunks)
+
+    def _ended(self):
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "the process closed its reply pipe"
+        if code < 0:
+            name = signal.Signals(-code).name
+            why = {
+                "SIGXCPU": " (it used up its CPU time)",
+                "SIGXFSZ": f" (it wrote a file or output larger than {self.limits.file_bytes >> 20} MB)",
+                "SIGKILL": " (killed: out of memory or time)",
+                "SIGSEGV": " (a crash: memory limit?)",
+            }.get(name, "")
+            return f"the process was ended by {name}{why}"
+        return f"the process ended (exit status {code}) without replying"

@@ -1,0 +1,377 @@
+"""numpy's names for microtape's operations: ``mt.sin(x)``, ``mt.where(m, a, b)``, ``mt.einsum(...)``.
+
+Each function here takes what numpy's does and calls the method of a
+:class:`~microtape.Tensor` or :class:`~microtape.Scalar` (a plain array or
+number becomes a constant Tensor, so the result is a Tensor either way).
+The same functions answer numpy's own calls on Tensors (``np.sin(t)``,
+see :mod:`microtape.numpy_api.protocol`).
+"""
+
+import string
+
+import numpy as np
+
+from .. import ops
+from ..engine import Node, record
+from ..ops.linalg import parse_einsum
+from ..values.tensor import Tensor, check_broadcast
+
+# fmt: off
+__all__ = [
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "exp", "exp2", "expm1", "log",
+    "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal", "abs", "clip", "maximum", "minimum",
+    "logaddexp", "arctan2", "power", "where", "sum", "mean", "max", "min", "prod", "var", "std", "norm",
+    "cumsum", "cumprod", "logsumexp", "softmax", "log_softmax", "matmul", "einsum", "dot", "outer",
+    "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "flip", "repeat", "tile",
+]
+# fmt: on
+
+
+def node(x):
+    """A Scalar or Tensor as it is; anything else (an array, a list, a number) as a constant Tensor."""
+    return x if isinstance(x, Node) else Tensor(x)
+
+
+# -- entry by entry: one method each
+
+
+def sin(x, name=None):
+    return node(x).sin(name=name)
+
+
+def cos(x, name=None):
+    return node(x).cos(name=name)
+
+
+def tan(x, name=None):
+    return node(x).tan(name=name)
+
+
+def arcsin(x, name=None):
+    return node(x).arcsin(name=name)
+
+
+def arccos(x, name=None):
+    return node(x).arccos(name=name)
+
+
+def arctan(x, name=None):
+    return node(x).arctan(name=name)
+
+
+def sinh(x, name=None):
+    return node(x).sinh(name=name)
+
+
+def cosh(x, name=None):
+    return node(x).cosh(name=name)
+
+
+def tanh(x, name=None):
+    return node(x).tanh(name=name)
+
+
+def exp(x, name=None):
+    return node(x).exp(name=name)
+
+
+def exp2(x, name=None):
+    return node(x).exp2(name=name)
+
+
+def expm1(x, name=None):
+    return node(x).expm1(name=name)
+
+
+def log(x, name=None):
+    return node(x).log(name=name)
+
+
+def log2(x, name=None):
+    return node(x).log2(name=name)
+
+
+def log10(x, name=None):
+    return node(x).log10(name=name)
+
+
+def log1p(x, name=None):
+    return node(x).log1p(name=name)
+
+
+def sqrt(x, name=None):
+    return node(x).sqrt(name=name)
+
+
+def cbrt(x, name=None):
+    return node(x).cbrt(name=name)
+
+
+def square(x, name=None):
+    return node(x).square(name=name)
+
+
+def reciprocal(x, name=None):
+    return node(x).reciprocal(name=name)
+
+
+def abs(x, name=None):  # noqa: A001  (numpy's name)
+    return node(x).abs(name=name)
+
+
+def clip(x, lower=None, upper=None, name=None):
+    return node(x).clip(lower, upper, name=name)
+
+
+def _pair(a, b):
+    """``a`` carries the method and lifts ``b``; a plain ``a`` beside a Scalar or Tensor ``b`` is made its constant."""
+    return (a, b) if isinstance(a, Node) or not isinstance(b, Node) else (type(b)._constant(a, b), b)
+
+
+def _named(result, name):
+    if name is not None:
+        result.name = name
+    return result
+
+
+def maximum(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).maximum(b, name=name)
+
+
+def minimum(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).minimum(b, name=name)
+
+
+def logaddexp(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).logaddexp(b, name=name)
+
+
+def arctan2(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).arctan2(b, name=name)
+
+
+def power(a, b, name=None):
+    """``a ** b`` with either or both a Tensor (a Tensor exponent gets its gradient: d/db = aᵇ ln a)."""
+    a, b = _pair(a, b)
+    return node(a).pow(b, name=name)
+
+
+def where(condition, a, b, name=None):
+    """``a`` where ``condition`` holds, ``b`` elsewhere (broadcasting all three), as ``numpy.where``.
+
+    The condition is data (a boolean array; a Tensor's values are read): it
+    gets no gradient. ``a`` gets the gradient where it was chosen, ``b`` the rest.
+    """
+    if isinstance(condition, Node):
+        condition = condition.data
+    condition = np.asarray(condition)
+    if condition.dtype.kind not in "biuf":
+        raise TypeError(f"where(condition): expected a boolean array, got dtype {condition.dtype}")
+    condition = condition != 0
+    like = a if isinstance(a, Node) else b if isinstance(b, Node) else Tensor(np.asarray(a, dtype=float))
+    a, b = (x if isinstance(x, Node) else like._constant(x, like) for x in (a, b))
+    if isinstance(like, Tensor):
+        check_broadcast(condition.shape, a.shape, "where(condition, a, b)")
+        check_broadcast(np.broadcast_shapes(condition.shape, a.shape), b.shape, "where(condition, a, b)")
+        return ops.where(condition, a, b, name=name)
+    if condition.ndim:
+        raise ValueError(f"where(condition, a, b): with Scalars the condition is one bool, got shape {condition.shape}")
+    return ops.where(float(condition), a, b, name=name)
+
+
+# -- reductions
+
+
+def sum(x, axis=None, keepdims=False, name=None):  # noqa: A001
+    return node(x).sum(axis, keepdims=keepdims, name=name)
+
+
+def mean(x, axis=None, keepdims=False, name=None):
+    return node(x).mean(axis, keepdims=keepdims, name=name)
+
+
+def max(x, axis=None, keepdims=False, name=None):  # noqa: A001
+    return node(x).max(axis, keepdims=keepdims, name=name)
+
+
+def min(x, axis=None, keepdims=False, name=None):  # noqa: A001
+    return node(x).min(axis, keepdims=keepdims, name=name)
+
+
+def prod(x, axis=None, keepdims=False, name=None):
+    return node(x).prod(axis, keepdims=keepdims, name=name)
+
+
+def var(x, axis=None, keepdims=False, ddof=0, name=None):
+    return node(x).var(axis, keepdims=keepdims, ddof=ddof, name=name)
+
+
+def std(x, axis=None, keepdims=False, ddof=0, name=None):
+    return node(x).std(axis, keepdims=keepdims, ddof=ddof, name=name)
+
+
+def norm(x, ord=None, axis=None, keepdims=False, name=None):  # noqa: A002  (numpy.linalg.norm's order)
+    return node(x).norm(axis, keepdims=keepdims, ord=ord, name=name)
+
+
+def cumsum(x, axis=None, name=None):
+    return node(x).cumsum(axis, name=name)
+
+
+def cumprod(x, axis=None, name=None):
+    return node(x).cumprod(axis, name=name)
+
+
+def logsumexp(x, axis=None, keepdims=False, name=None):
+    return node(x).logsumexp(axis, keepdims=keepdims, name=name)
+
+
+def softmax(x, axis=-1, name=None):
+    return node(x).softmax(axis, name=name)
+
+
+def log_softmax(x, axis=-1, name=None):
+    return node(x).log_softmax(axis, name=name)
+
+
+# -- shape
+
+
+def reshape(x, shape, name=None):
+    return node(x).reshape(shape, name=name)
+
+
+def transpose(x, axes=None, name=None):
+    return node(x).transpose(*(() if axes is None else (tuple(axes),)), name=name)
+
+
+def squeeze(x, axis=None, name=None):
+    return node(x).squeeze(axis, name=name)
+
+
+def expand_dims(x, axis, name=None):
+    return node(x).expand_dims(axis, name=name)
+
+
+def broadcast_to(x, shape, name=None):
+    return node(x).broadcast_to(shape, name=name)
+
+
+def flip(x, axis=None, name=None):
+    return node(x).flip(axis, name=name)
+
+
+def repeat(x, repeats, axis=None, name=None):
+    return node(x).repeat(repeats, axis, name=name)
+
+
+def tile(x, reps, name=None):
+    return node(x).tile(reps, name=name)
+
+
+# -- products
+
+
+def matmul(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).matmul(b, name=name)
+
+
+def einsum(subscripts, *operands, name=None):
+    """``numpy.einsum`` on Tensors: ``einsum("ij,jk->ik", a, b)``, recorded as two-operand ``einsum`` ops.
+
+    One operand is paired with the constant 1 (``"ij,->ji"``); three or more
+    are contracted left to right, keeping the letters still needed. A letter
+    repeated in one operand (a diagonal, ``"ii"``) and ``...`` are not
+    supported: write the axes out.
+    """
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum(subscripts): expected a string like 'ij,jk->ik', got {type(subscripts).__name__}")
+    if not operands:
+        raise ValueError("einsum: give at least one operand")
+    inputs, output = _checked_subscripts(subscripts, len(operands))
+    tensors = [node(x) for x in operands]
+    like = next((t for t in tensors if t.requires_grad), tensors[0])
+    tensors = [like._lift(t, "einsum") for t in tensors]
+    _check_sizes(inputs, tensors, subscripts)
+    if len(tensors) == 1:
+        one = like._constant(1.0, like)
+        return record(ops.einsum, (tensors[0], one), {"subscripts": f"{inputs[0]},->{output}"}, name=name)
+    result, letters = tensors[0], inputs[0]
+    for position in range(1, len(tensors)):
+        later = "".join(inputs[position + 1 :]) + output
+        seen = letters + inputs[position]
+        kept = output if position == len(tensors) - 1 else "".join(dict.fromkeys(c for c in seen if c in later))
+        step = f"{letters},{inputs[position]}->{kept}"
+        result = record(ops.einsum, (result, tensors[position]), {"subscripts": step})
+        letters = kept
+    result.name = name
+    return result
+
+
+def _checked_subscripts(subscripts, count):
+    if "." in subscripts:
+        raise ValueError(f"einsum({subscripts!r}): '...' is not supported; write every axis's letter out")
+    text = subscripts.replace(" ", "")
+    allowed = set(string.ascii_letters) | set(",->")
+    if not set(text) <= allowed or text.count("->") > 1:
+        raise ValueError(f"einsum({subscripts!r}): expected letters, commas and one '->' (like 'ij,jk->ik')")
+    inputs, output = parse_einsum(text)
+    if len(inputs) != count:
+        raise ValueError(f"einsum({subscripts!r}): {len(inputs)} operand(s) in the subscripts, {count} given")
+    for letters in (*inputs, output):
+        repeated = sorted({c for c in letters if letters.count(c) > 1})
+        if repeated:
+            raise ValueError(
+                f"einsum({subscripts!r}): letter {repeated[0]!r} repeats within one operand (a diagonal); not supported"
+            )
+    unknown = set(output) - set("".join(inputs))
+    if unknown:
+        raise ValueError(f"einsum({subscripts!r}): output letter {sorted(unknown)[0]!r} is in no operand")
+    return inputs, output
+
+
+def _check_sizes(inputs, tensors, subscripts):
+    sizes = {}
+    for position, (letters, tensor) in enumerate(zip(inputs, tensors)):
+        if len(letters) != tensor.ndim:
+            raise ValueError(
+                f"einsum({subscripts!r}): operand {position} has {tensor.ndim} axes "
+                f"but {letters!r} names {len(letters)}"
+            )
+        for c, n in zip(letters, tensor.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum({subscripts!r}): letter {c!r} has length {sizes[c]} and {n}")
+
+
+def dot(a, b, name=None):
+    """``numpy.dot``: a product with a number, the inner product of vectors, matmul of matrices; for more
+    axes, the sum over ``a``'s last axis and ``b``'s second-to-last (an ``einsum``)."""
+    a, b = _pair(a, b)
+    a = node(a)
+    if not isinstance(a, Tensor):
+        return _named(a * b, name)
+    b = a._lift(b, "dot")
+    if a.ndim == 0 or b.ndim == 0:
+        return _named(a * b, name)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return a.matmul(b, name=name)
+    letters = iter(string.ascii_letters)
+    left = "".join(next(letters) for _ in range(a.ndim))
+    right = [next(letters) for _ in range(b.ndim)]
+    right[-2 if b.ndim >= 2 else 0] = left[-1]  # the contracted pair
+    output = left[:-1] + "".join(c for c in right if c != left[-1])
+    return einsum(f"{left},{''.join(right)}->{output}", a, b, name=name)
+
+
+def outer(a, b, name=None):
+    """``numpy.outer``: every entry of ``a`` (flattened) times every entry of ``b``: shape ``[a.size, b.size]``."""
+    a, b = _pair(a, b)
+    a = node(a)
+    if not isinstance(a, Tensor):
+        raise TypeError("outer(a, b): expected Tensors or arrays (for two Scalars, a * b)")
+    return _named(a.reshape(-1, 1) * a._lift(b, "outer").reshape(1, -1), name)

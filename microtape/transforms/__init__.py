@@ -1,0 +1,1 @@
+"""Transforms of a function: forward mode (:func:`jvp`) and higher order (:func:`hvp`, :func:`hessian`)."""

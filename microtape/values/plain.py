@@ -1,0 +1,120 @@
+"""Plain: a numpy array with Tensor's methods that records nothing.
+
+This module lets code written once against Tensor's methods run on plain
+numpy — the third way to run it, beside :class:`~microtape.Tensor` (one tape
+row per array op) and :class:`~microtape.values.scalar_array.ScalarArray` (one tape
+row per scalar op)::
+
+    >>> import numpy as np
+    >>> from microtape.values.plain import Plain
+    >>> x = Plain(np.array([[1.0, 2.0]]))
+    >>> (x @ x.T).softmax(-1, name="weights").data
+    array([[1.]])
+
+The attention forward (:func:`microtape.nn.attention.chain`) is written once;
+the finite-difference checker runs it on ``Plain`` arrays in float64. Every
+method takes ``name=`` like Tensor's, and :meth:`Plain.replacing` swaps a
+named intermediate for a given array while the forward runs — so a
+finite difference can nudge ``weights`` and recompute only what follows.
+"""
+
+import contextvars
+from contextlib import contextmanager
+
+import numpy as np
+
+from .. import ops
+from .array_methods import ArrayMethods
+
+__all__ = ["Plain"]
+
+_replacements: contextvars.ContextVar[dict | None] = contextvars.ContextVar("microtape_plain_replacing", default=None)
+
+
+class Plain(ArrayMethods):
+    """A numpy array (``.data``) with the Tensor methods the layers' forward code uses."""
+
+    __slots__ = ("data", "_name")
+    __array_priority__ = 100
+
+    def __init__(self, data, name=None):
+        self.data = np.asarray(getattr(data, "data", data))
+        self.name = name
+
+    def _on_named(self, name):
+        # Naming a value is where a replacement takes over (see `replacing`).
+        replacing = _replacements.get()
+        replacement = replacing.get(name) if replacing and name is not None else None
+        if replacement is not None:
+            self.data = np.asarray(replacement)
+
+    @staticmethod
+    @contextmanager
+    def replacing(replacements):
+        """While active, a Plain result named like a key of ``replacements`` *is* that array."""
+        token = _replacements.set(dict(replacements))
+        try:
+            yield
+        finally:
+            _replacements.reset(token)
+
+    # What ArrayMethods (arithmetic, @, the shape moves) works on and makes.
+
+    @property
+    def _array(self):
+        return self.data
+
+    def _wrap(self, array, name=None):
+        return Plain(array, name)
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    # -- elementwise
+
+    def exp(self, name=None):
+        return Plain(np.exp(self.data), name)
+
+    def tanh(self, name=None):
+        return Plain(np.tanh(self.data), name)
+
+    def relu(self, name=None):
+        return Plain(np.maximum(self.data, 0), name)
+
+    def gelu(self, name=None):
+        return Plain(ops.gelu.forward(self.data), name)
+
+    def sqrt(self, name=None):
+        return Plain(np.sqrt(self.data), name)
+
+    def scale(self, factor, name=None):
+        return Plain(self.data * factor, name)
+
+    def add_constant(self, constant, name=None):
+        return Plain(self.data + _data(constant), name)
+
+    def dropout(self, keep, name=None):
+        return Plain(self.data * _data(keep), name)
+
+    def astype(self, dtype, name=None):
+        return Plain(self.data.astype(dtype), name)
+
+    # -- reductions
+
+    def sum(self, axis=None, keepdims=False, name=None):
+        return Plain(np.sum(self.data, axis=axis, keepdims=keepdims), name)
+
+    def mean(self, axis=None, keepdims=False, name=None):
+        return Plain(np.mean(self.data, axis=axis, keepdims=keepdims), name)
+
+    def max(self, axis=None, keepdims=False, name=None):
+        return Plain(np.max(self.data, axis=axis, keepdims=keepdims), name)
+
+    def softmax(self, axis=-1, name=None):
+        # The very forward the tape's softmax op runs: one definition.
+        return Plain(ops.softmax.forward(self.data, axis=axis), name)
+
+
+def _data(value):
+    return value.data if isinstance(value, Plain) else value

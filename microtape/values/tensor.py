@@ -1,0 +1,831 @@
+"""Tensor: a numpy array that records its operations on the tape.
+
+This module lets you differentiate whole-array computations::
+
+    >>> import numpy as np, microtape as mt
+    >>> x = mt.Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True, name="x")
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([[ 0.,  2.,  4.],
+           [ 6.,  8., 10.]])
+
+``tensor.data`` is the numpy array (no copy is made of an array you pass in:
+the Tensor shares its memory, like ``torch.from_numpy``), ``tensor.grad`` the
+gradient (a numpy array, or None before backward). Every method runs one
+primitive from :mod:`microtape.ops` (and takes ``name=``, the name the tape
+listing and the graphs use); numpy broadcasting works everywhere and the
+backward pass sums gradients back to each input's shape.
+
+Comparisons (``x == y``, ``x < 0``) are elementwise and give plain numpy
+boolean arrays, as in numpy and PyTorch: they are not differentiable, so they
+are not recorded. A Tensor still hashes by identity (it is a dictionary key in
+the reverse pass); ask ``x is y`` for "the same node".
+"""
+
+import numbers
+
+import numpy as np
+
+from .. import ops
+from ..engine import Node, backward_pass, record
+from .elementwise import SharedElementwise
+
+__all__ = ["Tensor", "check_broadcast", "answer_numpy_with"]
+
+
+# numpy's functions on a Tensor (``np.exp(t)``) are answered by :mod:`microtape.numpy_api.protocol`,
+# which builds on Tensor and so sits above this module. It fills these slots when microtape is
+# imported (MyGrad's pattern): the call goes up, the import never does.
+_numpy_protocol = {"ufunc": None, "function": None}
+
+
+def answer_numpy_with(array_ufunc, array_function):
+    """Called once, by :mod:`microtape.numpy_api.protocol` at import: who answers numpy's calls on a Tensor."""
+    _numpy_protocol["ufunc"] = array_ufunc
+    _numpy_protocol["function"] = array_function
+
+
+def _as_float_array(data, what):
+    """``data`` as a float numpy array: float32/float64 kept, ints become float64."""
+    if isinstance(data, np.ma.MaskedArray):
+        raise TypeError(
+            f"{what}: masked arrays are not supported (the mask would be silently dropped); "
+            "pass data.filled(value) or a plain array"
+        )
+    try:
+        array = np.asarray(data)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"{what}: expected a rectangular array of numbers ({error})") from None
+    if array.dtype.kind == "f":
+        return array
+    if array.dtype.kind in "biu":
+        return array.astype(np.float64)
+    raise TypeError(f"{what}: expected real numbers (a float array, list or number), got dtype {array.dtype}")
+
+
+class Tensor(SharedElementwise, Node):
+    """An array on the tape. ``requires_grad=True`` marks it as something to differentiate.
+
+    Its methods come in families, in this order: construction and numpy's
+    protocols, the operators and comparisons, entry by entry (numpy's
+    elementwise functions it shares with Scalar come from
+    :class:`~.elementwise.SharedElementwise`, through the hooks ``_refuse``,
+    ``_refuse_overflow`` and ``_with`` defined here), reductions, and shape.
+    """
+
+    __slots__ = ()
+    _output_data = staticmethod(np.asarray)
+    # Make numpy defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
+    __array_priority__ = 100
+
+    def __init__(self, data, requires_grad=False, name=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        if isinstance(data, Node):
+            raise TypeError(f"Tensor(data): expected an array, got {type(data).__name__}")
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"Tensor(requires_grad=...): expected True or False, got {requires_grad!r}")
+        self._init_leaf(_as_float_array(data, "Tensor(data)"), requires_grad, name)
+
+    @classmethod
+    def zeros(cls, shape, dtype=np.float64, requires_grad=False, name=None):
+        """A tensor of zeros of the given shape."""
+        return cls(np.zeros(shape, dtype=dtype), requires_grad, name)
+
+    @classmethod
+    def full(cls, shape, value, dtype=np.float64, requires_grad=False, name=None):
+        """A tensor of the given shape filled with ``value``."""
+        return cls(np.full(shape, value, dtype=dtype), requires_grad, name)
+
+    @classmethod
+    def _constant(cls, value, like):
+        """An array or number used inside an expression (``x * 2``): it needs no gradient."""
+        if isinstance(value, Tensor):
+            return value
+        constant = cls.__new__(cls)
+        array = _as_float_array(value, "Tensor arithmetic")
+        if array.ndim == 0:
+            # A plain number takes the tensor's dtype (float32 stays float32).
+            array = array.astype(like.data.dtype)
+        constant._init_leaf(array, False, None)
+        return constant
+
+    # -- numpy-like facts
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def size(self):
+        return self.data.size
+
+    def __len__(self):
+        return len(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        if self.data.__class__ is not np.ndarray:
+            np.asarray(self.data)  # a value a lean tape did not keep: raises, saying how to keep it
+        if dtype is not None and dtype != self.data.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
+    # -- numpy's functions on a Tensor (np.exp(t), np.sum(t, axis=1)): recorded, or refused by name
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _numpy_protocol["ufunc"](ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numpy_protocol["function"](func, args, kwargs)
+
+    def backward(self, grad=None, *, create_graph=False):
+        """Backpropagate from this Tensor and *add* the gradients into ``.grad``.
+
+        ``grad`` is the gradient of some final quantity with respect to this
+        Tensor; the default is ones (for a single number: 1, "dy/dy = 1").
+        Works with or without an active :class:`~microtape.engine.tape.Tape`:
+        the graph is found by following ``inputs``. Leaves accumulate (``+=``)
+        across calls, and a pass that fails changes no ``.grad``. With
+        ``create_graph=True`` the reverse pass is recorded and each ``.grad``
+        is a Tensor you can differentiate again. (It is
+        :func:`~microtape.engine.reverse.backward_pass`.)
+        """
+        backward_pass(self, grad, create_graph)
+
+    def item(self):
+        return self.data.item()
+
+    def numpy(self):
+        return self.data
+
+    def __repr__(self):
+        label = f", name={self.name!r}" if self.name else ""
+        grad = ", requires_grad=True" if self.requires_grad and self.is_leaf else ""
+        made_by = f", op={self.op.name}" if self.op is not None else ""
+        if self.data.__class__ is not np.ndarray:  # dropped by a lean tape
+            return f"Tensor({self.data!r}, shape={self.shape}{label}{made_by})"
+        body = np.array2string(self.data, precision=4, separator=", ", threshold=20, prefix="Tensor(")
+        return f"Tensor({body}{label}{grad}{made_by})"
+
+    # -- elementwise arithmetic
+
+    def _lift(self, other, opname):
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, Node) or not isinstance(other, (numbers.Real, np.ndarray, list, tuple)):
+            raise TypeError(
+                f"Tensor {opname}: cannot combine a Tensor with {type(other).__name__}; "
+                "expected a Tensor, numpy array or number"
+            )
+        return Tensor._constant(other, self)
+
+    def _binary(self, op, other, opname, reflected=False):
+        other = self._lift(other, opname)
+        inputs = (other, self) if reflected else (self, other)
+        check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
+        return record(op, inputs)
+
+    # -- comparisons: elementwise, not recorded
+
+    __hash__ = Node.__hash__
+
+    def _compare(self, other, compare):
+        if isinstance(other, Node) and not isinstance(other, Tensor):
+            return NotImplemented
+        right = other.data if isinstance(other, Tensor) else other
+        return compare(self.data, right)
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
+
+    def __add__(self, other):
+        return self._binary(ops.add, other, "+")
+
+    def __radd__(self, other):
+        return self._binary(ops.add, other, "+", reflected=True)
+
+    def __sub__(self, other):
+        return self._binary(ops.sub, other, "-")
+
+    def __rsub__(self, other):
+        return self._binary(ops.sub, other, "-", reflected=True)
+
+    def __mul__(self, other):
+        return self._binary(ops.mul, other, "*")
+
+    def __rmul__(self, other):
+        return self._binary(ops.mul, other, "*", reflected=True)
+
+    def __truediv__(self, other):
+        return self._binary(ops.div, other, "/")
+
+    def __rtruediv__(self, other):
+        return self._binary(ops.div, other, "/", reflected=True)
+
+    def __neg__(self):
+        return record(ops.neg, (self,))
+
+    def neg(self, name=None):
+        return record(ops.neg, (self,), None, name)
+
+    def __pos__(self):
+        # +x is x itself (as PyTorch's positive()): nothing to record, the gradient is the same.
+        return self
+
+    # ---------------------------------------------------------------- entry by entry
+
+    def _refuse(self, bad, what, expected):
+        """A ValueError naming the first entry where ``bad`` holds (the function is undefined there)."""
+        if np.any(bad):
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"Tensor.{what}(): {what} of {self.data[where]} at index {where} is undefined; expected {expected}"
+            )
+
+    def _refuse_overflow(self, what, too_big):
+        pass  # an array overflows to inf, as numpy's does (a Python float would raise instead)
+
+    def _with(self, op, other, what, name):
+        return self._binary_named(op, other, what, name)
+
+    # -- powers
+
+    def __pow__(self, exponent):
+        return self.pow(exponent)
+
+    def __rpow__(self, base):
+        return _power(self._lift(base, "**"), self, None)
+
+    def pow(self, exponent, name=None):
+        """``self ** exponent``: a number (the ``pow`` op), or an array or Tensor (the ``power`` op).
+
+        With a Tensor exponent that needs a gradient, d/dy xʸ = xʸ ln x: the
+        base must then be >= 0 (ln of a negative number is not real).
+        """
+        if isinstance(exponent, (Node, np.ndarray, list, tuple)):
+            return _power(self, self._lift(exponent, "**"), name)
+        if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
+            raise TypeError(
+                "Tensor ** exponent: the exponent must be a number, an array or a Tensor, "
+                f"got {type(exponent).__name__}"
+            )
+        exponent = float(exponent)
+        if not exponent.is_integer() and np.any(self.data < 0):
+            raise ValueError(
+                f"Tensor ** {exponent}: a non-integer power of a negative number is not real; all entries must be >= 0"
+            )
+        if exponent < 0 and np.any(self.data == 0):
+            raise ValueError(f"Tensor ** {exponent}: a negative power of 0 is not a number (division by zero)")
+        return record(ops.pow_, (self,), {"exponent": exponent}, name)
+
+    # -- roots, exponentials and logs
+
+    def sqrt(self, name=None):
+        """The square root, entry by entry (entries must be >= 0)."""
+        if np.any(self.data < 0):
+            where = tuple(int(i) for i in np.argwhere(self.data < 0)[0])
+            raise ValueError(
+                f"Tensor.sqrt(): sqrt of {self.data[where]} at index {where} is not real; expected values >= 0"
+            )
+        return record(ops.sqrt, (self,), name=name)
+
+    def exp(self, name=None):
+        return record(ops.exp, (self,), name=name)
+
+    def log(self, name=None):
+        if np.any(self.data <= 0):
+            where = tuple(int(i) for i in np.argwhere(self.data <= 0)[0])
+            raise ValueError(
+                f"Tensor.log(): log of {self.data[where]} at index {where} is undefined; expected positive values"
+            )
+        return record(ops.log, (self,), name=name)
+
+    # -- activations and choices
+
+    def tanh(self, name=None):
+        return record(ops.tanh, (self,), name=name)
+
+    def relu(self, name=None):
+        return record(ops.relu, (self,), name=name)
+
+    def gelu(self, name=None):
+        """GELU, tanh approximation: ``x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))``."""
+        return record(ops.gelu, (self,), name=name)
+
+    def sigmoid(self, name=None):
+        """``1 / (1 + exp(-x))``, computed without overflow for large ``|x|``."""
+        return record(ops.sigmoid, (self,), name=name)
+
+    def abs(self, name=None):
+        """``|x|`` (its gradient at 0 is 0)."""
+        return record(ops.abs_, (self,), name=name)
+
+    def __abs__(self):
+        return self.abs()
+
+    def maximum(self, other, name=None):
+        """The larger of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
+        return self._binary_named(ops.maximum, other, "maximum", name)
+
+    def minimum(self, other, name=None):
+        """The smaller of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
+        return self._binary_named(ops.minimum, other, "minimum", name)
+
+    def _binary_named(self, op, other, opname, name):
+        other = self._lift(other, opname)
+        check_broadcast(self.shape, other.shape, f"Tensor.{opname}")
+        return record(op, (self, other), name=name)
+
+    def scale(self, factor, name=None):
+        """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
+        # A plain float: numpy 2 would let an np.float64 factor promote float32 data.
+        return record(ops.scale, (self,), {"factor": float(factor)}, name=name)
+
+    def add_constant(self, constant, name=None):
+        """Add a constant array (a mask) that receives no gradient."""
+        constant = self._lift(constant, "add_constant")
+        if constant.requires_grad:
+            raise ValueError("Tensor.add_constant(constant): the constant must not require a gradient")
+        check_broadcast(self.shape, constant.shape, "Tensor.add_constant")
+        return record(ops.add_constant, (self, constant), name=name)
+
+    def dropout(self, keep, name=None):
+        """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
+        keep = self._lift(keep, "dropout")
+        if keep.requires_grad:
+            raise ValueError("Tensor.dropout(keep): the keep mask is a constant and must not require a gradient")
+        if keep.shape != self.shape:
+            raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
+        return record(ops.dropout, (self, keep), name=name)
+
+    def astype(self, dtype, name=None):
+        """The same values in another float dtype (recorded: gradients flow back)."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"Tensor.astype({dtype}): expected a float dtype such as float32 or float64")
+        return record(ops.cast, (self,), {"dtype": dtype}, name=name)
+
+    # ---------------------------------------------------------------- reductions
+
+    def _axis(self, axis, what):
+        """Check ``axis`` (None, an int or a tuple of distinct ints in range) and return it."""
+        if axis is None:
+            return None
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        for a in axes:
+            if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+                raise TypeError(f"Tensor.{what}(axis={axis!r}): expected None, an integer or a tuple of integers")
+            if not -self.ndim <= a < self.ndim:
+                raise ValueError(f"Tensor.{what}(axis={axis!r}): axis out of range for a tensor of shape {self.shape}")
+        if len({int(a) % self.ndim for a in axes}) != len(axes):
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
+        return tuple(int(a) for a in axes) if isinstance(axis, tuple) else int(axis)
+
+    @staticmethod
+    def _keepdims(keepdims, what):
+        if not isinstance(keepdims, (bool, np.bool_)):
+            raise TypeError(f"Tensor.{what}(keepdims={keepdims!r}): expected True or False")
+        return bool(keepdims)
+
+    def _check_not_empty(self, axis, what):
+        if self._reduced_count(axis) == 0:
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): nothing to reduce (shape {self.shape} is empty there)")
+
+    def sum(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "sum")
+        keepdims = self._keepdims(keepdims, "sum")
+        return record(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def mean(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "mean")
+        keepdims = self._keepdims(keepdims, "mean")
+        self._check_not_empty(axis, "mean")
+        return record(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def max(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "max")
+        keepdims = self._keepdims(keepdims, "max")
+        self._check_not_empty(axis, "max")
+        return record(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def min(self, axis=None, keepdims=False, name=None):
+        axis = self._axis(axis, "min")
+        keepdims = self._keepdims(keepdims, "min")
+        self._check_not_empty(axis, "min")
+        return record(ops.min_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def prod(self, axis=None, keepdims=False, name=None):
+        """The product over ``axis``; its gradient is the product of the other entries (exact at zeros)."""
+        axis = self._axis(axis, "prod")
+        keepdims = self._keepdims(keepdims, "prod")
+        return record(ops.prod, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def norm(self, axis=None, keepdims=False, ord=None, name=None):
+        """The 2-norm ``sqrt(sum(x**2))`` over ``axis`` (all: the Frobenius norm); its gradient at 0 is 0.
+
+        ``ord`` is accepted as None or 2 only (numpy's other norms are not here).
+        """
+        if ord not in (None, 2, "fro"):
+            raise ValueError(f"Tensor.norm(ord={ord!r}): only the 2-norm is supported (ord=None, 2 or 'fro')")
+        axis = self._axis(axis, "norm")
+        keepdims = self._keepdims(keepdims, "norm")
+        return record(ops.norm, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def cumsum(self, axis=None, name=None):
+        """Running sums along ``axis`` (None: of the flattened tensor, as numpy)."""
+        return record(ops.cumsum, (self,), {"axis": self._scan_axis(axis, "cumsum")}, name=name)
+
+    def cumprod(self, axis=None, name=None):
+        """Running products along ``axis`` (None: of the flattened tensor); exact gradients also at zeros."""
+        return record(ops.cumprod, (self,), {"axis": self._scan_axis(axis, "cumprod")}, name=name)
+
+    def _scan_axis(self, axis, what):
+        if axis is None:
+            return None
+        if isinstance(axis, tuple) or self.ndim == 0:
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): give one integer axis (or None for the flattened tensor)")
+        return self._axis(axis, what)
+
+    def softmax(self, axis=-1, name=None):
+        """Softmax over ``axis`` (one, a tuple, or None for all) as one fused, numerically stable op.
+
+        A 0-d tensor's softmax is 1 (it is normalised over nothing but itself).
+        """
+        axis = self._normalised_axes(axis, "softmax")
+        return record(ops.softmax, (self,), {"axis": axis}, name=name)
+
+    def log_softmax(self, axis=-1, name=None):
+        """``log(softmax(x))`` over ``axis`` (one, a tuple or None), as one stable op (finite where softmax is 0)."""
+        axis = self._normalised_axes(axis, "log_softmax")
+        return record(ops.log_softmax, (self,), {"axis": axis}, name=name)
+
+    def logsumexp(self, axis=None, keepdims=False, name=None):
+        """``log(sum(exp(x)))`` over ``axis``, stable (the max is taken out before the exp)."""
+        axis = self._axis(axis, "logsumexp")
+        keepdims = self._keepdims(keepdims, "logsumexp")
+        self._check_not_empty(axis, "logsumexp")
+        return record(ops.logsumexp, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
+
+    def var(self, axis=None, keepdims=False, ddof=0, name=None):
+        """The variance ``sum((x - mean(x))²) / (n - ddof)`` over ``axis`` (ddof=0 divides by n, like numpy).
+
+        Not a primitive: it is built from ``mean``, ``sub``, ``mul`` and
+        ``mean`` (or ``sum`` and ``scale`` for ``ddof``), so the tape shows its steps.
+        """
+        axis = self._axis(axis, "var")
+        self._check_not_empty(axis, "var")
+        count = self._reduced_count(axis)
+        if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real) or ddof < 0:
+            raise ValueError(f"Tensor.var(ddof={ddof!r}): expected a number >= 0 (1 for the sample variance)")
+        if count - ddof <= 0:
+            raise ValueError(
+                f"Tensor.var(ddof={ddof}): {count} value(s) per result, so n - ddof = {count - ddof} <= 0 "
+                "(the variance would divide by it)"
+            )
+        centered = self - self.mean(axis, keepdims=True)
+        squares = centered * centered
+        if ddof == 0:
+            return squares.mean(axis, keepdims=keepdims, name=name)
+        return squares.sum(axis, keepdims=keepdims).scale(1.0 / (count - ddof), name=name)
+
+    def std(self, axis=None, keepdims=False, ddof=0, name=None):
+        """The standard deviation ``sqrt(var(x, ddof))``: its gradient is infinite where all values are equal."""
+        return self.var(axis, keepdims=keepdims, ddof=ddof).sqrt(name=name)
+
+    def _reduced_count(self, axis):
+        """How many entries go into each result of a reduction over ``axis``."""
+        if axis is None:
+            return self.size
+        return int(np.prod([self.shape[a] for a in (axis if isinstance(axis, tuple) else (axis,))], dtype=int))
+
+    def _normalised_axes(self, axis, what):
+        """softmax's axes: one, a tuple, or None (all; the only choice for a 0-d tensor), none of them empty."""
+        if self.ndim == 0:
+            if axis not in (None, 0, -1) or isinstance(axis, bool):
+                raise ValueError(f"Tensor.{what}(axis={axis!r}): a 0-d tensor has only axis None (or -1, 0)")
+            return None
+        if isinstance(axis, bool):
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): expected an integer, a tuple of integers or None")
+        axis = self._axis(axis, what)
+        if self._reduced_count(axis) == 0:
+            raise ValueError(
+                f"Tensor.{what}(axis={axis!r}): the axis is empty (shape {self.shape}); nothing to normalise"
+            )
+        return axis
+
+    # ---------------------------------------------------------------- shape
+
+    def take(self, indices, axis=0, name=None):
+        """The entries at integer ``indices`` along ``axis`` (``numpy.take``): the embedding lookup.
+
+        The result has shape ``shape[:axis] + indices.shape + shape[axis+1:]``.
+        Its gradient is a scatter-add: an index used twice receives both
+        gradients. ``indices`` are copied (changing your array later changes
+        nothing on the tape).
+        """
+        if self.ndim == 0:
+            raise ValueError("Tensor.take(): a 0-d tensor has no axis to take from")
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -self.ndim <= axis < self.ndim:
+            raise ValueError(f"Tensor.take(axis={axis!r}): expected an integer axis of a tensor of shape {self.shape}")
+        axis = int(axis) % self.ndim
+        indices = _integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
+        return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
+
+    def __getitem__(self, index):
+        """Read entries as numpy does, recorded: ``t[3]``, ``t[[0, 2]]``, ``t[:, 0]``, ``t[1:, ..., -1]``, ``t[mask]``.
+
+        An integer or an integer array alone picks along the first axis
+        (that is :meth:`take`, the embedding lookup); anything else (slices,
+        several axes, ``...``, ``None``, a boolean mask) is the ``index``
+        op. Either way the gradient goes back to the entries read, 0
+        elsewhere, and an entry read twice gets both gradients. Index arrays
+        are copied (changing yours later changes nothing on the tape).
+        """
+        if _picks_along_the_first_axis(index):
+            return self.take(index, axis=0)
+        key = _index_key(index, self.shape)
+        return record(ops.index, (self,), {"key": key})
+
+    # -- linear algebra
+
+    def matmul(self, other, name=None):
+        other = self._lift(other, "@")
+        return _matmul(self, other, name)
+
+    def __matmul__(self, other):
+        return _matmul(self, self._lift(other, "@"), None)
+
+    def __rmatmul__(self, other):
+        return _matmul(self._lift(other, "@"), self, None)
+
+    # -- shape
+
+    def reshape(self, *shape, name=None):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        for n in shape:
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+                raise TypeError(f"Tensor.reshape{tuple(shape)}: sizes must be integers, got {n!r}")
+        shape = tuple(int(n) for n in shape)
+        known = int(np.prod([n for n in shape if n != -1]))
+        free = shape.count(-1)
+        fits = (free == 0 and known == self.size) or (free == 1 and known > 0 and self.size % known == 0)
+        if free > 1 or not fits or any(n < -1 for n in shape):
+            raise ValueError(
+                f"Tensor.reshape{shape}: cannot reshape a tensor of shape {self.shape} ({self.size} values)"
+            )
+        return record(ops.reshape, (self,), {"shape": shape}, name=name)
+
+    def transpose(self, *axes, name=None):
+        """Permute axes like ``numpy.transpose`` (no axes: reverse them)."""
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        if not axes:
+            axes = tuple(range(self.ndim - 1, -1, -1))
+        valid = all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes)
+        if not valid or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
+            raise ValueError(
+                f"Tensor.transpose{tuple(axes)}: not a permutation of the {self.ndim} axes of {self.shape}"
+            )
+        return record(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
+
+    def swapaxes(self, axis1, axis2, name=None):
+        axes = list(range(self.ndim))
+        try:
+            axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        except (IndexError, TypeError):
+            raise ValueError(f"Tensor.swapaxes({axis1}, {axis2}): axes out of range for shape {self.shape}") from None
+        return self.transpose(tuple(axes), name=name)
+
+    @property
+    def T(self):
+        """The transpose (all axes reversed, as in numpy)."""
+        return self.transpose()
+
+    def squeeze(self, axis=None, name=None):
+        """Drop axes of length 1 (all of them, or the given ones): a ``reshape`` on the tape."""
+        if axis is None:
+            axes = tuple(i for i, n in enumerate(self.shape) if n == 1)
+        else:
+            axes = _axes_in_range(axis, self.ndim, "squeeze")
+            for a in axes:
+                if self.shape[a] != 1:
+                    raise ValueError(
+                        f"Tensor.squeeze(axis={axis!r}): axis {a} has length {self.shape[a]}, only length 1 can go"
+                    )
+        return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes), name=name)
+
+    def expand_dims(self, axis, name=None):
+        """Insert axes of length 1 at ``axis`` (an int or a tuple, positions in the result): a ``reshape``."""
+        rank = self.ndim + (len(axis) if isinstance(axis, tuple) else 1)
+        axes = _axes_in_range(axis, rank, "expand_dims")
+        sizes = iter(self.shape)
+        return self.reshape(tuple(1 if i in axes else next(sizes) for i in range(rank)), name=name)
+
+    def broadcast_to(self, shape, name=None):
+        """The tensor repeated along new or length-1 axes to ``shape`` (gradient: summed back)."""
+        shape = _shape_argument(shape, "broadcast_to")
+        try:
+            np.broadcast_shapes(self.shape, shape)
+            fits = len(shape) >= self.ndim and np.broadcast_shapes(self.shape, shape) == shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"Tensor.broadcast_to({shape}): a tensor of shape {self.shape} does not broadcast to it")
+        return record(ops.broadcast_to, (self,), {"shape": shape}, name=name)
+
+    def flip(self, axis=None, name=None):
+        """The entries in reverse order along ``axis`` (None: every axis): an ``index`` with step -1."""
+        axes = range(self.ndim) if axis is None else _axes_in_range(axis, self.ndim, "flip")
+        key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(self.ndim))
+        return record(ops.index, (self,), {"key": key}, name=name)
+
+    def repeat(self, repeats, axis=None, name=None):
+        """Each entry repeated ``repeats`` times along ``axis`` (None: the flattened tensor), as numpy.
+
+        A ``take`` with each index repeated, so an entry's gradient is the sum over its copies.
+        """
+        if axis is not None and (isinstance(axis, tuple) or self.ndim == 0):
+            raise ValueError(f"Tensor.repeat(axis={axis!r}): give one integer axis (or None: the flattened tensor)")
+        source = self.reshape(-1) if axis is None else self
+        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
+        length = source.shape[axis]
+        counts = np.asarray(repeats)
+        if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
+            raise ValueError(f"Tensor.repeat(repeats={repeats!r:.40}): expected a count >= 0 or one per entry")
+        if counts.ndim == 1 and counts.size != length:
+            raise ValueError(f"Tensor.repeat(repeats=...): {counts.size} counts for an axis of length {length}")
+        indices = np.repeat(np.arange(length), counts)
+        return record(ops.take, (source,), {"indices": indices, "axis": axis}, name=name)
+
+    def tile(self, reps, name=None):
+        """The whole tensor repeated ``reps`` times along each axis (numpy.tile): reshape, broadcast, reshape."""
+        reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+        if not all(isinstance(r, (int, np.integer)) and not isinstance(r, bool) and r >= 0 for r in reps):
+            raise ValueError(f"Tensor.tile(reps={reps!r}): expected counts >= 0")
+        rank = max(len(reps), self.ndim)
+        reps = (1,) * (rank - len(reps)) + tuple(int(r) for r in reps)
+        shape = (1,) * (rank - self.ndim) + self.shape
+        # Each axis n becomes (1, n), broadcast to (r, n), then read as one axis of r·n: the tiles in order.
+        paired = self.reshape(tuple(size for n in shape for size in (1, n)))
+        stretched = paired.broadcast_to(tuple(size for r, n in zip(reps, shape) for size in (r, n)))
+        return stretched.reshape(tuple(r * n for r, n in zip(reps, shape)), name=name)
+
+
+def _power(base, exponent, name):
+    """``base ** exponent`` with both Tensors (the ``power`` op), refusing what has no real value or slope."""
+    check_broadcast(base.shape, exponent.shape, "Tensor ** Tensor")
+    x, y = np.broadcast_arrays(base.data, exponent.data)
+    negative = x < 0
+    if exponent.requires_grad and np.any(negative):
+        where = tuple(int(i) for i in np.argwhere(negative)[0])
+        raise ValueError(
+            f"Tensor ** Tensor: the base is {x[where]} at index {where}; the exponent needs a gradient, "
+            "d/dy x**y = x**y * ln(x), and ln of a negative number is not real (NaN): expected a base >= 0"
+        )
+    if np.any(negative & (y != np.round(y))):
+        raise ValueError("Tensor ** Tensor: a non-integer power of a negative number is not real")
+    if np.any((x == 0) & (y < 0)):
+        raise ValueError("Tensor ** Tensor: a negative power of 0 is not a number (division by zero)")
+    return record(ops.power, (base, exponent), name=name)
+
+
+def check_broadcast(left, right, what):
+    """Refuse shapes numpy cannot broadcast, with a message naming both."""
+    if left == right:
+        return
+    try:
+        np.broadcast_shapes(left, right)
+    except ValueError:
+        raise ValueError(
+            f"{what}: shapes {left} and {right} do not broadcast "
+            "(each axis, aligned from the right, must match or be 1)"
+        ) from None
+
+
+def _picks_along_the_first_axis(index):
+    """True for an integer, or integers in a list or array (not booleans): ``t[3]``, ``t[[0, 2, 2]]``."""
+    if isinstance(index, (bool, np.bool_)):
+        return False
+    if isinstance(index, (int, np.integer)):
+        return True
+    if isinstance(index, (list, np.ndarray)):
+        kind = np.asarray(index).dtype.kind
+        return kind in "iu" or (kind == "f" and np.size(index) == 0)  # numpy reads [] as floats
+    return False
+
+
+def _index_key(index, shape):
+    """``t[index]``'s key as a tuple of ints, slices, ``...``, ``None`` and fresh index arrays; clear errors."""
+    parts = index if isinstance(index, tuple) else (index,)
+    key = []
+    for part in parts:
+        if isinstance(part, Node):
+            raise TypeError(
+                f"Tensor[{index!r:.80}]: a {type(part).__name__} cannot be an index (use its .data, or numbers)"
+            )
+        if isinstance(part, (bool, np.bool_)):
+            raise TypeError(f"Tensor[{index!r:.80}]: True/False is not an index; use a boolean array as a mask")
+        if isinstance(part, (int, np.integer)):
+            key.append(int(part))
+        elif isinstance(part, slice):
+            ends = (part.start, part.stop, part.step)
+            if not all(v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) for v in ends):
+                raise TypeError(f"Tensor[{index!r:.80}]: slice bounds must be integers or None, got {part!r}")
+            key.append(slice(*(None if v is None else int(v) for v in ends)))
+        elif part is Ellipsis or part is None:
+            key.append(part)
+        elif isinstance(part, np.ma.MaskedArray):
+            raise TypeError(f"Tensor[{index!r:.80}]: a masked array as an index would lose its mask; pass .filled(...)")
+        else:
+            array = np.asarray(part)
+            if array.dtype.kind not in "iub" and array.size:
+                raise TypeError(
+                    f"Tensor[{index!r:.80}]: expected integers, slices, ..., None, or integer or boolean "
+                    f"arrays; got {part!r:.60} (dtype {array.dtype})"
+                )
+            key.append(np.array(array, dtype=np.bool_ if array.dtype == np.bool_ else np.intp))
+    key = tuple(key)
+    try:  # numpy's own check, on a view that costs no memory
+        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[key]
+    except IndexError as error:
+        raise IndexError(f"Tensor[{index!r:.80}] of a tensor of shape {shape}: {error}") from None
+    return key
+
+
+def _integer_indices(indices, length, what):
+    """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
+    if isinstance(indices, Node):
+        raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
+    if isinstance(indices, np.ma.MaskedArray):
+        raise TypeError(f"{what}: indices are a masked array; the mask would be dropped silently (pass .filled(...))")
+    array = np.asarray(indices)
+    if isinstance(indices, list) and array.size == 0:
+        array = array.astype(np.intp)  # numpy reads [] as floats; t[[]] picks nothing, as in numpy
+    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
+        raise TypeError(f"{what}: indices must be integers, got dtype {array.dtype} ({indices!r:.60})")
+    if array.size and (array.min() < -length or array.max() >= length):
+        bad = array[(array < -length) | (array >= length)].ravel()[0]
+        raise IndexError(f"{what}: index {bad} is out of range for an axis of length {length}")
+    return np.array(array, dtype=np.intp)
+
+
+def _axes_in_range(axis, ndim, what):
+    """``axis`` (an int or a tuple of them) as a tuple of distinct axes in ``range(ndim)``; clear errors."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise ValueError(f"Tensor.{what}(axis={axis!r}): expected integer axes in [-{ndim}, {ndim})")
+    axes = tuple(int(a) % ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
+    return axes
+
+
+def _shape_argument(shape, what):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"Tensor.{what}(shape={shape!r}): expected a tuple of sizes") from None
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"Tensor.{what}(shape={shape!r}): sizes must be integers >= 0")
+    return tuple(int(n) for n in shape)
+
+
+def _matmul(a, b, name):
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"Tensor @: matmul needs arrays of rank >= 1, got shapes {a.shape} and {b.shape}")
+    inner_a = a.shape[-1]
+    inner_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"Tensor @: shapes {a.shape} and {b.shape} do not match for matmul: "
+            f"a's last axis ({inner_a}) must equal b's second-to-last ({inner_b})"
+        )
+    check_broadcast(a.shape[:-2], b.shape[:-2], f"Tensor @ (batch axes of {a.shape} and {b.shape})")
+    return record(ops.matmul, (a, b), name=name)
