@@ -1,4 +1,4 @@
-"""Make the repository's top-level folders importable from the tests.
+"""Make the repository's top-level folders, and the tests' shared helpers, importable from the tests.
 
 The reference solutions live in ``instructor/`` (deliberately outside the
 ``microtape`` package, so they are not installed for students); the tests
@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TESTS = ROOT / "tests"
+# The repository's root (instructor/, benchmarks/), and tests/ itself: the tests mirror the package
+# folder by folder, and share helpers kept here (strategies, golden/, browser, pictures, exercise_helpers).
+for folder in (ROOT, TESTS):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 
 @pytest.fixture
@@ -34,7 +38,7 @@ def define():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Each notebook's execution time and executed size, as tests/test_notebooks.py measured them."""
+    """Each notebook's execution time and executed size, as tests/docs/test_notebooks.py measured them."""
     report = getattr(sys.modules.get("test_notebooks"), "REPORT", None)
     if not report:
         return

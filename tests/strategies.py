@@ -2,7 +2,7 @@
 
 ``OP_CASES`` maps each op name in :data:`microtape.ops.OPS` to a strategy
 that draws an :class:`OpCase` — float64 numpy inputs (one per operand) and
-the op's keyword parameters. ``tests/test_ops.py`` loops over the registry
+the op's keyword parameters. ``tests/ops/test_ops.py`` loops over the registry
 and fails for any op that has no entry here, so a newly registered op cannot
 slip through untested: add its strategy below.
 

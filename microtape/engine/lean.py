@@ -17,7 +17,7 @@ tape recorded lean (``mt.Tape(lean=True)``, or the attention layer's
 Every other value is replaced, when the recording ends, by :class:`NotKept`:
 its shape and dtype stay (VJPs that only reshape or sum need no more), and
 any other use raises an error saying how to record it fully
-(``tests/test_op_reads.py`` runs every op's VJP with its undeclared values
+(``tests/ops/test_op_reads.py`` runs every op's VJP with its undeclared values
 replaced by it). The reverse pass over a lean tape frees the gradient of an
 intermediate step as soon as its VJP has run; the gradients of leaves
 (inputs, parameters) and of the kept steps stay. The gradients are the same,

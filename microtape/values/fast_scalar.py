@@ -5,7 +5,7 @@ is ~700 ops, each a few hundred nanoseconds. The reference path —
 :func:`~microtape.engine.node.record` and :func:`~microtape.engine.reverse.gradients` followed by
 :meth:`~microtape.engine.reverse.Gradients.accumulate` — is written to be read; this module
 does the same work with fewer calls, and a test
-(``tests/test_scalar_pass.py``) proves it gives the same gradients, bit for
+(``tests/values/test_fast_scalar.py``) proves it gives the same gradients, bit for
 bit, on random graphs of every Scalar op:
 
 * :func:`float_operator` is ``record`` made for one built-in op of

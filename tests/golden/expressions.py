@@ -15,7 +15,7 @@ understand:
 
 So the very same function can be called with torch tensors (to make the
 reference values, see ``make_golden.py``) and with microtape objects (to test
-the engine, see ``tests/test_golden_torch.py``).
+the engine, see ``tests/nn/test_golden_torch.py``).
 
 How the gradients are defined
 -----------------------------

@@ -9,7 +9,7 @@ Run it from the repository root with a Python that has torch (CPU is enough)::
 It writes ``tests/golden/expressions.npz`` and ``tests/golden/attention.npz``
 (the key scheme is documented in ``load.py``).  Everything is seeded, so
 re-running it reproduces the same files (up to torch's own floating-point
-behaviour).  ``tests/test_torch_live.py`` imports the functions below to
+behaviour).  ``tests/nn/test_torch_live.py`` imports the functions below to
 compute the same references live, so the torch logic exists only here.
 
 Torch is only a *reference*: microtape never imports it.

@@ -12,7 +12,7 @@ ops, ``nn.LayerNorm``, a ``Sequential`` feed-forward block,
 ``F.cross_entropy``, ``nn.Embedding`` and 20 steps of ``optim.SGD`` /
 ``optim.Adam``. Weights are set from the case's arrays by explicit name
 mapping here — never through microtape's own ``from_torch``/``to_torch``,
-which the tests check separately. ``tests/test_torch_layers_live.py``
+which the tests check separately. ``tests/nn/test_torch_layers_live.py``
 imports these functions to compute the same references live.
 """
 

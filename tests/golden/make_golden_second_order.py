@@ -5,7 +5,7 @@ Run from the repository root with torch installed (``make test-torch`` installs 
     .venv/bin/python tests/golden/make_golden_second_order.py
 
 The cases (and how microtape computes the same numbers) are in
-``second_order_cases.py``; ``tests/test_second_order_torch_live.py`` checks
+``second_order_cases.py``; ``tests/transforms/test_second_order_torch_live.py`` checks
 that this file is what torch computes now.
 """
 

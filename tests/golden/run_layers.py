@@ -1,7 +1,7 @@
 """Run the Transformer-piece cases on microtape and compare with a torch reference.
 
-Shared by ``tests/test_golden_layers.py`` (references from the committed
-``layers.npz``) and ``tests/test_torch_layers_live.py`` (references computed
+Shared by ``tests/nn/test_golden_layers.py`` (references from the committed
+``layers.npz``) and ``tests/nn/test_torch_layers_live.py`` (references computed
 by torch on the spot). A reference is ``{"config", "inputs", "outputs"}``
 (see ``layer_cases.py``). ``mt`` is passed in, so this folder stays
 importable without microtape (for ``make_golden_layers.py``).

@@ -1,7 +1,7 @@
 """Run the golden cases on microtape and compare with the torch references.
 
-Shared by ``tests/test_golden_torch.py`` (references read from the committed
-``.npz`` files) and ``tests/test_torch_live.py`` (references computed by
+Shared by ``tests/nn/test_golden_torch.py`` (references read from the committed
+``.npz`` files) and ``tests/nn/test_torch_live.py`` (references computed by
 torch on the spot).  A reference is always a dict in the format of
 ``load.py``, so both test files call the same functions below.
 

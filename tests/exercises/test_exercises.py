@@ -23,7 +23,7 @@ from instructor.solutions import SOLUTIONS
 
 NAMES = ex.list_exercises()
 MISTAKES = [(name, mistake.name) for name in NAMES for mistake in ex.get(name).mistakes]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_lab_order_is_written_once():

@@ -12,18 +12,12 @@ ids, and 20-step trajectories of SGD (with and without momentum) and Adam
 (with and without weight decay).
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-import microtape as mt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `golden` importable
-
 from golden.layer_cases import CASES, LAYERS_FILE, fingerprint, load_cases  # noqa: E402
 from golden.run_layers import run_case  # noqa: E402
+
+import microtape as mt
 
 STORED = load_cases()
 LAYER_KINDS = ("layernorm", "feedforward", "encoder", "decoder")

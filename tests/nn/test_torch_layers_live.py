@@ -17,8 +17,6 @@ Skipped when torch is missing, unless ``MICROTAPE_REQUIRE_TORCH=1``.
 """
 
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,13 +26,11 @@ if os.environ.get("MICROTAPE_REQUIRE_TORCH") == "1":
 else:
     torch = pytest.importorskip("torch")
 
-import microtape as mt  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from golden.layer_cases import CASES, load_cases  # noqa: E402
 from golden.make_golden_layers import torch_reference  # noqa: E402
 from golden.run_layers import run_case  # noqa: E402
+
+import microtape as mt  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

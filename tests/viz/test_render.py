@@ -175,5 +175,5 @@ def test_import_microtape_stays_light():
         "import microtape.viz; "
         "assert 'matplotlib' not in sys.modules, 'viz imports matplotlib only for heatmaps'"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

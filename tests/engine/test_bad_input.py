@@ -77,7 +77,7 @@ def test_scalar_arithmetic_with_unsupported_types():
     with pytest.raises(TypeError, match="Tensor"):
         a + mt.Tensor(np.ones(2))
     with pytest.raises(TypeError, match="exponent"):
-        a ** "2"  # (a Scalar exponent is the power op: tests/test_numpy_surface.py)
+        a ** "2"  # (a Scalar exponent is the power op: tests/numpy_api/test_numpy_surface.py)
 
 
 # ---------------------------------------------------------------- shapes

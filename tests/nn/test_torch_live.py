@@ -13,8 +13,6 @@ with ``pytest -m torch`` / ``pytest -m "not torch"``.
 """
 
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,10 +22,6 @@ if os.environ.get("MICROTAPE_REQUIRE_TORCH") == "1":
 else:
     torch = pytest.importorskip("torch")
 
-import microtape as mt  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `golden` importable
-
 from golden.attention_cases import ATTENTION_CASES, random_case_config  # noqa: E402
 from golden.expressions import EXPRESSIONS  # noqa: E402
 from golden.load import load_attention_case, load_expression_fixtures  # noqa: E402
@@ -36,6 +30,8 @@ from golden.make_golden import (  # noqa: E402
     torch_expression_reference,
 )
 from golden.run_microtape import check_attention, check_expression, check_tiled_attention  # noqa: E402
+
+import microtape as mt  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -11,20 +11,12 @@ gradient and must agree to 1e-10 (float64):
   parameter gradients, with the backward pass run from the tape and from the
   analytic formulas.
 
-``tests/test_torch_live.py`` repeats these checks with torch computing the
+``tests/nn/test_torch_live.py`` repeats these checks with torch computing the
 references live (and checks that these fixtures are up to date).
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-import microtape as mt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `golden` importable
-
 from golden.attention_cases import ATTENTION_CASES, make_case  # noqa: E402
 from golden.expressions import EXPRESSIONS, EXPRESSIONS_BY_NAME  # noqa: E402
 from golden.load import (  # noqa: E402
@@ -42,6 +34,8 @@ from golden.run_microtape import (  # noqa: E402
     check_expression,
     check_tiled_attention,
 )
+
+import microtape as mt
 
 EXPRESSION_NAMES = [expression.name for expression in EXPRESSIONS]
 ATTENTION_NAMES = attention_case_names()

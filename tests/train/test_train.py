@@ -18,7 +18,7 @@ import pytest
 from microtape.train import TASKS, TrainConfig, train
 from microtape.train.tasks import HeldOut, training_batch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--steps", "30", "--embed", "8", "--heads", "2", "--ff-dim", "8", "--batch", "16", "--held-out", "50"]
 
 

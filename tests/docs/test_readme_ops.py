@@ -5,7 +5,7 @@
 functions that record on the tape from :mod:`microtape.numpy_api.protocol`.
 The test fails when the README's block differs; to bring it up to date::
 
-    .venv/bin/python tests/test_readme_ops.py
+    .venv/bin/python tests/docs/test_readme_ops.py
 """
 
 import sys
@@ -16,8 +16,8 @@ from microtape.numpy_api import functions, joining
 from microtape.numpy_api.protocol import FUNCTIONS, UFUNCS, numpy_name
 from microtape.ops import OPS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BEGIN = "<!-- supported ops: generated from microtape.ops.OPS by tests/test_readme_ops.py; do not edit -->"
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN = "<!-- supported ops: generated from microtape.ops.OPS by tests/docs/test_readme_ops.py; do not edit -->"
 END = "<!-- end of supported ops -->"
 
 
@@ -53,7 +53,7 @@ def test_the_readme_lists_every_registered_op_as_the_registry_says():
     text = README.read_text()
     assert BEGIN in text and END in text, "the README has no generated list of ops"
     start, stop = _readme_block(text)
-    assert text[start:stop] == supported_ops_block(), "out of date: run .venv/bin/python tests/test_readme_ops.py"
+    assert text[start:stop] == supported_ops_block(), "out of date: run .venv/bin/python tests/docs/test_readme_ops.py"
 
 
 def test_the_list_names_each_op_once():

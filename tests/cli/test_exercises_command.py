@@ -18,7 +18,7 @@ import pytest
 import microtape.exercises as ex
 from microtape.cli import exercises as command
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = ex.list_exercises()
 
 RIGHT_SOFTMAX = """

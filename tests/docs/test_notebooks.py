@@ -25,7 +25,7 @@ import pytest
 
 from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 MAX_BYTES = 500_000
 
 REPORT = {}  # notebook name -> (seconds, bytes): printed by conftest.py's terminal summary
@@ -97,7 +97,7 @@ def test_notebook_runs_light_and_readable(path, tmp_path):
                 )
 
 
-STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[1] / "grading" / "source").glob("*.ipynb"))
+STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[2] / "grading" / "source").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])

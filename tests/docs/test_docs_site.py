@@ -19,7 +19,7 @@ from browser import chromium
 
 pytestmark = pytest.mark.docs
 
-SITE = Path(__file__).resolve().parent.parent / "docs" / "_build" / "html"
+SITE = Path(__file__).resolve().parents[2] / "docs" / "_build" / "html"
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 A graph shown in a 900-pixel cell is scaled down to it; these tests draw the
 SVG and measure how tall its smallest text ends up (``smallest_text_px``),
-the same measure tests/test_notebooks.py applies to every notebook output.
+the same measure tests/docs/test_notebooks.py applies to every notebook output.
 """
 
 import importlib
@@ -21,7 +21,7 @@ import microtape as mt  # noqa: E402
 from microtape.viz.demo import README_SCALE, readme_graph, render_readme_images  # noqa: E402
 from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def png_size(path):

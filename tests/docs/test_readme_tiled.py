@@ -10,7 +10,7 @@ import pytest
 import microtape as mt
 from microtape.cli.main import main
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "tiled.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "tiled.md"
 
 
 def section_blocks():

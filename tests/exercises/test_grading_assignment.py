@@ -20,7 +20,7 @@ import pytest
 import microtape.exercises as ex
 from microtape.exercises.grading import gradebook
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GRADING = ROOT / "grading"
 NAMES = ex.list_exercises()
 

@@ -5,8 +5,6 @@ committed fixture is what torch computes now.
 """
 
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ if os.environ.get("MICROTAPE_REQUIRE_TORCH") == "1":
 else:
     torch = pytest.importorskip("torch")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `golden` importable
 
 from golden.second_order_cases import CASES, load, make_arrays, run_microtape, run_torch  # noqa: E402
 from test_second_order_golden import assert_results_agree  # noqa: E402

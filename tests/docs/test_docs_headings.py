@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "benchmarks" / "RESULTS.md", ROOT / "README.md"]
 FENCE = re.compile(r"^(```|~~~)")
 HEADING = re.compile(r"^(#{1,6}) \S")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pictures import needs_dot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pictures_commands():

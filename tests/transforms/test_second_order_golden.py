@@ -9,17 +9,11 @@ must agree to 1e-10. ``test_second_order_torch_live.py`` repeats this with
 torch live.
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from golden.second_order_cases import CASES, OP_CASE_NAMES, load, make_arrays, run_microtape  # noqa: E402
 
 from microtape.ops import OPS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `golden` importable
-
-from golden.second_order_cases import CASES, OP_CASE_NAMES, load, make_arrays, run_microtape  # noqa: E402
 
 TOLERANCE = {"rtol": 1e-10, "atol": 1e-10}
 

@@ -67,12 +67,12 @@ FLOAT_PATH = {
 }  # fmt: skip
 
 # Checked against a reference elsewhere, with why.
-ELSEWHERE = {"tiled_attention": "tests/test_tiled.py: against plain attention, block by block and end to end"}
+ELSEWHERE = {"tiled_attention": "tests/nn/test_tiled.py: against plain attention, block by block and end to end"}
 
 
 def test_every_op_has_a_numpy_reference():
     missing = sorted(set(OPS) - set(REFERENCE) - set(ELSEWHERE))
-    assert not missing, f"ops without a numpy reference in tests/test_ops_forward.py: {missing}"
+    assert not missing, f"ops without a numpy reference in tests/ops/test_ops_forward.py: {missing}"
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE))

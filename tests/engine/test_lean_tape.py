@@ -11,7 +11,7 @@ pictures, the layer's getters and reports.
 import numpy as np
 import pytest
 from hypothesis import given
-from test_graph_properties import DTYPE_STEPS, SETTINGS, STEPS, _tensors, plans, replay
+from viz.test_graph_properties import DTYPE_STEPS, SETTINGS, STEPS, _tensors, plans, replay
 
 import microtape as mt
 from microtape.engine.lean import DroppedAsRecorded, NotKept
