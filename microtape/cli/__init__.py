@@ -1,4 +1,6 @@
-"""The command line: ``microtape demo | check | graph | heatmap | exercises | grade | train`` (also ``python -m microtape``).
+"""The command line: `microtape demo | check | graph | heatmap | exercises | grade | train`.
+
+Also ``python -m microtape``.
 
 :mod:`.main` parses the command and hands it to its module (:mod:`.check`,
 :mod:`.exercises`, :mod:`.train`); :mod:`.args` holds the argument checks

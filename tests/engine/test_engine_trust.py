@@ -221,7 +221,7 @@ def test_a_user_vjp_gradient_takes_its_inputs_dtype(define):
 
 
 def test_builtin_names_are_reserved_before_their_module_is_imported():
-    """``tiled_attention`` belongs to microtape.nn.attention.tiled: right after ``import microtape`` define() refuses it."""
+    """``tiled_attention`` is a built-in op: right after ``import microtape`` define() refuses its name."""
     script = (
         "import sys, microtape as mt\n"
         "try:\n"

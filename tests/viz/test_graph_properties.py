@@ -33,7 +33,7 @@ SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 
 # Built-in ops that no step below uses, and why.
 NOT_IN_GRAPHS = {
-    "tiled_attention": "needs heads [N, T, D] and a block schedule; tests/ops/test_ops.py and tests/nn/test_tiled.py draw it",
+    "tiled_attention": "needs heads [N, T, D] and a block schedule; tests/ops/test_ops.py, nn/test_tiled.py draw it",
 }
 
 
