@@ -154,3 +154,8 @@ def logaddexp_vjp(g, ans, a, b):
 
 #: Every solution by exercise name.
 SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
+
+# The exercises from the chain rule to a residual block (issue #36, part a).
+from instructor.solutions_exa import SOLUTIONS as _SOLUTIONS_EXA  # noqa: E402
+
+SOLUTIONS.update(_SOLUTIONS_EXA)

@@ -28,6 +28,10 @@ LAB = (
     "op_vjp",
     "logaddexp_vjp",
     "layernorm",
+    "chain_rule",
+    "mlp",
+    "affine_relu",
+    "softmax_cross_entropy",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
