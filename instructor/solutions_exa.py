@@ -13,6 +13,8 @@ __all__ = [
     "mlp_backward",
     "affine_relu_backward",
     "softmax_cross_entropy_backward",
+    "mse_backward",
+    "logistic_loss_backward",
     "SOLUTIONS",
 ]
 
@@ -74,6 +76,19 @@ def softmax_cross_entropy_backward(logits, y):
     grad = p.copy()
     grad[np.arange(rows), y] -= 1.0
     return grad / rows  # the mean over the rows
+
+
+def mse_backward(pred, target):
+    # L = (1/M) Σ (pred − target)²: each entry appears once, d(u²)/du = 2u.
+    grad_pred = 2.0 * (pred - target) / pred.size  # the mean is over every entry
+    return grad_pred, -grad_pred  # ∂(pred − target)/∂target = −1
+
+
+def logistic_loss_backward(logits, y):
+    # One term is log(1 + e^z) − y z; its derivative σ(z) − y. σ without overflow:
+    # σ(z) = 1 / (1 + e^{−z}) = exp(−log(1 + e^{−z})) = exp(−logaddexp(0, −z)).
+    sigma = np.exp(-np.logaddexp(0.0, -logits))
+    return (sigma - y) / logits.shape[0]  # the mean over the examples
 
 
 #: Every solution by exercise name.

@@ -32,6 +32,8 @@ LAB = (
     "mlp",
     "affine_relu",
     "softmax_cross_entropy",
+    "mse",
+    "logistic_loss",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
