@@ -15,6 +15,8 @@ __all__ = [
     "softmax_cross_entropy_backward",
     "mse_backward",
     "logistic_loss_backward",
+    "embedding_backward",
+    "residual_norm_backward",
     "SOLUTIONS",
 ]
 
@@ -89,6 +91,32 @@ def logistic_loss_backward(logits, y):
     # σ(z) = 1 / (1 + e^{−z}) = exp(−log(1 + e^{−z})) = exp(−logaddexp(0, −z)).
     sigma = np.exp(-np.logaddexp(0.0, -logits))
     return (sigma - y) / logits.shape[0]  # the mean over the examples
+
+
+def embedding_backward(tokens, table, grad_out):
+    # out[b, t] is a copy of row tokens[b, t]: that row receives grad_out[b, t].
+    # np.add.at adds every one, so a repeated token's gradients add up.
+    grad_table = np.zeros_like(table)
+    np.add.at(grad_table, tokens, grad_out)
+    return grad_table
+
+
+def residual_norm_backward(x, w, b, gamma, grad_y, eps):
+    # The forward, recomputed: r = x + f(x), then the layer norm of r.
+    r = x + x @ w.T + b
+    centred = r - r.mean(axis=-1, keepdims=True)
+    inv_std = 1.0 / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + eps)
+    rhat = centred * inv_std
+    # The layer norm's backward (as in layernorm_backward), from y back to r.
+    grad_gamma = (grad_y * rhat).sum(axis=0)
+    grad_beta = grad_y.sum(axis=0)
+    g = grad_y * gamma
+    grad_r = inv_std * (g - g.mean(axis=-1, keepdims=True) - rhat * (g * rhat).mean(axis=-1, keepdims=True))
+    # r = x + h copies grad_r to x (the skip) and to h = x wᵀ + b (the Linear layer).
+    grad_w = grad_r.T @ x
+    grad_b = grad_r.sum(axis=0)
+    grad_x = grad_r + grad_r @ w  # both paths add up
+    return grad_x, grad_w, grad_b, grad_gamma, grad_beta
 
 
 #: Every solution by exercise name.

@@ -34,6 +34,8 @@ LAB = (
     "softmax_cross_entropy",
     "mse",
     "logistic_loss",
+    "embedding",
+    "residual_norm",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
