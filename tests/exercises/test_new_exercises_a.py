@@ -56,9 +56,9 @@ def test_a_hidden_trial_is_too_large_to_differentiate_numerically_in_a_second(na
     assert largest >= 10_000, largest
     assert max(_float_inputs(exercise, case) for case in exercise.visible) < 200  # the visible ones stay readable
     # The whole hidden check — the tape's answers, fresh (a new secret), and the solution — in well under a second.
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: other processes on a shared machine do not count
     result = ex.check(name, SOLUTIONS[name], hidden=True, secret=f"timing {name} {time.time_ns()}")
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert result.ok, result.message
     assert elapsed < 1.0, f"{name}: the hidden check took {elapsed:.2f} s"
 
