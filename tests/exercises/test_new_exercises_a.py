@@ -50,17 +50,16 @@ def _float_inputs(exercise, case):
 
 @pytest.mark.parametrize("name", NEW)
 def test_a_hidden_trial_is_too_large_to_differentiate_numerically_in_a_second(name):
-    """Issue #35: thousands of inputs (one forward each, twice for a central difference), yet a fast check."""
+    """Issue #35: thousands of inputs (one forward each, twice for a central difference); a derivation passes.
+
+    (How long the check takes is measured in benchmarks/, never asserted here.)
+    """
     exercise = ex.get(name)
     largest = max(_float_inputs(exercise, case) for case in exercise.hidden)
     assert largest >= 10_000, largest
     assert max(_float_inputs(exercise, case) for case in exercise.visible) < 200  # the visible ones stay readable
-    # The whole hidden check — the tape's answers, fresh (a new secret), and the solution — in well under a second.
-    started = time.process_time()  # CPU time: other processes on a shared machine do not count
-    result = ex.check(name, SOLUTIONS[name], hidden=True, secret=f"timing {name} {time.time_ns()}")
-    elapsed = time.process_time() - started
+    result = ex.check(name, SOLUTIONS[name], hidden=True, secret=f"a fresh secret {name} {time.time_ns()}")
     assert result.ok, result.message
-    assert elapsed < 1.0, f"{name}: the hidden check took {elapsed:.2f} s"
 
 
 @pytest.mark.parametrize("module_name", NEW.values())
