@@ -154,3 +154,7 @@ def logaddexp_vjp(g, ans, a, b):
 
 #: Every solution by exercise name.
 SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
+
+from .solutions_steps import SOLUTIONS as _STEPS  # noqa: E402  (the stepped exercises)
+
+SOLUTIONS.update(_STEPS)

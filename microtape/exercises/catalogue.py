@@ -28,6 +28,9 @@ LAB = (
     "op_vjp",
     "logaddexp_vjp",
     "layernorm",
+    "attention_steps",
+    "layernorm_steps",
+    "batchnorm",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
