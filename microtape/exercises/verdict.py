@@ -71,7 +71,10 @@ class Verdict:
         elif problems:
             message = _failure_message(name, message, problems, right)
         if self.later_crash:
-            message += "\n  and later: " + " ".join(self.later_crash.lstrip("✗ ").split("\n")[:2])
+            # The crash of a later trial keeps the line naming where in the student's file it raised.
+            crash = self.later_crash.lstrip("✗ ").split("\n")
+            place = [line.strip() for line in crash[2:] if line.lstrip().startswith("at line")]
+            message += "\n  and later: " + " ".join(crash[:2] + place[:1])
         status = "partly right" if right else "wrong"
         message += "\n  " + _score_line(exercise, self.right, score, trials_run)
         mistakes = tuple(dict.fromkeys(d.name for p in problems for d in p.diagnoses))
