@@ -155,6 +155,9 @@ def logaddexp_vjp(g, ans, a, b):
 #: Every solution by exercise name.
 SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 
-from .solutions_steps import SOLUTIONS as _STEPS  # noqa: E402  (the stepped exercises)
+# The other solution files' exercises, merged when this is imported as instructor.solutions (checked as a
+# student's file in the box, each instructor/solutions*.py file runs on its own: there is no package there).
+if __name__ != "__main__":
+    from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises
 
-SOLUTIONS.update(_STEPS)
+    SOLUTIONS.update(_STEPS)

@@ -62,14 +62,7 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, features = case["shape"]
-    return {
-        "x": rng.standard_normal((batch, features)) * case["spread"] + rng.standard_normal((1, features)),
-        "gamma": 1.0 + 0.5 * rng.standard_normal(features),
-        "grad_y": rng.standard_normal((batch, features)),
-        "eps": case["eps"],
-        "beta": rng.standard_normal(features),
-    }
+    return norm_chain.draw(rng, case, AXIS)
 
 
 def record(inputs):

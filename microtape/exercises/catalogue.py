@@ -27,10 +27,10 @@ LAB = (
     "attention_dropout",
     "op_vjp",
     "logaddexp_vjp",
-    "layernorm",
     "attention_steps",
     "layernorm_steps",
     "batchnorm",
+    "layernorm",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")

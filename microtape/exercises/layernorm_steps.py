@@ -6,7 +6,7 @@ checker names the first wrong step. The chain is :mod:`.norm_chain`'s, along
 the features (``axis=-1``).
 """
 
-from . import layernorm, norm_chain
+from . import norm_chain
 from .registry import register_lab_exercise
 
 __all__ = ["layernorm_backward_steps"]
@@ -43,13 +43,28 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
     raise NotImplementedError("layernorm_backward_steps: return {'grad_xhat': ..., ..., 'grad_beta': ...}")
 
 
-# The same trials as layernorm_backward (eps varies; some rows have a small variance).
-VISIBLE = layernorm.VISIBLE
-HIDDEN = layernorm.HIDDEN
+# One dict per trial: (N, F), eps, and the spread of x. eps varies (and some
+# rows have a small variance, where eps matters); the first is not square, so
+# a sum over the wrong axis shows as a shape.
+VISIBLE = (
+    {"shape": (4, 5), "eps": 1e-5, "spread": 0.5},
+    {"shape": (3, 8), "eps": 0.01, "spread": 0.5},
+    {"shape": (6, 3), "eps": 0.1, "spread": 0.5},
+    {"shape": (2, 6), "eps": 1e-3, "spread": 0.05},
+    {"shape": (5, 4), "eps": 0.5, "spread": 1.0},
+)
+HIDDEN = (
+    {"shape": (3, 7), "eps": 0.05, "spread": 0.5},
+    {"shape": (5, 2), "eps": 1e-5, "spread": 0.2},
+    {"shape": (2, 9), "eps": 0.3, "spread": 1.0},
+    {"shape": (4, 4), "eps": 2e-3, "spread": 0.05},
+    {"shape": (6, 5), "eps": 1.0, "spread": 2.0},
+    {"shape": (1, 6), "eps": 0.02, "spread": 0.3},
+)
 
 
 def make_inputs(rng, case):
-    return layernorm.make_inputs(rng, case)
+    return norm_chain.draw(rng, case, AXIS)
 
 
 def record(inputs):

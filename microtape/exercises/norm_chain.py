@@ -21,7 +21,21 @@ from ..values.tensor import Tensor
 from .core import variant
 from .registry import Mistake, Step
 
-__all__ = ["steps", "record", "tape_gradients", "by_hand", "mistakes", "CHANGES"]
+__all__ = ["steps", "draw", "record", "tape_gradients", "by_hand", "mistakes", "CHANGES"]
+
+
+def draw(rng, case, axis):
+    """One trial: ``x`` [rows, features] (each slice along ``axis`` shifted by its own offset), ``gamma``,
+    ``grad_y``, ``eps`` and ``beta``, for ``case = {"shape", "eps", "spread"}``."""
+    rows, features = case["shape"]
+    offset_shape = (rows, 1) if axis == -1 else (1, features)
+    return {
+        "x": rng.standard_normal((rows, features)) * case["spread"] + rng.standard_normal(offset_shape),
+        "gamma": 1.0 + 0.5 * rng.standard_normal(features),
+        "grad_y": rng.standard_normal((rows, features)),
+        "eps": case["eps"],
+        "beta": rng.standard_normal(features),
+    }
 
 
 def steps(statistic):

@@ -45,6 +45,7 @@ def _changing(name, **factors):
 
 def test_the_stepped_exercises_are_in_the_lab_with_their_steps_in_derivation_order():
     assert [name for name in ex.list_exercises() if ex.get(name).stepped] == STEPPED
+    assert ex.list_exercises()[-1] == "layernorm_backward"  # the stretch exercise stays last
     attention = ex.get("attention_backward_steps")
     assert [o.name for o in attention.outputs] == ["grad_weights", "grad_scores", "grad_q", "grad_k", "grad_v"]
     assert attention.depends_on("grad_q") == ("grad_weights", "grad_scores")
