@@ -213,6 +213,9 @@ def test_the_gradebook_has_a_total_row_per_student_and_the_whole_feedback(tmp_pa
     feedback = rows[0]["message"]
     assert feedback == results["batchnorm_backward"].message
     assert "hint — divided by the wrong count (at grad_x)" in feedback
+    kept = Graded("ada", tmp_path / "ada.py", results).to_json()["exercises"]["batchnorm_backward"]
+    assert kept["first_wrong"] == "grad_x"
+    assert kept["steps"]["grad_x"] == {"points": 0, "max": 1, "state": "first wrong"}
 
 
 def test_a_stepped_exercise_is_refused_when_its_steps_are_out_of_order_or_a_mistake_names_no_step():

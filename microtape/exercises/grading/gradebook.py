@@ -111,6 +111,17 @@ class Graded:
                     "max": r.max_score,
                     "message": r.message,
                     "outputs": r.outputs,
+                    # A stepped exercise's steps: points and who is to blame, in derivation order.
+                    **(
+                        {
+                            "steps": {
+                                s.name: {"points": s.points, "max": s.max_points, "state": s.state} for s in r.steps
+                            },
+                            "first_wrong": r.first_wrong,
+                        }
+                        if r.steps
+                        else {}
+                    ),
                 }  # fmt: skip
                 for name, r in self.results.items()
             },
