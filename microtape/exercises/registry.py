@@ -1,4 +1,4 @@
-"""What an exercise is, and the catalogue of them.
+r"""What an exercise is, and the catalogue of them.
 
 This module lets you look exercises up and read their prompts::
 
@@ -32,6 +32,12 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
     it with these variants, never by guessing. None of them is the right
     answer: the package holds no reference solution (teachers find those in
     the repository's ``instructor/`` folder).
+
+A *stepped* exercise's outputs are :class:`Step`\ s: the derivation's named
+intermediate gradients (``grad_scores``, ``grad_var``, …), each with the steps
+it is computed from; the tape's answer reads each off the recorded forward
+(``record``), each mistake names the step it breaks, and the checker names the
+first wrong step and does not blame the ones computed from it.
 """
 
 import difflib

@@ -117,8 +117,9 @@ def _stepped_message(name, where, problems, right, first_wrong, not_blamed, exer
     """A stepped exercise's feedback: the first wrong step, the others wrong on their own, those not blamed."""
     own = [problem for problem in problems if problem.output not in not_blamed] or problems
     wrong = [problem.output for problem in own]
-    headline = f"✗ {name}: {first_wrong or wrong[0]} is the first wrong step"
-    others = [step for step in wrong if step != first_wrong]
+    lead = first_wrong or wrong[0]
+    headline = f"✗ {name}: {lead} is the first wrong step"
+    others = [step for step in wrong if step != lead]
     if others:
         headline += f" ({_join(others)} {'is' if len(others) == 1 else 'are'} wrong too)"
     if right:

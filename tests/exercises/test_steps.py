@@ -77,6 +77,7 @@ def test_each_named_mistake_is_diagnosed_at_its_step(name, mistake_name):
     assert all(mistake_name not in [d.name for d in p.diagnoses] for p in result.problems if p is not at_step)
     assert f"(at {mistake.step}): {mistake.hint}" in result.message
     assert mistake.step not in result.computed_from_wrong
+    assert f"{mistake.step} is wrong too" not in result.message
     if "and later:" not in result.message:  # (a crash on a later trial takes every step's verdict)
         assert result.first_wrong == mistake.step, result.message
     assert _points(result)[mistake.step] == 0 and result.score < result.max_score
