@@ -148,14 +148,18 @@ def _check(args):
 
 def _write_picture(report, path):
     """Draw the check of the first stepped exercise that is not right (else the first stepped one) to ``path``."""
-    from ..viz import render
+    from ..viz.render import GraphvizNotFound, render
 
     drawable = [r for r in report.results.values() if r.steps and r.trial_key is not None]
     if not drawable:
-        print("--picture: no stepped exercise was checked, so there is no picture to draw "
-              "(the stepped ones: " + ", ".join(n for n, e in EXERCISES.items() if e.stepped) + ")",
-              file=sys.stderr)  # fmt: skip
+        stepped = ", ".join(name for name, exercise in EXERCISES.items() if exercise.stepped)
+        print(f"--picture: no stepped exercise was checked to its end, so there is no picture to draw "
+              f"(the stepped ones: {stepped})", file=sys.stderr)  # fmt: skip
         return
     result = next((r for r in drawable if not r.ok), drawable[0])
-    written = render(result.picture(), path)
+    try:
+        written = render(result.picture(), path)
+    except GraphvizNotFound as error:  # the feedback above said everything; the picture waits for Graphviz
+        print(f"--picture: {error}", file=sys.stderr)
+        return
     print(f"picture of {result.name}'s check written to {written}", file=sys.stderr)

@@ -169,6 +169,12 @@ def test_the_command_writes_the_picture_of_the_check(tmp_path, capsys):
     assert svg.startswith("<?xml") and "<svg" in svg
     assert "first wrong step is grad_scores" in svg and "first row that differs" in svg
     assert "picture of attention_backward_steps" in out.err
+    # A file with no stepped exercise checked to its end: said, and no picture.
+    stub = tmp_path / "stub.py"
+    stub.write_text(ex.stub_source("batchnorm_backward"))
+    assert _run("check", str(stub), "--picture", str(tmp_path / "none.svg")) == 1
+    assert "no stepped exercise was checked to its end" in capsys.readouterr().err
+    assert not (tmp_path / "none.svg").exists()
 
 
 def test_a_crash_on_a_later_trial_names_the_line_in_the_students_file(tmp_path):
