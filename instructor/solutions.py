@@ -155,11 +155,11 @@ def logaddexp_vjp(g, ans, a, b):
 #: Every solution by exercise name.
 SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 
-# The exercises from the chain rule to a residual block (issue #36, part a), kept in their own
-# file. Checked as a student's file in the box (which has no `instructor`), this file holds only
-# the ones above; tests/cli/test_exercises_command.py checks solutions_exa.py there by itself.
-try:
-    from instructor.solutions_exa import SOLUTIONS as _SOLUTIONS_EXA
-except ImportError:
-    _SOLUTIONS_EXA = {}
-SOLUTIONS.update(_SOLUTIONS_EXA)
+# The other solution files' exercises, merged when this is imported as instructor.solutions (checked as a
+# student's file in the box, each instructor/solutions*.py file runs on its own: there is no package there).
+if __name__ != "__main__":
+    from .solutions_exa import SOLUTIONS as _EXA  # from the chain rule to a residual block
+    from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises
+
+    SOLUTIONS.update(_EXA)
+    SOLUTIONS.update(_STEPS)

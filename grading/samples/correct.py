@@ -189,3 +189,58 @@ def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     grad_b = grad_r.sum(axis=0)
     grad_x = grad_r + grad_r @ w  # both paths add up
     return grad_x, grad_w, grad_b, grad_gamma, grad_beta
+
+
+# %% layernorm_backward_steps
+def layernorm_backward_steps(x, gamma, grad_y, eps):
+    axis, count = -1, x.shape[-1]
+    centred = x - x.mean(axis=axis, keepdims=True)
+    inv_std = 1.0 / np.sqrt((centred**2).mean(axis=axis, keepdims=True) + eps)
+    grad_xhat = grad_y * gamma
+    grad_var = np.sum(grad_xhat * centred, axis=axis, keepdims=True) * -0.5 * inv_std**3
+    grad_mean = -np.sum(grad_xhat * inv_std, axis=axis, keepdims=True)
+    grad_x = grad_xhat * inv_std + grad_var * 2.0 * centred / count + grad_mean / count
+    return {
+        "grad_xhat": grad_xhat,
+        "grad_var": grad_var,
+        "grad_mean": grad_mean,
+        "grad_x": grad_x,
+        "grad_gamma": np.sum(grad_y * centred * inv_std, axis=0),
+        "grad_beta": np.sum(grad_y, axis=0),
+    }
+
+
+# %% batchnorm_backward
+def batchnorm_backward(x, gamma, grad_y, eps):
+    axis, count = 0, x.shape[0]
+    centred = x - x.mean(axis=axis, keepdims=True)
+    inv_std = 1.0 / np.sqrt((centred**2).mean(axis=axis, keepdims=True) + eps)
+    grad_xhat = grad_y * gamma
+    grad_var = np.sum(grad_xhat * centred, axis=axis, keepdims=True) * -0.5 * inv_std**3
+    grad_mean = -np.sum(grad_xhat * inv_std, axis=axis, keepdims=True)
+    grad_x = grad_xhat * inv_std + grad_var * 2.0 * centred / count + grad_mean / count
+    return {
+        "grad_xhat": grad_xhat,
+        "grad_var": grad_var,
+        "grad_mean": grad_mean,
+        "grad_x": grad_x,
+        "grad_gamma": np.sum(grad_y * centred * inv_std, axis=0),
+        "grad_beta": np.sum(grad_y, axis=0),
+    }
+
+
+# %% attention_backward_steps
+def attention_backward_steps(q, k, v, grad_c):
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    grad_p = grad_c @ np.swapaxes(v, -1, -2)
+    grad_s = p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
+    return {
+        "grad_weights": grad_p,
+        "grad_scores": grad_s,
+        "grad_q": grad_s @ k * scale,
+        "grad_k": np.swapaxes(grad_s, -1, -2) @ q * scale,
+        "grad_v": np.swapaxes(p, -1, -2) @ grad_c,
+    }

@@ -6,13 +6,18 @@
     microtape exercises stub > my_answers.py      # a file of stubs to fill in
     microtape exercises check my_answers.py       # check every exercise it defines
     microtape exercises check my_answers.py --name softmax_backward --timeout 5
+    microtape exercises check my_answers.py --name batchnorm_backward --picture where.svg
 
 ``check`` runs the student's file in a *boxed child process* (see
 :mod:`microtape.exercises.grading.box`), never in this one, with a time limit
 (``--timeout`` seconds for running the file, and again for each exercise);
 this process alone draws the trials, computes the tape's answers and
 compares. It prints each exercise's feedback, then a score table with
-partial credit. The hidden trials are not reachable from here: they are the
+partial credit. ``--picture OUT.svg`` (or ``.png``, ``.pdf``) writes the
+picture of a stepped exercise's check — the tape's backward graph with the
+broken edge marked — drawn here from the checker's results (the student's
+code is not run for it): the first stepped exercise that is not right, or
+the first stepped one. The hidden trials are not reachable from here: they are the
 instructor's (``microtape grade --secret``).
 
 Exit status of ``check``:
@@ -67,6 +72,11 @@ def add_arguments(parser):
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"time limit for running the file, and for each exercise (default: {DEFAULT_TIMEOUT:g})",
+    )
+    checker.add_argument(
+        "--picture",
+        metavar="OUT.svg",
+        help="write the picture of a stepped exercise's check (the broken edge marked) to this file",
     )
     return parser
 
@@ -130,4 +140,26 @@ def _check(args):
     if not isolation().startswith("isolation: bubblewrap"):  # say it when the box is only the limits
         print(isolation(), file=sys.stderr)
     report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout)
-    return report.print(explicit=wanted is not None)
+    status = report.print(explicit=wanted is not None)
+    if getattr(args, "picture", None):
+        _write_picture(report, args.picture)
+    return status
+
+
+def _write_picture(report, path):
+    """Draw the check of the first stepped exercise that is not right (else the first stepped one) to ``path``."""
+    from ..viz.render import GraphvizNotFound, render
+
+    drawable = [r for r in report.results.values() if r.steps and r.trial_key is not None]
+    if not drawable:
+        stepped = ", ".join(name for name, exercise in EXERCISES.items() if exercise.stepped)
+        print(f"--picture: no stepped exercise was checked to its end, so there is no picture to draw "
+              f"(the stepped ones: {stepped})", file=sys.stderr)  # fmt: skip
+        return
+    result = next((r for r in drawable if not r.ok), drawable[0])
+    try:
+        written = render(result.picture(), path)
+    except GraphvizNotFound as error:  # the feedback above said everything; the picture waits for Graphviz
+        print(f"--picture: {error}", file=sys.stderr)
+        return
+    print(f"picture of {result.name}'s check written to {written}", file=sys.stderr)

@@ -15,7 +15,10 @@ This package lets a student write a backward pass by hand and check it::
 with the *tape* (the forward built from microtape Tensors, differentiated by
 the tape's backward pass). A wrong answer gets the output and the first entry
 that differ, a hint when it equals a known mistaken derivation, and partial
-credit for the outputs that are right. ``assert_correct`` raises
+credit for the outputs that are right. A *stepped* exercise asks for the
+derivation's intermediate gradients too, by name, and its feedback names
+the first wrong step (see :class:`~microtape.exercises.registry.Step`).
+``assert_correct`` raises
 ``AssertionError`` with the same feedback (for autograder tests);
 ``score(globals())`` is a notebook's score table.
 
@@ -28,7 +31,7 @@ and checks a student's ``.py`` file in a child process with a time limit.
 from .autograder import assert_output, assert_right
 from .catalogue import LAB, ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
-from .registry import EXERCISES, Exercise, Mistake, get
+from .registry import EXERCISES, Exercise, Mistake, Step, get
 from .scores import ScoreTable, score, score_table
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "ScoreTable",
     "Exercise",
     "Mistake",
+    "Step",
     "TimeLimitExceeded",
     "EXERCISES",
     "LAB",

@@ -17,25 +17,33 @@ __all__ = ["LAB", "ORDER", "list_exercises", "stub_source", "prompt", "starter_f
 #: written — ``EXERCISES``, ``list_exercises()``, the command line, notebook 07
 #: and the autograder assignment all follow it.
 LAB = (
-    "softmax",
-    "linear",
-    "layer",
-    "attention",
-    "masking",
-    "masked_attention",
-    "dropout",
-    "attention_dropout",
-    "op_vjp",
-    "logaddexp_vjp",
-    "layernorm",
+    # 1. From the chain rule to a layer
     "chain_rule",
     "mlp",
     "affine_relu",
+    "linear",
+    "layer",
+    "softmax",
+    # 2. Losses, an embedding, normalisation step by step, a residual block
     "softmax_cross_entropy",
     "mse",
     "logistic_loss",
     "embedding",
+    "layernorm_steps",
+    "batchnorm",
     "residual_norm",
+    # 3. Attention
+    "attention",
+    "attention_steps",
+    "masking",
+    "masked_attention",
+    "dropout",
+    "attention_dropout",
+    # 5. Ops of your own, and beyond the first derivative
+    "op_vjp",
+    "logaddexp_vjp",
+    # The stretch exercise, last
+    "layernorm",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")

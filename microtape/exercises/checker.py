@@ -102,6 +102,7 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     key = _trial_key(seed, hidden, secret)
 
     verdict = Verdict(exercise, hidden)
+    verdict.key = key
     mismatch = signature_problem(exercise, student_fn)
     if mismatch:
         return verdict.finish(f"✗ {name}: {mismatch}", trials_run=0)

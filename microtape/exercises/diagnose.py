@@ -127,8 +127,15 @@ class _Variants:
         self.held = []  # (mistake, names of the outputs it changes)
         for mistake in exercise.mistakes:
             changed = self._changes(mistake, args, want)
+            if exercise.stepped:
+                # Matched step by step: the steps the mistake breaks itself (computed from steps it leaves
+                # right) must be the student's; the later ones it computes from its own wrong values, so the
+                # student's may differ there (the checker does not blame them).
+                changed = _roots(exercise, changed)
+                if mistake.step not in changed:
+                    continue
             if changed and all(same(got[name], value) for name, value in changed.items()):
-                self.held.append((mistake, tuple(changed)))
+                self.held.append((mistake, (mistake.step,) if exercise.stepped else tuple(changed)))
 
     def _changes(self, mistake, args, want):
         try:
@@ -144,6 +151,11 @@ class _Variants:
     def diagnoses(self, i):
         name = self.exercise.outputs[i].name
         return [Diagnosis(m.name, m.kind, m.hint) for m, changed in self.held if name in changed]
+
+
+def _roots(exercise, changed):
+    """The changed steps none of whose sources (direct or not) changed: where a mistake broke the chain."""
+    return {name: value for name, value in changed.items() if not set(exercise.depends_on(name)) & set(changed)}
 
 
 def _generic(exercise, i, got, expected, low_precision):

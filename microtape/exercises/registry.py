@@ -1,4 +1,4 @@
-"""What an exercise is, and the catalogue of them.
+r"""What an exercise is, and the catalogue of them.
 
 This module lets you look exercises up and read their prompts::
 
@@ -32,6 +32,12 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
     it with these variants, never by guessing. None of them is the right
     answer: the package holds no reference solution (teachers find those in
     the repository's ``instructor/`` folder).
+
+A *stepped* exercise's outputs are :class:`Step`\ s: the derivation's named
+intermediate gradients (``grad_scores``, ``grad_var``, …), each with the steps
+it is computed from; the tape's answer reads each off the recorded forward
+(``record``), each mistake names the step it breaks, and the checker names the
+first wrong step and does not blame the ones computed from it.
 """
 
 import difflib
@@ -40,7 +46,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Output", "Mistake", "Exercise", "EXERCISES", "register", "register_lab_exercise", "get"]
+__all__ = ["KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "register_lab_exercise", "get"]
 
 #: The kinds of known mistake, each with the label printed in feedback.
 KINDS = {
@@ -68,6 +74,8 @@ KINDS = {
     "missing_mean": "the mean's 1/N wrong or left out",
     "repeats_dropped": "repeated indices' gradients not added up",
     "missing_path": "a path through the graph left out",
+    "wrong_source": "a step computed from the wrong gradient",
+    "wrong_count": "divided by the wrong count",
     # Found by the checker's generic comparisons (no exercise lists these):
     "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",
@@ -102,6 +110,23 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Step(Output):
+    """One named step of a derivation the student returns: ``grad_`` + the step's name, e.g. ``grad_scores``.
+
+    A *stepped* exercise asks for the intermediate gradients as well as the
+    final ones, each an :class:`Output` with two more things: ``after``, the
+    steps it is computed from (its dependencies, earlier in the list), and
+    ``node``, the name of the tape node whose gradient it is (the exercise's
+    ``record`` names its nodes so; the picture colours that node). The
+    exercise's ``tape_gradients`` returns every step's value, in the order of
+    the steps, read off the recorded forward by node name.
+    """
+
+    after: tuple = ()
+    node: str | None = None
+
+
+@dataclass(frozen=True)
 class Mistake:
     """A known wrong derivation, runnable: same signature as the student's function."""
 
@@ -111,6 +136,8 @@ class Mistake:
     # it when the hint quotes a formula of the attention derivation table (read when it is shown).
     hint_text: str | Callable
     fn: Callable
+    # In a stepped exercise: the step this mistake breaks (its first wrong step, computed from right ones).
+    step: str | None = None
 
     def __post_init__(self):
         assert self.kind in KINDS, f"mistake {self.name!r}: unknown kind {self.kind!r}"
@@ -140,6 +167,9 @@ class Exercise:
     hidden: tuple
     stretch: bool = False
     is_vjp: bool = False  # the student writes an op's VJP: graded by the rule mt.ops applies (a tuple)
+    # A stepped exercise's forward on a new tape, nodes named as its steps' ``node``: ``record(inputs)
+    # -> (tape, output)`` (what the picture of a check draws; None for other exercises).
+    record: Callable | None = None
 
     @property
     def parameters(self):
@@ -155,6 +185,21 @@ class Exercise:
     def max_score(self):
         """The points of all the outputs together."""
         return sum(output.points for output in self.outputs)
+
+    @property
+    def stepped(self):
+        """True when the student returns the derivation's named steps (see :class:`Step`)."""
+        return any(isinstance(output, Step) for output in self.outputs)
+
+    def depends_on(self, name):
+        """Every step the step ``name`` is computed from, directly or not (empty for a non-stepped output)."""
+        found, todo = [], list(getattr(self.output(name), "after", ()))
+        while todo:
+            step = todo.pop()
+            if step not in found:
+                found.append(step)
+                todo += list(getattr(self.output(step), "after", ()))
+        return tuple(step for step in (o.name for o in self.outputs) if step in found)
 
     def output(self, name):
         for output in self.outputs:
@@ -193,8 +238,23 @@ def register(exercise):
     assert exercise.visible and exercise.hidden, f"{exercise.name}: needs visible and hidden trials"
     outputs = [output.name for output in exercise.outputs]
     assert len(outputs) == len(set(outputs)), f"{exercise.name}: output names must be unique"
+    if exercise.stepped:
+        _check_steps(exercise)
     EXERCISES[exercise.name] = exercise
     return exercise
+
+
+def _check_steps(exercise):
+    """A stepped exercise's steps come after what they are computed from; its mistakes name a step each."""
+    seen = []
+    for output in exercise.outputs:
+        assert isinstance(output, Step), f"{exercise.name}: a stepped exercise's outputs are all Steps"
+        for before in output.after:
+            assert before in seen, f"{exercise.name}: step {output.name} is computed from {before!r}, not before it"
+        seen.append(output.name)
+    assert exercise.record is not None, f"{exercise.name}: a stepped exercise records its forward (record=...)"
+    for mistake in exercise.mistakes:
+        assert mistake.step in seen, f"{exercise.name}.{mistake.name}: names no step it breaks ({mistake.step!r})"
 
 
 def register_lab_exercise(stub, title, outputs, mistakes, **options):
@@ -204,10 +264,12 @@ def register_lab_exercise(stub, title, outputs, mistakes, **options):
     and its truth under the same names — ``VISIBLE``, ``HIDDEN``,
     ``make_inputs`` and ``tape_gradients`` — and the exercise is named after
     its stub, so those are read from the stub's module rather than listed
-    again in each one. ``options`` are :class:`Exercise`'s other fields
+    again in each one (and ``record``, when the module has one: a stepped
+    exercise's). ``options`` are :class:`Exercise`'s other fields
     (``stretch``, ``is_vjp``).
     """
     module = sys.modules[stub.__module__]
+    options.setdefault("record", getattr(module, "record", None))
     return register(
         Exercise(
             name=stub.__name__,

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 
 from .registry import KINDS
 
-__all__ = ["CheckResult", "Problem", "Diagnosis", "TimeLimitExceeded", "NotChecked", "NotAnArray", "STATUSES"]
+__all__ = [
+    "CheckResult",
+    "StepResult",
+    "Problem",
+    "Diagnosis",
+    "TimeLimitExceeded",
+    "NotChecked",
+    "NotAnArray",
+    "STATUSES",
+]
 
 #: The verdicts of a check, from best to worst.
 STATUSES = ("right", "partly right", "wrong", "not started", "not checked")
@@ -63,6 +72,25 @@ class Problem:
     diagnoses: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a stepped exercise after all trials: right or not, its points, and who is to blame.
+
+    ``state`` is ``"right"``, ``"first wrong"`` (the first wrong step whose
+    own sources were right: fix this one first), ``"wrong"`` (wrong although
+    computed from right steps, after the first) or ``"computed from wrong"``
+    (wrong, but computed — directly or not — from a wrong step: not blamed).
+    """
+
+    name: str
+    right: bool
+    points: int
+    max_points: int
+    after: tuple  # the steps it is computed from (directly)
+    state: str
+    node: str | None = None  # the tape node whose gradient it is
+
+
 @dataclass
 class CheckResult:
     """The verdict of :func:`check`: ``ok``, ``status``, ``score``, a readable ``message``, and the details.
@@ -89,6 +117,23 @@ class CheckResult:
     score: int = 0
     max_score: int = 0
     hidden: bool = False
+    # A stepped exercise: its steps in derivation order, the first wrong one, the later ones not blamed.
+    steps: tuple = ()
+    first_wrong: str | None = None
+    computed_from_wrong: tuple = ()
+    trial_key: tuple | None = None  # what drew the trials (the picture redraws the failing one)
+
+    def picture(self):
+        """The recorded forward's backward graph, each step's node and edge coloured by this check (graphviz).
+
+        For a stepped exercise only; drawn here, in the grader's process, from
+        the tape's own forward on the failing trial's inputs — never by
+        running the student's code. The broken edge (into the first wrong
+        step) is red and thick, the steps computed from it orange and dashed.
+        """
+        from .steps_picture import step_picture
+
+        return step_picture(self)
 
     @property
     def right_outputs(self):
@@ -134,5 +179,14 @@ class CheckResult:
             f'<div style="border-left: 4px solid {colour}; background: {background}; '
             'padding: 6px 10px; margin: 4px 0">'
             '<pre style="margin: 0; white-space: pre-wrap; background: transparent">'
-            f"{html.escape(self.message)}</pre></div>"
+            f"{html.escape(self.message)}</pre>{self._picture_html()}</div>"
         )
+
+    def _picture_html(self):
+        """The picture of a stepped exercise's check as inline SVG ('' when there is none, or no graphviz)."""
+        if not self.steps or self.status in ("not started", "not checked") or self.trial_key is None:
+            return ""
+        try:
+            return self.picture().pipe(format="svg").decode("utf-8")
+        except Exception:  # no graphviz binary here: the text says everything the picture would
+            return ""

@@ -16,7 +16,17 @@ import numpy as np
 from ..engine.boundary import vjp_arity_problem
 from .result import NotAnArray, TimeLimitExceeded
 
-__all__ = ["Clock", "time_limit", "signature_problem", "copies", "describe", "exception_message", "unpack", "exit_code"]
+__all__ = [
+    "Clock",
+    "time_limit",
+    "signature_problem",
+    "copies",
+    "describe",
+    "exception_message",
+    "where_in_file",
+    "unpack",
+    "exit_code",
+]
 
 
 def exit_code(error):
@@ -105,8 +115,7 @@ def exception_message(name, student_fn, error, where):
     lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
     location = getattr(error, "location", None) or _where_raised(student_fn, error)
     if location:
-        lineno, function, code_line = location
-        lines.append(f"  at line {lineno} of {function}" + (f":  {code_line}" if code_line else ""))
+        lines.append(where_in_file(location))
     text = str(error)
     if kind == "ValueError" and "broadcast" in text:
         lines.append(
@@ -121,15 +130,26 @@ def exception_message(name, student_fn, error, where):
     return "\n".join(lines)
 
 
+def where_in_file(location):
+    """The feedback's line naming where the student's code raised: file, line number, function and code.
+
+    ``location`` is ``(file name, line number, function, code line)`` (the
+    file name may be empty when it is not known).
+    """
+    filename, lineno, function, code_line = location
+    place = f"line {lineno} of {filename}" if filename else f"line {lineno}"
+    return f"  at {place}, in {function}" + (f":  {code_line}" if code_line else "")
+
+
 def _where_raised(student_fn, error):
-    """``(line number, function, code line)`` of the student's last frame in the traceback, or None."""
+    """``(file name, line number, function, code line)`` of the innermost frame in the student's file, or None."""
     code = getattr(student_fn, "__code__", None)
     frames = traceback.extract_tb(error.__traceback__)
     mine = [frame for frame in frames if code is not None and frame.filename == code.co_filename]
     if not mine:
         return None
     frame = mine[-1]
-    return frame.lineno, frame.name, (frame.line or "").strip()
+    return frame.filename, frame.lineno, frame.name, (frame.line or "").strip()
 
 
 def unpack(exercise, returned):

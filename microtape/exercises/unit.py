@@ -26,31 +26,42 @@ __all__ = ["SESSIONS", "unit_plan", "BEGIN", "END", "rewrite"]
 #: The lab in sessions of about 90 minutes: a title, then the exercises it holds, in the lab's order.
 SESSIONS = (
     (
-        "1 · Backpropagation on arrays: softmax, a Linear layer, a taped layer",
-        ("softmax_backward", "linear_backward", "tanh_layer_backward"),
+        "1 · From the chain rule to a layer: by node, by layer, CS231n's affine + ReLU, softmax",
+        (
+            "scalar_chain_rule",
+            "mlp_backward",
+            "affine_relu_backward",
+            "linear_backward",
+            "tanh_layer_backward",
+            "softmax_backward",
+        ),
     ),
     (
-        "2 · Attention's backward, step by step: scores, masks, the whole core",
-        ("attention_backward", "masked_softmax_backward", "masked_attention"),
-    ),
-    (
-        "3 · Dropout, and ops of your own: a VJP registered, drawn and gradchecked",
-        ("dropout_backward", "attention_dropout_backward", "logsumexp_vjp", "logaddexp_vjp"),
-    ),
-    ("4 · Normalisation", ("layernorm_backward",)),
-    (
-        "5 · From the chain rule to an MLP: by node, by layer, CS231n's affine + ReLU",
-        ("scalar_chain_rule", "mlp_backward", "affine_relu_backward"),
-    ),
-    (
-        "6 · Losses, an embedding and a residual block",
+        "2 · Losses, an embedding, and normalisation step by step",
         (
             "softmax_cross_entropy_backward",
             "mse_backward",
             "logistic_loss_backward",
             "embedding_backward",
+            "layernorm_backward_steps",
+            "batchnorm_backward",
             "residual_norm_backward",
         ),
+    ),
+    (
+        "3 · Attention's backward, step by step: scores, masks, dropout",
+        (
+            "attention_backward",
+            "attention_backward_steps",
+            "masked_softmax_backward",
+            "masked_attention",
+            "dropout_backward",
+            "attention_dropout_backward",
+        ),
+    ),
+    (
+        "5 · Ops of your own, and beyond the first derivative",
+        ("logsumexp_vjp", "logaddexp_vjp", "layernorm_backward"),
     ),
 )
 

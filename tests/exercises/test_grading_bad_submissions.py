@@ -128,12 +128,15 @@ def test_the_command_grades_a_folder_keeps_every_result_and_writes_the_gradebook
     printed = capsys.readouterr().out
     assert "isolation: bubblewrap" in printed and "3 submissions graded" in printed
     rows = list(csv.DictReader(book.open()))
-    assert [(r["student"], r["exercise"], r["points"]) for r in rows] == [
-        ("ada", "softmax_backward", "1"), ("ada", "dropout_backward", "1"),
-        ("bob", "softmax_backward", "0"), ("bob", "dropout_backward", "0"),
-        ("cy", "softmax_backward", "0"), ("cy", "dropout_backward", "0"),
+    assert [(r["student"], r["exercise"], r["points"], r["max"]) for r in rows] == [
+        ("ada", "softmax_backward", "1", "1"), ("ada", "dropout_backward", "1", "1"), ("ada", "(total)", "2", "2"),
+        ("bob", "softmax_backward", "0", "1"), ("bob", "dropout_backward", "0", "1"), ("bob", "(total)", "0", "2"),
+        ("cy", "softmax_backward", "0", "1"), ("cy", "dropout_backward", "0", "1"), ("cy", "(total)", "0", "2"),
     ]  # fmt: skip
-    assert "not valid notebook JSON" in rows[-1]["message"]
+    assert "not valid notebook JSON" in rows[-2]["message"]
+    # The whole feedback, not only its first line.
+    (bob,) = [r for r in rows if r["student"] == "bob" and r["exercise"] == "softmax_backward"]
+    assert bob["message"].count("\n") >= 3 and bob["message"].endswith("score 0 of 1."), bob["message"]
     assert main(argv) == 0  # a second run: a new folder, the first kept
     runs = sorted(out.iterdir())
     assert len(runs) == 2

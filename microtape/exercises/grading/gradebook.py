@@ -18,7 +18,7 @@ What it writes, in a new folder per run (``--out``, default ``grades/``;
 nothing is overwritten): ``STUDENT.json`` (every exercise's status, points,
 feedback, and the cells that failed) and ``STUDENT.txt`` (the feedback as the
 student would read it) per submission, and ``gradebook.csv`` (student,
-exercise, points, max, message). It prints a summary table.
+exercise, points, max, the whole feedback; and per student a ``(total)`` row). It prints a summary table.
 """
 
 import csv
@@ -111,6 +111,17 @@ class Graded:
                     "max": r.max_score,
                     "message": r.message,
                     "outputs": r.outputs,
+                    # A stepped exercise's steps: points and who is to blame, in derivation order.
+                    **(
+                        {
+                            "steps": {
+                                s.name: {"points": s.points, "max": s.max_points, "state": s.state} for s in r.steps
+                            },
+                            "first_wrong": r.first_wrong,
+                        }
+                        if r.steps
+                        else {}
+                    ),
                 }  # fmt: skip
                 for name, r in self.results.items()
             },
@@ -178,15 +189,24 @@ def _new_run_folder(out):
     raise RuntimeError(f"could not make a new results folder in {out}")
 
 
+#: The "exercise" of a student's total row in the gradebook.
+TOTAL = "(total)"
+
+
 def write_gradebook(graded, path):
-    """The CSV gradebook: one row per student and exercise (student, exercise, points, max, message)."""
+    """The CSV gradebook: per student, one row per exercise, then one row with the total.
+
+    Columns: student, exercise, points, max, message. The message is the
+    whole feedback, hint included (a cell may hold several lines); the total
+    row's exercise is ``(total)`` and its message is empty.
+    """
     with open(path, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", "exercise", "points", "max", "message"])
         for grade in graded:
             for name, result in grade.results.items():
-                first = result.message.splitlines()[0] if result.message else ""
-                writer.writerow([grade.student, name, result.score, result.max_score, first])
+                writer.writerow([grade.student, name, result.score, result.max_score, result.message or ""])
+            writer.writerow([grade.student, TOTAL, grade.total, grade.max_total, ""])
 
 
 def write_gradescope(graded, path):

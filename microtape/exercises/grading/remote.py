@@ -39,7 +39,7 @@ class StudentError(Exception):
     def __init__(self, type_name, text, location=None):
         super().__init__(text)
         self.type_name = type_name
-        self.location = location  # (line number, function, code line) in the student's code, or None
+        self.location = location  # (file name, line number, function, code line) in the student's code, or None
 
 
 def read_submission(path):
@@ -215,7 +215,8 @@ def _raise_as_student(reply):
         raise NotImplementedError(text)
     location = None
     if isinstance(reply.get("lineno"), int):
-        location = (reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
+        filename = str(reply.get("filename", ""))[:200]
+        location = (filename, reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
     raise StudentError(type_name, text, location)
 
 

@@ -179,7 +179,8 @@ def _raised(error):
     student = [f for f in student if not f.filename.endswith("child.py")]
     if student:
         frame = student[-1]
-        reply.update(lineno=frame.lineno, function=frame.name, line=_text(frame.line or ""))
+        reply.update(filename=_text(frame.filename), lineno=frame.lineno, function=frame.name,
+                     line=_text(frame.line or ""))  # fmt: skip
     return reply
 
 
