@@ -16,6 +16,8 @@ This package lets you see what the tape recorded::
     fig = mt.viz.training_curve(history)            # loss and accuracy of a training run
     mt.viz.report_graph(report, attn)               # analytic against tape: where a derivation broke
     mt.viz.save_slide(layer, "slides/encoder")      # 16:9 SVG and PNG: boxes with shapes, edges with formulas
+    fig = mt.viz.memory(attn)                       # live bytes, forward then backward; fig.table: the rows
+    mt.viz.graph(attn, saved=True)                  # what each step's VJP reads, kept or dropped
 
 A graph is drawn in four steps, each a module that graph and frames share:
 :mod:`.program` reads the computation (equations, leaves, names, the
@@ -35,6 +37,7 @@ from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
 from .headgrads import head_gradients
 from .heatmap import attention_heatmaps
+from .memory import compare_attention, memory
 from .pairs import paired_heatmaps
 from .render import GraphvizNotFound, render, svg
 from .slides import save_slide, slide
@@ -59,4 +62,6 @@ __all__ = [
     "slide",
     "save_slide",
     "new_figure",
+    "memory",
+    "compare_attention",
 ]
