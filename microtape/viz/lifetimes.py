@@ -152,6 +152,24 @@ def lifetimes(source, grad=None):
     ``grad``: the gradient the reverse pass starts from (default: the
     output's ``.grad`` if a backward ran, else ones). Changes nothing.
     """
+    program = _program(source)
+    counter = _Counter(program)
+    counter.count_values()
+    steps = counter.count_gradients(grad)
+    equations = program.equations
+    labels = [("forward", program.names[node]) for node in equations]
+    labels += [("backward", f"∂{program.names[step.equation.output]}") for step in steps]
+    rows = []
+    for tick, (phase, step) in enumerate(labels):
+        live = [a for a in counter.arrays if a.alive(tick)]
+        biggest = sorted((a for a in live if a.nbytes), key=lambda a: -a.nbytes)
+        rows.append(Row(tick, phase, step, int(sum(a.nbytes for a in live)), tuple(a.name for a in biggest)))
+    tiled = any(node.op.forward_saving is not None for node in equations)
+    return Ledger(counter.arrays, rows, len(equations), counter.lean, tiled)
+
+
+def _program(source):
+    """The program of ``source``, refused with a clear error when memory cannot be counted for it."""
     if not isinstance(source, (Tape, Node)) and not hasattr(source, "tape"):
         raise TypeError(
             "memory(tape_or_layer): expected a Tape, a layer that has run a forward, or a Tensor result; "
@@ -160,8 +178,7 @@ def lifetimes(source, grad=None):
     program = collect(source)
     if program.output is None:
         raise TypeError("memory(tape_or_layer): a scalar trace has many outputs; pass a Tape of Tensors")
-    equations = program.equations
-    if any(node.data.__class__ is not np.ndarray and not isinstance(node.data, NotKept) for node in equations):
+    if any(node.data.__class__ is not np.ndarray and not isinstance(node.data, NotKept) for node in program.equations):
         raise ValueError(
             "memory(tape_or_layer): this tape records Scalars (one Python float each); memory is counted for "
             "Tensor tapes, whose values are numpy arrays — record the computation with mt.Tensor"
@@ -169,124 +186,95 @@ def lifetimes(source, grad=None):
     output = program.output
     if isinstance(output.data, NotKept):
         raise ValueError(f"memory(tape_or_layer): the output's value was freed ({output.data.name}); nothing to count")
-    tape = program.tape
-    lean = bool(getattr(tape, "lean", False))
-    orders = order_of(program)
-    names = program.names
-    n = len(equations)
-    arrays, owners = [], {}
+    return program
 
-    def add(name, kind, data, born, owner_key, order=0):
-        """One array; its bytes only if its memory block (``owner_key``) was not counted before."""
-        nbytes = 0
-        if owner_key is None or owner_key not in owners:
-            nbytes = _nbytes(data)
-        array = Array(name, kind, tuple(np.shape(data)), str(np.dtype(data.dtype)), nbytes, born, None, order)
-        if owner_key is not None:
-            owners.setdefault(owner_key, []).append(array)
-        arrays.append(array)
+
+class _Counter:
+    """Builds the arrays of one program: values on the forward clock, gradients on the reverse clock."""
+
+    def __init__(self, program):
+        self.program = program
+        self.tape = program.tape
+        self.lean = bool(self.tape.lean)
+        self.orders = order_of(program)
+        self.names = program.names
+        self.arrays = []
+        self.owners = {}  # memory block -> the arrays living in it
+
+    def add(self, name, kind, data, born, key, order=0, free=True):
+        """One array; its bytes only if its memory block (``key``) was not counted before (``free``: it may be)."""
+        paid = free and key not in self.owners
+        array = Array(name, kind, tuple(np.shape(data)), str(np.dtype(data.dtype)), 0, born, None, order)
+        array.nbytes = _nbytes(data) if paid else 0
+        self.owners.setdefault(key, []).append(array)
+        self.arrays.append(array)
         return array
 
-    # -- values (and what ops saved), on the forward clock
-    read_once = isinstance(tape._nodes, DroppedAsRecorded)
-    last_reader = {}
-    for i, node in enumerate(equations):
-        for x in node.inputs:
-            last_reader[x] = i
-    leaf_owners = {_owner_key(x.data) for x in program.leaves if x.data.__class__ is np.ndarray}
-    value_of = {}
-    for i, node in enumerate(equations):
-        data = node.data
-        if isinstance(data, NotKept):
-            # Dropped by a lean tape: its memory block is gone, a view op's output shared its input's.
-            source_value = value_of.get(node.inputs[0]) if node.op.name in VIEW_OPS else None
-            key = ("view-of", id(source_value)) if source_value is not None else ("dropped", i)
-            if source_value is not None:
-                owners.setdefault(key, [source_value])
-            array = add(names[node], "value", data, i, key, orders[i])
-            if source_value is not None:
-                array.nbytes = 0
-            array.freed = (last_reader.get(node, i) + 1) if read_once else n
-        else:
-            key = _owner_key(data)
-            if key in leaf_owners:  # a view of an input or a parameter (W.T): its memory is the caller's
-                key = ("leaf", key)
-                owners.setdefault(key, [])
-                array = add(names[node], "value", data, i, key, orders[i])
-                array.nbytes = 0
+    # -- values (and what ops saved)
+
+    def count_values(self):
+        program, equations = self.program, self.program.equations
+        read_once = isinstance(self.tape._nodes, DroppedAsRecorded)
+        last_reader = {x: i for i, node in enumerate(equations) for x in node.inputs}
+        leaf_blocks = {_owner_key(x.data) for x in program.leaves if x.data.__class__ is np.ndarray}
+        value_of = {}
+        for i, node in enumerate(equations):
+            name, order = self.names[node], self.orders[i]
+            data = node.data
+            if isinstance(data, NotKept):
+                # Dropped by a lean tape: its block is gone; a view op's output shared its input's.
+                shared = value_of.get(node.inputs[0]) if node.op.name in VIEW_OPS else None
+                key = ("view-of", id(shared)) if shared is not None else ("dropped", i)
+                if shared is not None:
+                    self.owners.setdefault(key, [shared])
+                array = self.add(name, "value", data, i, key, order)
+                array.freed = (last_reader.get(node, i) + 1) if read_once else len(equations)
             else:
-                array = add(names[node], "value", data, i, key, orders[i])
-        value_of[node] = array
-        residuals = getattr(node, "residuals", None) if node.op.forward_saving is not None else None
-        for k, saved in enumerate(_arrays_in(residuals)):
-            add(f"{names[node]}.saved{k}", "saved", saved, i, _owner_key(saved), orders[i])
-    # A block of memory several values share lives as long as the longest-lived of them.
-    _share_lifetimes(owners)
+                key = _owner_key(data)
+                # A view of an input or a parameter (W.T) lives in the caller's memory: not counted.
+                array = self.add(name, "value", data, i, key, order, free=key not in leaf_blocks)
+            value_of[node] = array
+            residuals = node.residuals if node.op.forward_saving is not None and node.params else None
+            for k, saved in enumerate(_arrays_in(residuals)):
+                self.add(f"{name}.saved{k}", "saved", saved, i, _owner_key(saved), order)
+        _share_lifetimes(self.owners)
 
-    # -- gradients, on the reverse clock (one pure pass tells which share memory)
-    seed = output.grad if grad is None else grad
-    result = gradients(output, seed, tape=tape, steps=True)
-    keep = tape.keep if lean else None
-    step_tick = {}
-    ticks = n
-    for offset, step in enumerate(result.steps):
-        step_tick[step.equation.output] = ticks + offset
-    end_ticks = ticks + len(result.steps)
-    grad_owners = {}
+    # -- gradients (one pure pass tells which share memory)
 
-    def grad_array(name, data, born, order, temporary=False):
-        key = ("grad",) + _owner_key(data)
-        array = Array(name, "gradient", tuple(np.shape(data)), str(np.dtype(data.dtype)), 0, born, None, order)
-        if key not in grad_owners:
-            array.nbytes = _nbytes(data)
-            grad_owners[key] = [array]
-        else:
-            grad_owners[key].append(array)
-        if temporary:
-            array.freed = born + 1
-        arrays.append(array)
-        return array
+    def count_gradients(self, grad):
+        program, output = self.program, self.program.output
+        result = gradients(output, output.grad if grad is None else grad, tape=self.tape, steps=True)
+        start = len(program.equations)
+        step_tick = {step.equation.output: start + k for k, step in enumerate(result.steps)}
+        keep = self.tape.keep if self.lean else None
+        self.owners = {}
+        seed = self.add_gradient(f"∂{self.names[output]} (seed)", np.asarray(result.seed), start, self.orders[-1])
+        if keep is not None and output.op is not None and output.name not in keep:
+            seed.freed = start + 1
+        grad_of = {output: seed}
+        for k, step in enumerate(result.steps):
+            tick, node = start + k, step.equation.output
+            for x, gx in zip(node.inputs, step.grad_inputs, strict=True):
+                if gx is None or not x.requires_grad or gx.__class__ is not np.ndarray:
+                    continue
+                label = f"∂{self.names.get(x, x.name or '?')}"
+                order = self.orders[program.index.get(x, program.index[node])]
+                if x in grad_of:
+                    # A second use: the contribution lives for its step; the sum is a new block.
+                    self.add_gradient(label + " (term)", gx, tick, order).freed = tick + 1
+                    previous = grad_of[x]
+                    summed = self.add_gradient(label, result[x], tick, order)
+                    summed.freed, previous.freed = previous.freed, tick + 1
+                    grad_of[x] = summed
+                    continue
+                array = grad_of[x] = self.add_gradient(label, gx, tick, order)
+                if keep is not None and x.op is not None and x.name not in keep and x in step_tick:
+                    array.freed = step_tick[x] + 1  # a lean pass drops it once its own step has run
+        _share_lifetimes(self.owners)
+        return result.steps
 
-    seed_array = grad_array(f"∂{names[output]} (seed)", np.asarray(result.seed), ticks, orders[-1])
-    seed_array.freed = None if keep is None or output.op is None or output.name in keep else ticks + 1
-    grad_of = {output: seed_array}
-    index = program.index
-    for offset, step in enumerate(result.steps):
-        tick = ticks + offset
-        node = step.equation.output
-        for x, gx in zip(node.inputs, step.grad_inputs, strict=True):
-            if gx is None or not x.requires_grad or gx.__class__ is not np.ndarray:
-                continue
-            order = orders[index[x]] if x in index else orders[index[node]]
-            label = f"∂{names.get(x, x.name or '?')}"
-            if x not in grad_of:
-                array = grad_array(label, gx, tick, order)
-                grad_of[x] = array
-                if keep is not None and x.op is not None and x.name not in keep:
-                    freed_at = step_tick.get(x)
-                    array.freed = None if freed_at is None else freed_at + 1
-            else:
-                # A second use: the contribution lives for its step; the sum is a new block.
-                grad_array(label + " (term)", gx, tick, order, temporary=True)
-                previous = grad_of[x]
-                total = result[x] if x in result else gx
-                summed = grad_array(label, total, tick, order)
-                summed.freed = previous.freed
-                previous.freed = tick + 1
-                grad_of[x] = summed
-    _share_lifetimes(grad_owners)
-
-    # -- the table: one row per tick
-    labels = [("forward", names[node]) for node in equations]
-    labels += [("backward", f"∂{names[step.equation.output]}") for step in result.steps]
-    rows = []
-    for tick, (phase, step) in enumerate(labels):
-        live = [a for a in arrays if a.alive(tick)]
-        total = sum(a.nbytes for a in live)
-        biggest = sorted((a for a in live if a.nbytes), key=lambda a: -a.nbytes)
-        rows.append(Row(tick, phase, step, int(total), tuple(a.name for a in biggest)))
-    tiled = any(node.op.forward_saving is not None for node in equations)
-    return Ledger(arrays, rows, n, lean, tiled, notes=[f"{end_ticks} ticks"])
+    def add_gradient(self, name, data, born, order):
+        return self.add(name, "gradient", data, born, ("grad",) + _owner_key(data), order)
 
 
 def _nbytes(data):
