@@ -146,3 +146,87 @@ def test_bad_input_is_refused_clearly():
     attn.tape.nodes[-1].data = mt.engine.lean.NotKept((1, 16, 16), np.float64, "output")
     with pytest.raises(ValueError, match="freed"):
         mt.viz.memory(attn)
+
+
+# ---------------------------------------------------------------- saved values on the graph
+
+
+def _saved_boxes(source):
+    """``{saved box id: (its label, the box it is attached to)}``, read off the DOT source."""
+    from pictures import edges, label, nodes
+
+    found = {}
+    boxes = nodes(source)
+    for tail, head, attrs in edges(source):
+        if tail.startswith("saved") and "dotted" in attrs:
+            found[tail] = (label(boxes[tail]), head)
+    return found
+
+
+def test_saved_values_of_a_scalar_graph():
+    from pictures import label, nodes
+
+    with mt.Tape() as tape:
+        a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+        y = (a * b + a**2).tanh()
+    plain = mt.viz.graph(tape).source
+    source = mt.viz.graph(tape, saved=True).source
+    assert "dotted" not in plain and not _saved_boxes(plain)
+    saved = _saved_boxes(source)
+    by_step = {}
+    boxes = nodes(source)
+    for text, head in saved.values():
+        by_step.setdefault(label(boxes[head]).split(" ")[0], []).append(text.split(" ")[0])
+    # mul reads both operands, pow its base, add nothing, tanh its output.
+    assert sorted(by_step["%0"]) == ["a", "b"]
+    assert by_step["%1"] == ["a"]
+    assert "%2" not in by_step
+    assert by_step["%3"] == ["%3"]
+    assert all("float, 8 B" in text for text, _ in saved.values())
+    assert y.data == pytest.approx(np.tanh(-6 + 4))
+
+
+def test_saved_values_of_attention_open_name_shape_dtype_bytes():
+    attn, x, _ = _attention(5, embed=8)
+    attn(x)
+    source = mt.viz.graph(attn, saved=True, expand="attention").source
+    texts = [text for text, _ in _saved_boxes(source).values()]
+    # softmax reads its output: weights, [B·H, T, T] float64 = 2·5·5·8 bytes.
+    assert any(t.startswith("weights float64[2, 5, 5], 400 B") for t in texts), texts
+    assert any(t.startswith("Q_heads float64[2, 5, 4], 320 B") for t in texts), texts
+    assert not any("dropped" in t for t in texts)  # a full tape drops nothing
+
+
+def test_lean_attention_draws_dropped_values():
+    attn, x, _ = _attention(5, embed=8, lean=True)
+    attn(x)
+    source = mt.viz.graph(attn, saved=True, expand="attention").source
+    texts = [text for text, _ in _saved_boxes(source).values()]
+    dropped = [t for t in texts if "dropped" in t]
+    assert any(t.startswith("✗ scores float64[2, 5, 5] — dropped, 400 B freed") for t in dropped), dropped
+    assert any(t.startswith("✗ scaled_scores") for t in dropped)
+    assert not any(t.startswith("✗ weights") for t in dropped)  # softmax's VJP reads it: kept
+    assert "dropped by the lean tape" in source
+
+
+def test_collapsed_attention_tiled_and_transformer_get_saved_boxes():
+    import warnings
+
+    attn, x, _ = _attention(5, embed=8, block_size=2)
+    attn(x)
+    texts = [t for t, _ in _saved_boxes(mt.viz.graph(attn, saved=True).source).values()]
+    # The tiled op's summary: it reads Q, K, V, O and its saved row statistics [B·H, T].
+    assert any(t.startswith("saved: 5 values") for t in texts), texts
+    enc = mt.nn.TransformerEncoderLayer(8, 2, 16, seed=0)
+    enc(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        texts = [t for t, _ in _saved_boxes(mt.viz.graph(enc, saved=True).source).values()]
+    assert any("weights" in t for t in texts) and any("norm1" in t for t in texts)
+
+
+def test_saved_must_be_a_bool():
+    attn, x, _ = _attention(5, embed=8)
+    attn(x)
+    with pytest.raises(TypeError, match="saved"):
+        mt.viz.graph(attn, saved="yes")
