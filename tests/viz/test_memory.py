@@ -230,3 +230,27 @@ def test_saved_must_be_a_bool():
     attn(x)
     with pytest.raises(TypeError, match="saved"):
         mt.viz.graph(attn, saved="yes")
+
+
+# ---------------------------------------------------------------- scaling
+
+
+def test_scaling_slopes_quadratic_for_tapes_linear_for_tiled():
+    fig = mt.viz.memory_scaling()
+    assert fig.lengths == [128, 256, 512, 1024, 2048, 4096]
+    assert abs(fig.slopes["full"] - 2) <= 0.2
+    assert abs(fig.slopes["lean"] - 2) <= 0.2
+    assert abs(fig.slopes["tiled"] - 1) <= 0.2
+    # The slopes are read off the plot: the legend prints them.
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert f"full tape: slope {fig.slopes['full']:.2f}" in legend
+
+
+@pytest.mark.parametrize("options", [{}, {"lean": True}, {"block_size": 64}], ids=["full", "lean", "tiled"])
+def test_peaks_computed_from_shapes_equal_a_recording_at_that_length(options):
+    from microtape.viz.scaling import _RECORDED_AT, _ledger, peak_at
+
+    attn, x, g = _attention(200, **options)
+    attn(x)
+    direct = lifetimes(attn, g).peak_bytes
+    assert peak_at(_ledger(options, 1, 16, 2, np.float64, 0), _RECORDED_AT, 200) == direct
