@@ -137,11 +137,13 @@ def order_of(program):
             labels.setdefault(f"{node.op.name}{name}", node)
     orders = {}
     for node in program.equations:
+        module = node.module or ""
+        mark = module.find("∂")
         order = 0
-        for part in (node.module or "").split("."):
-            if part.startswith("∂"):
-                target = labels.get(part[1:])
-                order = max(order, 1 + (orders.get(target, 0) if target is not None else 0))
+        if mark >= 0:
+            # (The label runs to the end: a variable's name may hold dots, "∂q_proj.weight".)
+            target = labels.get(module[mark + 1 :])
+            order = 1 + (orders.get(target, 0) if target is not None else 0)
         orders[node] = order
     return [orders[node] for node in program.equations]
 
