@@ -114,7 +114,10 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises,grade,train,memory}", parser_class=Parser
+        dest="command",
+        required=True,
+        metavar="{demo,check,graph,heatmap,exercises,grade,train,memory}",
+        parser_class=Parser,
     )
 
     demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
