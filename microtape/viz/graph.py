@@ -100,8 +100,15 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     width = None if full_size else drawing.width
     program = collect(tape_or_output, output, drawing.parameters)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
+    decorate = _saved_values if saved else colour_orders
     view, rankdir, measured = fitted_picture(
-        program, drawing.view_options, trace, rankdir=drawing.rankdir, width=width, paint_options=drawing.paint_options
+        program,
+        drawing.view_options,
+        trace,
+        rankdir=drawing.rankdir,
+        width=width,
+        paint_options=drawing.paint_options,
+        decorate=decorate,
     )
     warn_if_collapsed(view, drawing.max_nodes, stacklevel=3)  # this function, the decorator, the caller
     if step is not None:
@@ -114,9 +121,11 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     if step is None and measured is not None:
         picture = measured  # painted once, to measure its width: the same picture
     else:
-        picture = paint(view, trace, step, rankdir=rankdir, **drawing.paint_options)
-    picture = colour_orders(picture, view)
-    if saved:
-        picture = add_saved(picture, view)
+        picture = decorate(paint(view, trace, step, rankdir=rankdir, **drawing.paint_options), view)
     digraph = to_digraph(picture)
     return digraph.full_size() if full_size else digraph
+
+
+def _saved_values(picture, view):
+    """Steps coloured by order, and the values each step's VJP reads beside it (``saved=True``)."""
+    return add_saved(colour_orders(picture, view), view)

@@ -100,9 +100,9 @@ def add_saved(picture, view):
 def _one_entry(name, data, dropped):
     described, nbytes = _describe(data)
     if dropped == "view":
-        return "dropped", [(f"✗ {name}", "name"), (f"{described} — dropped, a view: nothing freed", "info")]
+        return "dropped", [(f"✗ {name}", "name"), (f"{described}, a view: 0 B freed", "info")]
     if dropped:
-        return "dropped", [(f"✗ {name}", "name"), (f"{described} — dropped, {human_bytes(nbytes)} freed", "info")]
+        return "dropped", [(f"✗ {name}", "name"), (f"{described}, {human_bytes(nbytes)} freed", "info")]
     return "saved", [(name, "name"), (f"{described}, {human_bytes(nbytes)}", "info")]
 
 
