@@ -77,8 +77,8 @@ KIND_TEXT = {
     "parameter": "parameter",
     "constant": "constant (no gradient)",
     "summary": "summary of a module",
-    "saved": "saved for backward (its VJP reads it)",
-    "dropped": "dropped by the lean tape",
+    "saved": "saved for backward",
+    "dropped": "dropped (lean tape)",
 }
 STATE_TEXT = {
     "done": "done",
@@ -285,6 +285,9 @@ def _shape_attrs(shape, backward):
         attrs.update(fontsize="8", height="0.2", margin="0.04,0.01")
     if shape.result:
         attrs["peripheries"] = "2"
+    if shape.kind in ("saved", "dropped"):
+        # Small, but not below the 9 points every other second line uses (they must read at 900 px).
+        attrs.update(fontsize="9", height="0.2", margin="0.04,0.01")
     if shape.kind == "dropped":
         attrs.update(style="rounded,dashed", fontcolor=PENDING_TEXT)
     if shape.order:

@@ -90,7 +90,7 @@ def add_saved(picture, view):
                 continue
             shape_id = f"saved{count}"
             count += 1
-            picture.shapes.append(Shape(shape_id, kind, host.cluster, lines, None, False, True))
+            picture.shapes.append(Shape(shape_id, kind, host.cluster, lines))
             picture.arrows.append(Arrow(shape_id, box_id, saved=True))
     kinds = [k for k in ("saved", "dropped") if any(s.kind == k for s in picture.shapes)]
     picture.legend = list(picture.legend) + [("kind", k) for k in kinds]
@@ -120,9 +120,10 @@ def _summary_entry(entries):
     if not kept and not dropped:
         return None, []
     largest = sorted(kept, key=lambda n: -kept[n])[:3]
-    lines = [(f"saved: {len(kept)} values, {human_bytes(sum(kept.values()))}", "name")]
+    lines = [(f"saved {human_bytes(sum(kept.values()))}", "name")]
     if largest:
-        lines.append((", ".join(largest) + (" …" if len(kept) > 3 else ""), "info"))
+        more = f" +{len(kept) - 3}" if len(kept) > 3 else ""
+        lines.append((", ".join(largest) + more, "info"))
     if dropped:
         lines.append((f"dropped (lean): {human_bytes(dropped)}", "info"))
     return "saved", lines

@@ -29,6 +29,10 @@ def test_memory_writes_timeline_and_saved_values_graph(tmp_path):
     svg = (out / "saved_values.svg").read_text()
     assert svg.lstrip().startswith(("<?xml", "<svg"))
     assert "saved for backward" in svg and "weights" in svg
+    # Readable where the docs and a notebook cell show it: 900 px wide.
+    from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px
+
+    assert smallest_text_px(svg, NOTEBOOK_WIDTH) >= READABLE_PX
     assert "at its peak" in done.stdout
 
 
