@@ -300,3 +300,21 @@ def test_timeline_shows_what_a_second_derivative_keeps_alive():
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert "value, derivative steps" in labels
     assert fig.table.rows[-1].phase == "backward"
+
+
+def test_memory_of_a_transformer_layer_and_of_a_result():
+    x = np.random.default_rng(0).standard_normal((2, 7, 8))
+    enc = mt.nn.TransformerEncoderLayer(8, 2, 16, seed=0)
+    enc(x)
+    table = mt.viz.memory(enc).table
+    assert len([row for row in table.rows if row.phase == "forward"]) == len(enc.tape)
+    # The self-attention's weights [B·H, T, T] are among what the peak holds.
+    assert any(name.endswith("weights") for name in table.peak.alive)
+    t = mt.Tensor(np.ones(3), requires_grad=True)
+    y = (t * t).sum()
+    ledger = lifetimes(y)
+    # Values: t*t (24 B) and the sum (8 B). Gradients: the seed (8 B), ∂(t*t) (24 B), and at mul's step
+    # both of its contributions to t (g·t twice, 24 B each) and their sum (24 B) at once.
+    assert {a.name for a in ledger.arrays if a.kind == "value"} == {"%0", "%1"}
+    assert ledger.peak_bytes == 24 + 8 + 8 + 24 + 3 * 24
+    assert ledger.peak.phase == "backward"
