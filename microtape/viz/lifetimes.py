@@ -4,7 +4,8 @@ This module lets the memory pictures read a tape's memory without running
 anything on the hot path::
 
     ledger = lifetimes(tape)            # or a layer after its forward, or a result
-    ledger.table                        # rows: step, live bytes, what is alive
+    ledger.rows                         # one Row a tick: step, live bytes, what is alive
+    print(ledger)                       # the same as a table
     ledger.peak                         # the row with the most live bytes
     ledger.arrays                       # every array: name, kind, bytes, born, freed
 
@@ -86,12 +87,18 @@ class Row:
 class Ledger:
     """Every array of one tape's forward and reverse pass, with the table of live bytes per tick."""
 
-    arrays: list
-    rows: list
+    arrays: list = field(repr=False)
+    rows: list = field(repr=False)
     forward_ticks: int
     lean: bool
     tiled: bool = False
-    notes: list = field(default_factory=list)
+
+    def __repr__(self):
+        peak = self.peak
+        return f"<Ledger: {len(self.rows)} ticks, peak {human_bytes(peak.live_bytes)} at {peak.phase} {peak.step}>"
+
+    def __str__(self):
+        return self.text()
 
     @property
     def peak(self):
@@ -102,8 +109,8 @@ class Ledger:
     def peak_bytes(self):
         return self.peak.live_bytes
 
-    def table(self, limit=None):
-        """The rows as text: tick, phase, step, live bytes, what is alive."""
+    def text(self, limit=None):
+        """The rows as a table: tick, phase, step, live bytes, what is alive (the first ``limit`` rows)."""
         lines = [f"{'tick':>4}  {'phase':<8}  {'step':<28}  {'live':>10}  alive (largest first)"]
         for row in self.rows[:limit]:
             alive = ", ".join(row.alive[:4]) + (f", … (+{len(row.alive) - 4})" if len(row.alive) > 4 else "")

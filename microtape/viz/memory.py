@@ -3,7 +3,7 @@
 This module lets you draw what backward keeps::
 
     fig = mt.viz.memory(attn)              # a layer after its forward (or a Tape, or a Tensor result)
-    print(fig.table.table())               # rows: step, live bytes, what is alive
+    print(fig.table)                       # rows: step, live bytes, what is alive
     fig.table.peak                         # the peak: which step, which arrays
     fig = compare_attention(T=256)         # full tape, lean tape and tiled op side by side,
                                            # the hand-written numpy reference's peak as a line
@@ -28,7 +28,7 @@ from ..nn import MultiHeadAttention
 from .figure import new_figure
 from .lifetimes import human_bytes, lifetimes
 
-__all__ = ["memory", "compare_attention", "numpy_reference_peak", "KIND_COLOURS"]
+__all__ = ["memory", "compare_attention", "numpy_reference_peak", "draw_timeline", "slope", "KIND_COLOURS"]
 
 KIND_COLOURS = {
     "value": "#3b5b92",
@@ -184,6 +184,3 @@ def slope(lengths, peaks):
     """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear."""
     logs = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(peaks, dtype=float))
     return float(np.polyfit(*logs, 1)[0])
-
-
-__all__ += ["draw_timeline", "slope"]

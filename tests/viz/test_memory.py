@@ -82,7 +82,7 @@ def test_peak_is_named_and_table_rows_cover_forward_and_backward():
     assert {"scores", "scaled_scores", "weights"} <= set(peak.alive)
     square = 2 * 64 * 64 * 8
     assert peak.live_bytes >= 3 * square
-    assert "peak" in table.table() and "← peak" in table.table()
+    assert "← peak" in str(table) and "Ledger" in repr(table)
     # The figure names the peak.
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
     assert peak.step in texts and "weights" in texts
