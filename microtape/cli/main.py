@@ -9,6 +9,7 @@
     microtape exercises ...           list, hand out and check the classroom derivative exercises
     microtape grade DIR [-j N] [--csv FILE]   grade a folder of submissions, boxed, on hidden trials
     microtape train [--task reverse|sort] [--out DIR]   train a tiny Transformer; loss curve, attention, layer report
+    microtape memory [--out DIR]      what backward keeps: memory timeline, saved-values graph, scaling with T
 
 Each sub-command lives with the part of the package it shows: this file only
 parses arguments and calls it. Exit status: 0 done (and every check passed),
@@ -113,7 +114,10 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{demo,check,graph,heatmap,exercises,grade,train}", parser_class=Parser
+        dest="command",
+        required=True,
+        metavar="{demo,check,graph,heatmap,exercises,grade,train,memory}",
+        parser_class=Parser,
     )
 
     demo = commands.add_parser("demo", help="render the default attention example and print its step-check table")
@@ -130,12 +134,15 @@ def build_parser():
 
     from ..exercises.grading import gradebook
     from . import exercises as exercises_command
+    from . import memory as memory_command
     from . import train as train_command
 
     _add_command(commands, "exercises", "classroom derivative exercises: list, stub, check FILE", exercises_command)
     grading = "grade a folder of submissions (boxed, hidden trials), write a gradebook"
     _add_command(commands, "grade", grading, gradebook)
     _add_command(commands, "train", "train a tiny Transformer on a toy task (reverse or sort digits)", train_command)
+    memory = "what backward keeps: the memory timeline and saved-values graph of the default attention"
+    _add_command(commands, "memory", memory, memory_command)
     return parser
 
 

@@ -16,6 +16,9 @@ This package lets you see what the tape recorded::
     fig = mt.viz.training_curve(history)            # loss and accuracy of a training run
     mt.viz.report_graph(report, attn)               # analytic against tape: where a derivation broke
     mt.viz.save_slide(layer, "slides/encoder")      # 16:9 SVG and PNG: boxes with shapes, edges with formulas
+    fig = mt.viz.memory(attn)                       # live bytes, forward then backward; fig.table: the rows
+    mt.viz.graph(attn, saved=True)                  # what each step's VJP reads, kept or dropped
+    fig = mt.viz.memory_scaling()                   # peak memory against T: slope 2 (tape), 1 (tiled)
 
 A graph is drawn in four steps, each a module that graph and frames share:
 :mod:`.program` reads the computation (equations, leaves, names, the
@@ -35,8 +38,10 @@ from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
 from .headgrads import head_gradients
 from .heatmap import attention_heatmaps
+from .memory import compare_attention, memory
 from .pairs import paired_heatmaps
 from .render import GraphvizNotFound, render, svg
+from .scaling import memory_scaling
 from .slides import save_slide, slide
 from .tiles import online_softmax, tile_schedule
 from .verdict import report_graph
@@ -59,4 +64,7 @@ __all__ = [
     "slide",
     "save_slide",
     "new_figure",
+    "memory",
+    "compare_attention",
+    "memory_scaling",
 ]

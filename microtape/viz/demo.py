@@ -35,7 +35,9 @@ from .fit import NOTEBOOK_WIDTH
 from .frames import backward_frames
 from .graph import graph
 from .heatmap import attention_heatmaps
+from .memory import compare_attention, memory
 from .render import INSTALL_HINT, GraphvizNotFound, render
+from .scaling import memory_scaling
 
 __all__ = [
     "DEMO",
@@ -43,6 +45,7 @@ __all__ = [
     "render_demo",
     "render_graph",
     "render_heatmap",
+    "render_memory",
     "render_readme_images",
     "readme_graph",
     "README_SCALE",
@@ -172,6 +175,39 @@ def render_graph(path, *, backward=False, step=None, detail="auto", expand=None,
     attn, _, grad_output = demo_attention(**overrides)
     drawn = graph(attn, backward=backward, step=step, detail=detail, expand=expand, width=width, grad=grad_output)
     return render(drawn, path)
+
+
+def render_memory(out_dir, **overrides):
+    """What backward keeps, for the demo attention: write the memory pictures into ``out_dir``.
+
+    Returns ``({name: path}, ledger)``: ``memory_timeline.png`` (live bytes
+    against the step, :func:`~microtape.viz.memory`), ``saved_values.svg``
+    (the graph with what each step's VJP reads, its attention core open),
+    ``memory_compare.png`` (full tape, lean tape, tiled op at T=256) and
+    ``memory_scaling.png`` (peak against T, 128 to 4096, with the slopes).
+    The graph is written last: without Graphviz's ``dot`` it is saved as
+    ``.dot`` and :class:`GraphvizNotFound` is raised with ``.paths``.
+    """
+    attn, _, grad_output = demo_attention(**overrides)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    timeline = memory(attn, grad=grad_output, title="the demo attention: live bytes, forward then backward")
+    paths["memory_timeline"] = out / "memory_timeline.png"
+    timeline.savefig(paths["memory_timeline"], dpi=100)
+    paths["memory_compare"] = out / "memory_compare.png"
+    compare_attention(256).savefig(paths["memory_compare"], dpi=100)
+    paths["memory_scaling"] = out / "memory_scaling.png"
+    memory_scaling().savefig(paths["memory_scaling"], dpi=100)
+    # values=False: the numbers are not the point here, and without them the graph reads at 900 px.
+    drawn = graph(attn, saved=True, expand="attention", values=False, title="what backward keeps")
+    try:
+        paths["saved_values"] = render(drawn, out / "saved_values.svg")
+    except GraphvizNotFound as error:
+        paths["saved_values"] = error.dot_path
+        error.paths = paths
+        raise
+    return paths, timeline.table
 
 
 def render_heatmap(path, *, which="weights", **overrides):

@@ -61,10 +61,14 @@ def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, 
     return view, rankdir
 
 
-def fitted_picture(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+def fitted_picture(
+    program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None, decorate=None
+):
     """:func:`fitted`, plus the whole pass's picture it measured for the chosen view (None if none was).
 
     A caller drawing that same picture (no ``step``) uses it instead of painting it again.
+    ``decorate(picture, view)``: what the caller adds to every painted picture
+    (saved values, :mod:`.saved`), so the width measured is the width shown.
     """
     view = View(program, **options)
     if width is None:
@@ -82,6 +86,8 @@ def fitted_picture(program, options, trace=None, *, rankdir=None, width=NOTEBOOK
         if len(candidate.boxes) > candidate.max_nodes:
             continue
         picture = paint(candidate, trace, **(paint_options or {}))
+        if decorate is not None:
+            picture = decorate(picture, candidate)
         if direction == "other":
             picture.rankdir = "TB" if picture.rankdir == "LR" else "LR"
         elif direction is not None:

@@ -56,13 +56,14 @@ from .fit import fitted_picture
 from .paint import paint
 from .picture import to_digraph
 from .program import collect, trace_backward
+from .saved import add_saved, colour_orders
 from .view import MAX_NODES, SHAPE_OPS
 
 __all__ = ["graph", "GraphCollapsedWarning", "MAX_NODES", "SHAPE_OPS", "check_options", "warn_if_collapsed"]
 
 
 @takes_drawing_options
-def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, full_size=False, drawing):
+def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, full_size=False, saved=False, drawing):
     """Draw a tape (or the computation behind a result) as a ``graphviz.Digraph``.
 
     ``tape_or_output``: a :class:`~microtape.Tape`, a ``Scalar``/``Tensor``
@@ -84,17 +85,30 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     that width is drawn one box per module (:mod:`microtape.viz.fit`);
     ``width=None`` never summarises for width. ``full_size=True``: the whole
     graph (``width=None``) shown at its natural size in Jupyter, the cell
-    scrolling — the switch for those who want every op.
+    scrolling — the switch for those who want every op. ``saved=True``:
+    beside each step, the values its VJP will read (name, shape, dtype,
+    bytes), joined by dotted lines, and on a lean tape what it dropped
+    (:mod:`microtape.viz.saved`). Steps of a recorded derivative
+    (``create_graph=True``) are filled by their order.
     """
     if not isinstance(full_size, bool):
         raise TypeError(f"graph(full_size=...): expected True or False, got {full_size!r}")
+    if not isinstance(saved, bool):
+        raise TypeError(f"graph(saved=...): expected True or False, got {saved!r}")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):  # before any drawing
         raise TypeError(f"graph(step=...): expected an integer, got {type(step).__name__}")
     width = None if full_size else drawing.width
     program = collect(tape_or_output, output, drawing.parameters)
     trace = trace_backward(program, grad) if (backward or step is not None) else None
+    decorate = _saved_values if saved else colour_orders
     view, rankdir, measured = fitted_picture(
-        program, drawing.view_options, trace, rankdir=drawing.rankdir, width=width, paint_options=drawing.paint_options
+        program,
+        drawing.view_options,
+        trace,
+        rankdir=drawing.rankdir,
+        width=width,
+        paint_options=drawing.paint_options,
+        decorate=decorate,
     )
     warn_if_collapsed(view, drawing.max_nodes, stacklevel=3)  # this function, the decorator, the caller
     if step is not None:
@@ -107,6 +121,11 @@ def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, 
     if step is None and measured is not None:
         picture = measured  # painted once, to measure its width: the same picture
     else:
-        picture = paint(view, trace, step, rankdir=rankdir, **drawing.paint_options)
+        picture = decorate(paint(view, trace, step, rankdir=rankdir, **drawing.paint_options), view)
     digraph = to_digraph(picture)
     return digraph.full_size() if full_size else digraph
+
+
+def _saved_values(picture, view):
+    """Steps coloured by order, and the values each step's VJP reads beside it (``saved=True``)."""
+    return add_saved(colour_orders(picture, view), view)

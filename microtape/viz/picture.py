@@ -43,7 +43,14 @@ KIND = {
     "parameter": ("#fff3cd", "#b8860b"),
     "constant": ("#eeeeee", "#777777"),
     "summary": ("#dde4f0", "#3b5b92"),
+    # What a step's VJP reads (graph(saved=True)), and what a lean tape dropped.
+    "saved": ("#f3e5f5", "#7b1fa2"),
+    "dropped": ("#ffffff", "#b0b0b0"),
 }
+# Steps of a recorded derivative (create_graph=True), by order: the function, first, second (and higher).
+ORDER = {0: ("#e8eef7", "#3b5b92"), 1: ("#d9f2ec", "#00796b"), 2: ("#fde0dc", "#bf360c")}
+ORDER_TEXT = {0: "the function", 1: "first-derivative step", 2: "second-derivative step"}
+SAVED_EDGE = "#7b1fa2"
 STATE = {  # fill, text colour of the gradient lines
     "done": ("#fde2c8", "#7a3b10"),
     "partial": ("#fff1e3", "#9a5b30"),
@@ -70,6 +77,8 @@ KIND_TEXT = {
     "parameter": "parameter",
     "constant": "constant (no gradient)",
     "summary": "summary of a module",
+    "saved": "saved for backward",
+    "dropped": "dropped (lean tape)",
 }
 STATE_TEXT = {
     "done": "done",
@@ -96,6 +105,7 @@ class Shape:
     state: str | None = None  # backward: done, partial, current, pending, off
     result: bool = False
     small: bool = False  # a per-use copy of a shared leaf
+    order: int = 0  # a step of a recorded k-th derivative (create_graph=True): filled by its order
 
 
 @dataclass
@@ -107,6 +117,7 @@ class Arrow:
     label: str | None = None
     state: str | None = None
     constant: bool = False
+    saved: bool = False  # a saved value held by the step (graph(saved=True)): no data flows along it
 
 
 @dataclass
@@ -274,6 +285,14 @@ def _shape_attrs(shape, backward):
         attrs.update(fontsize="8", height="0.2", margin="0.04,0.01")
     if shape.result:
         attrs["peripheries"] = "2"
+    if shape.kind in ("saved", "dropped"):
+        # Small, but not below the 9 points every other second line uses (they must read at 900 px).
+        attrs.update(fontsize="9", height="0.2", margin="0.04,0.01")
+    if shape.kind == "dropped":
+        attrs.update(style="rounded,dashed", fontcolor=PENDING_TEXT)
+    if shape.order:
+        fill, line = ORDER[min(shape.order, 2)]
+        attrs.update(fillcolor=fill, color=line)
     if backward and shape.state is not None:
         attrs["fillcolor"] = STATE[shape.state][0]
         if shape.state in ("current", "first"):
@@ -287,6 +306,10 @@ def _arrow_attrs(arrow, backward):
     attrs = {}
     if arrow.label:
         attrs["label"] = visible(arrow.label)
+    if arrow.saved:
+        # Held, not passed: a dotted line, no arrowhead, whichever way the picture runs.
+        attrs.update(style="dotted", color=SAVED_EDGE, dir="none", penwidth="1.3")
+        return attrs
     if arrow.constant:
         attrs.update(style="dashed", color=CONSTANT_EDGE)
         if backward:
@@ -335,6 +358,8 @@ def _caption(picture):
     for what, key in picture.legend:
         if what == "state":
             fill, line, text = STATE[key][0], "#999999", STATE_TEXT[key]
+        elif what == "order":
+            fill, line, text = ORDER[key][0], ORDER[key][1], ORDER_TEXT[key]
         else:
             fill, line, text = ("#ffffff" if picture.backward else KIND[key][0]), KIND[key][1], KIND_TEXT[key]
         cells.append(
