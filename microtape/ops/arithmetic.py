@@ -12,19 +12,10 @@ import operator
 
 import numpy as np
 
-from .broadcasting import sum_of, tangent_or_zeros, unbroadcast, unbroadcasting
+from .broadcasting import linear_jvp, sum_of, unbroadcast, unbroadcasting
 from .core import primitive, value_of
 
 __all__ = ["add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum"]
-
-
-def _linear_jvp(forward):
-    """The JVP of an op that is linear in all its inputs: the forward applied to the tangents."""
-
-    def jvp(tangents, ans, *inputs, **params):
-        return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
-
-    return jvp
 
 
 def _add_vjp(g, ans, a, b):
@@ -37,7 +28,7 @@ add = primitive(
     unbroadcasting(_add_vjp),
     ["{g}", "{g}"],
     [r"\bar a = \bar y", r"\bar b = \bar y"],
-    jvp=_linear_jvp(lambda a, b: a + b),
+    jvp=linear_jvp(lambda a, b: a + b),
     reads=(),
 )
 
@@ -52,7 +43,7 @@ sub = primitive(
     unbroadcasting(_sub_vjp),
     ["{g}", "-{g}"],
     [r"\bar a = \bar y", r"\bar b = -\bar y"],
-    jvp=_linear_jvp(lambda a, b: a - b),
+    jvp=linear_jvp(lambda a, b: a - b),
     reads=(),
 )
 

@@ -13,7 +13,16 @@ import numpy as np
 
 from ..engine import Node
 
-__all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros", "sum_of"]
+__all__ = [
+    "unbroadcast",
+    "unbroadcast_both",
+    "unbroadcasting",
+    "shape_of",
+    "kept_shape",
+    "tangent_or_zeros",
+    "sum_of",
+    "linear_jvp",
+]
 
 
 def shape_of(x):
@@ -94,3 +103,15 @@ def tangent_or_zeros(tangent, x):
         return tangent
     data = x.data if isinstance(x, Node) else x
     return 0.0 if data.__class__ is float else np.zeros_like(data)
+
+
+def linear_jvp(forward):
+    """The JVP of an op that is linear in all its inputs: the forward applied to the tangents.
+
+    An input without a tangent contributes zeros (:func:`tangent_or_zeros`).
+    """
+
+    def jvp(tangents, ans, *inputs, **params):
+        return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
+
+    return jvp

@@ -11,10 +11,10 @@ division) is ``prod``'s VJP. Written with ops: the VJPs record on Tensors.
 
 import numpy as np
 
-from .broadcasting import shape_of
+from .broadcasting import linear_jvp, shape_of
 from .core import primitive, value_of
 from .piecewise import where
-from .shape import broadcast_to, concatenate, index, linear_jvp, reshape, transpose
+from .shape import broadcast_to, concatenate, index, reshape, transpose
 
 __all__ = ["cumsum", "cumprod", "others_product", "flip_last", "to_last_axis"]
 

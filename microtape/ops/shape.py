@@ -11,7 +11,7 @@ on Tensors, so a reverse pass through them can be differentiated again.
 import numpy as np
 
 from ..engine.listing import index_part_text
-from .broadcasting import shape_of, unbroadcast
+from .broadcasting import linear_jvp, shape_of, unbroadcast
 from .core import primitive
 
 __all__ = [
@@ -24,17 +24,7 @@ __all__ = [
     "index",
     "index_add",
     "concatenate",
-    "linear_jvp",
 ]
-
-
-def linear_jvp(forward):
-    """The JVP of an op that is linear in its one input: the forward applied to the tangent."""
-
-    def jvp(tangents, ans, x, **params):
-        return forward(tangents[0], **params)
-
-    return jvp
 
 
 def _reshape_forward(x, shape):
@@ -220,11 +210,6 @@ def _concatenate_forward(a, b, axis=0):
     return np.concatenate((a, b), axis=axis)
 
 
-def _concatenate_jvp(tangents, ans, a, b, axis=0):
-    ta, tb = (np.zeros_like(x) if t is None else t for t, x in zip(tangents, (a, b)))
-    return _concatenate_forward(ta, tb, axis)
-
-
 concatenate = primitive(
     "concatenate",
     _concatenate_forward,
@@ -232,6 +217,6 @@ concatenate = primitive(
     ["the part of {g} where {a} sits (along axis)", "the part of {g} where {b} sits (along axis)"],
     [r"\bar a = \bar y_{[:n_a]}", r"\bar b = \bar y_{[n_a:]}"],
     example_params={"axis": 0},
-    jvp=_concatenate_jvp,
+    jvp=linear_jvp(_concatenate_forward),
     reads=(),
 )
