@@ -6,6 +6,8 @@ lose. Each op is elementwise (VJP ``g * f'(x)``, JVP from it), its
 derivative written with operators and ops so it records on Tensors.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
