@@ -15,7 +15,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from .boundary import check_user_forward
 from .protocols import Operation, Value
@@ -142,9 +142,13 @@ class Node:
         self.grad = None
 
 
+#: A node of one kind (Scalar or Tensor): what :func:`record` returns is of its first input's kind.
+NodeT = TypeVar("NodeT", bound="Node")
+
+
 def record(
-    op: Operation, inputs: Sequence[Node], params: dict[str, Any] | None = None, name: str | None = None
-) -> Node:
+    op: Operation, inputs: Sequence[NodeT], params: dict[str, Any] | None = None, name: str | None = None
+) -> NodeT:
     """Run ``op`` on ``inputs`` (nodes) and record the result on the active tapes.
 
     The output is a node of the first input's kind. It is recorded (on every

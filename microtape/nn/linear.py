@@ -12,6 +12,10 @@ convention, so weights copy straight across. Inputs may have any number of
 leading axes (``[B, T, in]``): every row shares the same weight.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..engine import Tape
@@ -20,10 +24,15 @@ from .attention import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
 from .module import Module, add_to_grads
 
+if TYPE_CHECKING:
+    from ..values.array_like import ArrayLike
+
 __all__ = ["Linear", "linear", "linear_steps"]
 
 
-def linear_steps(x, weight, bias=None, name=None):
+def linear_steps(
+    x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None
+) -> tuple[ArrayLike, ArrayLike]:
     """``x @ weight.T + bias`` with Tensor methods; returns ``(product, output)``.
 
     Runs on Tensors, ScalarArrays and Plain arrays alike. The product is
@@ -38,7 +47,7 @@ def linear_steps(x, weight, bias=None, name=None):
     return product, output
 
 
-def linear(x, weight, bias=None, name=None):
+def linear(x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None) -> ArrayLike:
     """``x @ weight.T + bias`` (see :func:`linear_steps`)."""
     return linear_steps(x, weight, bias, name)[1]
 

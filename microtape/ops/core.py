@@ -189,8 +189,11 @@ class Op:
         inputs = tuple(x if isinstance(x, Node) else kind._constant(x, like) for x in operands)
         return record(self, inputs, params or None)
 
-    def __call__(self, *operands: Any, name: str | None = None, **params: Any) -> Node:
-        """Run this op on Scalars/Tensors (numbers and arrays become constants) and record it."""
+    def __call__(self, *operands: Any, name: str | None = None, **params: Any) -> Any:
+        """Run this op on Scalars/Tensors (numbers and arrays become constants) and record it.
+
+        Returns a node of the first node input's kind (typed Any: a Scalar or a Tensor, as the inputs say).
+        """
         if len(operands) != self.arity:
             raise TypeError(
                 f"op {self.name!r} takes {self.arity} input{'s' if self.arity != 1 else ''} "
