@@ -25,6 +25,8 @@ from .checks import float_dtype, gradient_array, input_array, positive_int, seed
 from .module import Module, add_to_grads
 
 if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
     from ..values.array_like import ArrayLike
 
 __all__ = ["Linear", "linear", "linear_steps"]
@@ -65,7 +67,15 @@ class Linear(Module):
     ``bias.grad``.
     """
 
-    def __init__(self, in_features, out_features, bias=True, *, seed=None, dtype=np.float64):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__()
         in_features = positive_int(in_features, "Linear(in_features)")
         out_features = positive_int(out_features, "Linear(out_features)")
@@ -101,7 +111,7 @@ class Linear(Module):
             return x if x.dtype == self.dtype else x.astype(self.dtype)
         return Tensor(data, name="x")
 
-    def forward(self, x, name="y"):
+    def forward(self, x: Any, name: str | None = "y") -> Tensor:
         """``x @ weight.T + bias`` on the tape. Returns a Tensor; refuses a result that overflowed."""
         with Tape.atomic(), np.errstate(all="ignore"):
             x = self._input_node(x)
@@ -116,7 +126,7 @@ class Linear(Module):
         self._last_input = x
         return output
 
-    def backward(self, grad_output):
+    def backward(self, grad_output: Any) -> np.ndarray:
         """The analytic backward of the last forward: returns dx, *adds* into dW and db."""
         if self._last_input is None:
             raise RuntimeError("Linear.backward(): call forward() first")
