@@ -120,7 +120,7 @@ class Node:
     module: str
     residuals: Any
     # Set by each kind of node (values/): its data from an op's raw result, and a constant beside a node.
-    _output_data: ClassVar[Callable[[Any], Value]]
+    _output_data: ClassVar[Callable[..., Value]]
     _constant: ClassVar[Callable[..., Node]]
 
     def _init_leaf(self, data: Value, requires_grad: bool, name: str | None) -> None:
