@@ -12,28 +12,36 @@ float would raise ``OverflowError``; numpy gives inf) and
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import ops
+from ..engine import Node, record
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..ops.core import Op
 
-
-import numbers
-
-import numpy as np
-
-from .. import ops
-from ..engine import record
+    _Host = Node  # to the checker, the methods below run on a node: Scalar and Tensor are both
+else:
+    _Host = object  # (at run time the mixin is a plain class: Scalar and Tensor list Node after it)
 
 __all__ = ["SharedElementwise"]
 
 
-class SharedElementwise:
+class SharedElementwise(_Host):
     """Trigonometry, more logs and powers, and two-input functions, for Scalar and Tensor alike."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # the hooks each kind defines (see the module doc)
+
+        def _refuse(self, bad: Any, what: str, expected: str) -> None: ...
+        def _refuse_overflow(self, what: str, too_big: Any) -> None: ...
+        def _with(self, op: Op, other: Any, what: str, name: str | None) -> Self: ...
 
     def _unary(self, op: Op, name: str | None) -> Self:
         return record(op, (self,), None, name)
