@@ -81,4 +81,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb
+	rm -rf $(VENV) $(OUT) .mypy_cache build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb
