@@ -70,13 +70,15 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m benchmarks
 
+# mypy checks the typed folders named in pyproject.toml's [tool.mypy] (every function annotated there).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(OUT) build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb
+	rm -rf $(VENV) $(OUT) .mypy_cache build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb

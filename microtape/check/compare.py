@@ -22,7 +22,10 @@ in backward order, and the report prints and renders exactly like
 values come from the pure reverse pass, :func:`microtape.gradients`.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +70,15 @@ def _dtype_of(node):
     return np.float64 if node.data.__class__ is float else np.asarray(node.data).dtype
 
 
-def compare(tape, output, analytic, grad=None, *, atol=None, rtol=None):
+def compare(
+    tape: Tape,
+    output: Node,
+    analytic: Mapping[str, Any],
+    grad: Any = None,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> GradientReport:
     """Line up hand-derived gradients with the tape's, name by name.
 
     ``analytic`` maps node names to your gradient of ``sum(grad * output)``

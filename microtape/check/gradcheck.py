@@ -21,8 +21,12 @@ a failure, said as such — never a pass: ``abs(nan - x) > tol`` is False, so
 a plain comparison would let it through.
 """
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -193,7 +197,15 @@ def _entries(shape, max_entries, rng):
     return indices
 
 
-def gradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, seed=0):
+def gradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    max_entries: int | None = None,
+    seed: int = 0,
+) -> GradcheckResult:
     """Compare the taped gradient of ``fn`` with central finite differences.
 
     ``fn`` takes one microtape value per input (a ``Scalar`` for a plain

@@ -19,6 +19,15 @@ second derivatives, ``Σ_i ∂²⟨u, f⟩/∂x ∂x_i · w_i`` — with central
 of ``s``, entry by entry. (PyTorch's ``gradgradcheck`` does the same.)
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..check.gradcheck import GradcheckResult
+
+
 import numpy as np
 
 from ..engine import Node, gradients
@@ -29,7 +38,15 @@ from .gradcheck import _as_float64_array, _wrap, gradcheck
 __all__ = ["gradgradcheck"]
 
 
-def gradgradcheck(fn, *inputs, eps=1e-6, atol=1e-5, rtol=1e-3, max_entries=None, seed=0):
+def gradgradcheck(
+    fn: Callable[..., Any],
+    *inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    max_entries: int | None = None,
+    seed: int = 0,
+) -> GradcheckResult:
     """Compare the second derivatives of ``fn`` (by the recorded reverse pass) with finite differences.
 
     The arguments are those of :func:`~.gradcheck.gradcheck`; the result is a

@@ -32,6 +32,14 @@ and attention's :data:`~microtape.check.MISTAKES`. No ``.grad`` changes; what
 is left behind is the layer's last forward.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..nn.module import Module
+
+
 import inspect
 
 import numpy as np
@@ -207,15 +215,15 @@ def _describe(layer, arguments, upstream_text):
 
 
 def layer_report(
-    layer,
-    *inputs,
-    grad_output=None,
-    finite_differences=False,
-    tolerance=None,
-    seed=0,
-    mistakes=None,
-    **forward_kwargs,
-):
+    layer: Module,
+    *inputs: Any,
+    grad_output: Any = None,
+    finite_differences: bool | int = False,
+    tolerance: float | None = None,
+    seed: int = 0,
+    mistakes: Any = None,
+    **forward_kwargs: Any,
+) -> LayerReport:
     """Run ``layer`` forward once, backward twice (tape, by hand), and compare every named gradient.
 
     ``inputs`` and ``forward_kwargs`` are what ``layer.forward`` takes

@@ -32,6 +32,10 @@ chain reading the layer's cache), which writes no ``.grad``. What it leaves
 behind is the layer's last forward (``attn.tape``).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..nn import masks
@@ -119,18 +123,18 @@ def _check_mistakes_apply(attn, chosen, query, key, mask):
 
 
 def attention_report(
-    attn,
-    query,
-    key=None,
-    value=None,
-    mask=None,
-    grad_output=None,
+    attn: MultiHeadAttention,
+    query: Any,
+    key: Any = None,
+    value: Any = None,
+    mask: Any = None,
+    grad_output: Any = None,
     *,
-    finite_differences=False,
-    tolerance=None,
-    seed=0,
-    mistakes=None,
-):
+    finite_differences: bool | int = False,
+    tolerance: float | None = None,
+    seed: int = 0,
+    mistakes: Any = None,
+) -> AttentionReport:
     """Run ``attn`` forward once, backward twice, and compare every named step.
 
     ``query``, ``key``, ``value`` and ``mask`` are what

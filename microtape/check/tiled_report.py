@@ -35,7 +35,10 @@ first tile where it matters. The report runs on copies of the layer
 (``attn.twin``), so ``attn`` itself is left exactly as it was.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -178,9 +181,18 @@ def _check_schedule(schedule, chosen):
 
 
 def tiled_report(
-    attn, query, key=None, value=None, mask=None, grad_output=None,
-    *, block_size=None, tolerance=None, seed=0, mistakes=None,
-):  # fmt: skip
+    attn: MultiHeadAttention,
+    query: Any,
+    key: Any = None,
+    value: Any = None,
+    mask: Any = None,
+    grad_output: Any = None,
+    *,
+    block_size: int | None = None,
+    tolerance: float | None = None,
+    seed: int = 0,
+    mistakes: Any = None,
+) -> TiledReport:
     """Walk the tiled kernel tile by tile and check every running quantity against the standard chain.
 
     ``query``, ``key``, ``value`` and ``mask`` are what

@@ -21,7 +21,10 @@ is checked at its own step; a leaf (a parameter, an input) at the last step
 that adds to its gradient.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +116,7 @@ class WalkStep:
         return "\n".join(lines)
 
 
-def walk(source, *args, expressions=False, **kwargs):
+def walk(source: Any, *args: Any, expressions: bool = False, **kwargs: Any) -> list[WalkStep]:
     """The backward pass as a list of :class:`WalkStep`, in reverse tape order.
 
     ``source`` may be:

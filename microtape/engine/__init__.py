@@ -9,9 +9,10 @@ Read it in this order:
 3. :mod:`.reverse` — the reverse pass, one pure function :func:`gradients`:
    walk the equations backwards, call each op's VJP, *add* into a dict;
 4. :mod:`.boundary` — the guards where user code meets the engine: the seed,
-   a user op's forward and VJP, and summing into an existing ``.grad``;
+   a user op's forward and VJP, and adding into every ``.grad`` or none;
 5. :mod:`.lean` — the lean tape: keep only what some VJP reads;
-6. :mod:`.nonfinite` — where a NaN or inf first appeared on a tape.
+6. :mod:`.nonfinite` — where a NaN or inf first appeared on a tape;
+7. :mod:`.protocols` — the types the annotations speak of (``Value``, ``Operation``).
 
 The ops (:mod:`microtape.ops`) and the values (:mod:`microtape.values`) sit
 above this folder and import it; nothing here imports them. Where the engine

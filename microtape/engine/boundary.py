@@ -8,25 +8,41 @@ as a wrong ``.grad`` later:
 * a user-defined op's forward must return real numbers (:func:`check_user_forward`);
 * its VJP one real gradient per input, of that input's shape (:func:`check_user_vjp`);
 * a seed gradient must be finite, of the output's shape (:func:`check_seed`);
-* a ``.grad`` must be able to take the sum before any is written (:func:`sum_into_grad`).
+* a ``.grad`` must be able to take the sum before any is written (:func:`sum_into_grad`), and
+  ``backward()`` adds into every ``.grad`` or into none (:func:`add_into_grads`).
 
 The dtype rule is applied here too: a gradient has the dtype of the value it
 belongs to (a float32 leaf gets a float32 gradient, whatever it was mixed with).
 """
 
+from __future__ import annotations
+
 import numbers
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["check_user_forward", "check_user_vjp", "vjp_arity_problem", "check_seed", "sum_into_grad", "gradient_like"]
+from .protocols import NodeLike, Operation, Value
+
+__all__ = [
+    "check_user_forward",
+    "check_user_vjp",
+    "vjp_arity_problem",
+    "check_seed",
+    "sum_into_grad",
+    "add_into_grads",
+    "gradient_like",
+]
 
 
-def _as_number(value):
+def _as_number(value: Value) -> Any:
     """A 0-d array as the number it holds (a user's op may return either); anything else as it is."""
     return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
-def check_user_forward(op, inputs, data):
+def check_user_forward(op: Operation, inputs: Sequence[NodeLike], data: Value) -> Value:
     """A user-defined forward must return a real number (Scalars) or a real array (Tensors).
 
     Checked before anything is recorded, so a forward that returns junk
@@ -53,7 +69,7 @@ def check_user_forward(op, inputs, data):
     )
 
 
-def vjp_arity_problem(sent, count):
+def vjp_arity_problem(sent: Any, count: int) -> str | None:
     """Why ``sent`` is not what a VJP of ``count`` inputs returns (a tuple of ``count`` gradients), or None.
 
     The one rule for user-defined VJPs: the tape applies it when it runs one,
@@ -68,7 +84,7 @@ def vjp_arity_problem(sent, count):
     )
 
 
-def check_user_vjp(op, node, sent, recorded=False):
+def check_user_vjp(op: Operation, node: NodeLike, sent: Any, recorded: bool = False) -> tuple[Value, ...]:
     """A user-defined VJP must return one real gradient per input, each of that input's shape.
 
     Returns the gradients as the reverse pass uses them: floats for Scalar
@@ -90,7 +106,7 @@ def check_user_vjp(op, node, sent, recorded=False):
     return tuple(_user_gradient(op, name, x, gx) for name, x, gx in zip(op.inputs, node.inputs, sent))
 
 
-def _user_gradient(op, name, x, gx):
+def _user_gradient(op: Operation, name: str, x: Value, gx: Value) -> Value | None:
     """One gradient from a user-defined VJP, checked (real, the input's shape) and in the input's type."""
     if gx is None:
         return None
@@ -113,7 +129,7 @@ def _user_gradient(op, name, x, gx):
     return np.asarray(gx, dtype=x.data.dtype)
 
 
-def gradient_like(value, grad):
+def gradient_like(value: Value, grad: Value) -> Value:
     """``grad`` as the gradient of ``value`` is kept: a float for a Scalar, an array of ``value``'s dtype for a Tensor.
 
     The dtype rule. Values follow numpy's promotion (float32 with float64
@@ -128,12 +144,12 @@ def gradient_like(value, grad):
     return np.asarray(grad, dtype=value.dtype)
 
 
-def _is_real_number(value):
+def _is_real_number(value: Value) -> bool:
     """A Python or numpy real number (not a bool: True is not a gradient)."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def _what_it_is(value):
+def _what_it_is(value: Value) -> str:
     """A short description of a value for an error message: ``a str ('abc')``, ``an array of dtype complex128``."""
     if isinstance(value, np.ndarray):
         return f"an ndarray of dtype {value.dtype} and shape {value.shape}"
@@ -142,7 +158,7 @@ def _what_it_is(value):
     return f"a {type(value).__name__} ({value!r:.40})"
 
 
-def check_seed(root, grad, caller="gradients"):
+def check_seed(root: NodeLike, grad: Value, caller: str = "gradients") -> Value:
     """Check (or make) the gradient that starts the reverse pass; ``caller`` names the entry point."""
     if not root.requires_grad:
         raise ValueError(
@@ -176,7 +192,7 @@ def check_seed(root, grad, caller="gradients"):
     return np.array(grad, dtype=data.dtype)
 
 
-def sum_into_grad(node, g):
+def sum_into_grad(node: NodeLike, g: Value) -> Value:
     """``node.grad + g``, after checking that ``node.grad`` can take it (a number, or an array of the node's shape)."""
     old = node.grad
     if _is_node(g) or _is_node(old):
@@ -196,6 +212,58 @@ def sum_into_grad(node, g):
     return np.asarray(old + g, dtype=node.data.dtype)  # 0-d sums come back as arrays, in the value's dtype
 
 
-def _is_node(value):
+def add_into_grads(grads: Mapping[Any, Value]) -> None:
+    """Add ``grads`` (``{node: gradient}``, a reverse pass's result) into each node's ``.grad``: all or nothing.
+
+    A ``.grad`` that cannot take its sum (a string, the wrong shape) fails the
+    call with every ``.grad`` as it was: the sums into existing ``.grad``
+    values, the one step that can fail, are computed first and written last,
+    and a failure undoes what the loop wrote before it.
+
+    One VJP may hand the same array (or views of it) to several nodes —
+    add's ``g`` goes to both operands, reshape's is a view. Leaves (what
+    people change in place: zeroing, clipping) each get memory of their
+    own; computed nodes that share memory get read-only views. Either way
+    no gradient can be changed through another, and only leaves pay for a
+    copy.
+    """
+    shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
+    # Sums into an existing .grad, written last: the one step that can fail comes first.
+    summed: list[tuple[NodeLike, Value]] = []
+    try:
+        for node, g in grads.items():
+            if node.grad is not None:
+                summed.append((node, sum_into_grad(node, g)))
+                continue
+            kind = g.__class__
+            if kind is np.ndarray:
+                if shared[_memory_of(g)] > 1:
+                    if node.op is None:
+                        g = g.copy()
+                    else:
+                        g = g.view()
+                        g.flags.writeable = False
+            elif kind is not float:
+                g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
+            node.grad = g
+    except Exception:
+        # Undo: every .grad this loop wrote (before the node that failed) was None.
+        failed, kept = node, {id(n) for n, _ in summed}
+        for earlier in grads:
+            if earlier is failed:
+                break
+            if id(earlier) not in kept:
+                earlier.grad = None
+        raise
+    for node, total in summed:
+        node.grad = total
+
+
+def _memory_of(array: Value) -> int:
+    """Who owns an array's memory (numpy's ``base`` is the owner of any view)."""
+    return id(array if array.base is None else array.base)
+
+
+def _is_node(value: Value) -> bool:
     """A Scalar or Tensor (told by what it has: this module sits below the one that defines them)."""
     return hasattr(value, "requires_grad") and hasattr(value, "inputs")

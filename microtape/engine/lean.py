@@ -35,12 +35,20 @@ for every tape that recorded it. A lean tape cannot run ``create_graph=True``
 (that pass records ops on the values themselves).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
 import numpy as np
+
+from .node import Node
+from .protocols import Value
 
 __all__ = ["NotKept", "not_kept_error", "check_keep", "unread_values", "drop_unread_values", "DroppedAsRecorded"]
 
 
-def not_kept_error(name, what="value", step=None):
+def not_kept_error(name: str, what: str = "value", step: str | None = None) -> ValueError:
     """The error for reading a value (or gradient) of ``name`` that a lean tape did not keep.
 
     ``step``: the node's own name, which ``keep=`` takes (an unnamed node cannot be kept by name).
@@ -62,24 +70,24 @@ class NotKept:
 
     __slots__ = ("shape", "dtype", "name", "step")
 
-    def __init__(self, shape, dtype, name, step=None):
+    def __init__(self, shape: Sequence[int], dtype: Any, name: str, step: str | None = None) -> None:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.name = name  # what the listing calls it
         self.step = step  # its own name (what keep= takes), or None
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "value not kept"
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise not_kept_error(self.name, step=self.step)
 
     # Any use of the numbers: numpy's conversion, arithmetic, comparisons, indexing, truth.
@@ -90,7 +98,7 @@ class NotKept:
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
     __hash__ = object.__hash__
 
-    def __getattr__(self, attribute):
+    def __getattr__(self, attribute: str) -> NoReturn:
         # Anything an array has beyond its shape and dtype (``.T``, ``.sum``, ``.astype``…) reads the numbers.
         # (Protocol probes — ``__deepcopy__`` and friends — get the usual AttributeError.)
         if attribute.startswith("__"):
@@ -98,14 +106,14 @@ class NotKept:
         raise not_kept_error(object.__getattribute__(self, "name"), step=object.__getattribute__(self, "step"))
 
 
-def check_keep(keep, where):
+def check_keep(keep: object, where: str) -> tuple[str, ...]:
     """``keep`` as a tuple of step names (a tuple or list of strings; a lone string is refused)."""
     if isinstance(keep, str) or not isinstance(keep, (tuple, list)) or not all(isinstance(k, str) for k in keep):
         raise TypeError(f"{where}(keep={keep!r}): expected a tuple of step names, such as keep=('weights',)")
     return tuple(keep)
 
 
-def unread_values(nodes, keep=()):
+def unread_values(nodes: Sequence[Node], keep: Sequence[str] = ()) -> list[Node]:
     """The computed nodes among ``nodes`` whose values no VJP on ``nodes`` reads and ``keep`` does not name.
 
     Not among them: a node no op of ``nodes`` used (a result), one whose
@@ -113,7 +121,8 @@ def unread_values(nodes, keep=()):
     memory with a kept one (a view, like ``K_heads`` under the kept
     ``K_headsᵀ``: dropping it would free nothing).
     """
-    read, used = set(), set()
+    read: set[Node] = set()
+    used: set[Node] = set()
     for node in nodes:
         op = node.op
         if op.reads_output:
@@ -134,12 +143,12 @@ def unread_values(nodes, keep=()):
     return [node for node in candidates if id(_owner(node.data)) not in owners]
 
 
-def _owner(array):
+def _owner(array: Value) -> np.ndarray:
     """The array that owns ``array``'s memory (numpy's ``base`` of a view is the owner itself)."""
     return array if array.base is None else array.base
 
 
-def drop_unread_values(tape):
+def drop_unread_values(tape: Any) -> int:
     """Replace the values of ``tape`` no VJP reads by :class:`NotKept` (see the module doc); returns how many."""
     dropped = unread_values(tape._nodes, tape.keep)
     if dropped:
@@ -162,12 +171,13 @@ class DroppedAsRecorded(list):
 
     __slots__ = ("keep", "recorded")
 
-    def __init__(self, keep):
+    def __init__(self, keep: Sequence[str]) -> None:
         super().__init__()
         self.keep = keep
-        self.recorded = set()  # the nodes on this tape (an input from before it began is not this tape's to drop)
+        # The nodes on this tape (an input from before it began is not this tape's to drop).
+        self.recorded: set[Node] = set()
 
-    def append(self, node):
+    def append(self, node: Node) -> None:
         list.append(self, node)
         self.recorded.add(node)
         read = node.op.read_inputs

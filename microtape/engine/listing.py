@@ -5,16 +5,22 @@
 ``.module``, ``.op``, ``.inputs``, ``.params``, ``.data``) and change nothing.
 """
 
+from __future__ import annotations
+
 from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .lean import NotKept
+from .node import Node
+from .protocols import Value
 
 __all__ = ["variable_names", "variable", "listing", "index_part_text"]
 
 
-def variable_names(nodes, leaves):
+def variable_names(nodes: Sequence[Node], leaves: Sequence[Node]) -> dict[Node, str]:
     """A distinct, readable name for every variable: ``{node: name}``.
 
     A node's own ``name`` when no other variable has it; otherwise the
@@ -30,7 +36,7 @@ def variable_names(nodes, leaves):
     for i, node in enumerate(nodes):
         names[node] = _own_name(node, wanted) or f"%{i}"
     taken = Counter(names.values())
-    numbered = Counter()
+    numbered: Counter[str] = Counter()
     for node, name in names.items():
         if taken[name] > 1:
             numbered[name] += 1
@@ -38,7 +44,7 @@ def variable_names(nodes, leaves):
     return names
 
 
-def variable(listed, name):
+def variable(listed: dict[Node, str], name: str) -> Node:
     """The node called ``name`` among ``listed`` (``{node: listing name}``); never guesses.
 
     ``name`` is a listing name or a node's own ``name`` if exactly one node
@@ -59,7 +65,7 @@ def variable(listed, name):
     raise KeyError(f"no variable named {name!r} on this tape; the named variables are: {available}")
 
 
-def listing(nodes, leaves, names, limit=60):
+def listing(nodes: Sequence[Node], leaves: Sequence[Node], names: dict[Node, str], limit: int = 60) -> str:
     """The program as text, one equation a line."""
     lines = []
     if leaves:
@@ -81,7 +87,7 @@ def listing(nodes, leaves, names, limit=60):
     return "\n".join(lines)
 
 
-def _own_name(node, wanted):
+def _own_name(node: Node, wanted: Counter[str]) -> str | None:
     """A node's name, qualified by its module when another variable has the same name."""
     if not node.name:
         return None
@@ -90,7 +96,7 @@ def _own_name(node, wanted):
     return node.name
 
 
-def _shape_text(node):
+def _shape_text(node: Node) -> str:
     data = node.data
     if data.__class__ is float:
         return f" = {data:.4g}"
@@ -99,7 +105,7 @@ def _shape_text(node):
     return f" : {data.dtype.name}{list(data.shape)}"
 
 
-def index_part_text(part):
+def index_part_text(part: Any) -> str:
     """One part of an index key as it is written: ``1:3``, ``::2``, ``...``, ``0`` (arrays by shape)."""
     if isinstance(part, slice):
         text = ":".join("" if v is None else str(v) for v in (part.start, part.stop, part.step))
@@ -109,7 +115,7 @@ def index_part_text(part):
     return _param_text(part)
 
 
-def _param_text(value):
+def _param_text(value: Value) -> str:
     if isinstance(value, np.ndarray):
         return f"array{list(value.shape)}"
     if isinstance(value, tuple) and any(isinstance(v, (slice, np.ndarray)) or v is None or v is ... for v in value):

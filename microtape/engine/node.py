@@ -9,11 +9,16 @@ it with a module path. The reverse pass lives in :mod:`.reverse`; a value's
 ``backward()`` is defined by its class (:mod:`microtape.values`), which calls it.
 """
 
+from __future__ import annotations
+
 import contextvars
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, ClassVar, TypeVar
 
 from .boundary import check_user_forward
+from .protocols import Operation, Value
 
 __all__ = ["Node", "record", "module_scope", "current_tapes", "paused"]
 
@@ -32,7 +37,7 @@ _modules_in_force = 0
 _count_lock = threading.Lock()
 
 
-def _set_tapes(tapes):
+def _set_tapes(tapes: tuple[Any, ...]) -> contextvars.Token[tuple[Any, ...]]:
     """Make ``tapes`` this context's active tapes; returns the token for :func:`_reset_tapes`."""
     global _tapes_in_force
     with _count_lock:
@@ -40,7 +45,7 @@ def _set_tapes(tapes):
     return _active_tapes.set(tapes)
 
 
-def _reset_tapes(token):
+def _reset_tapes(token: contextvars.Token[tuple[Any, ...]]) -> None:
     """Undo one :func:`_set_tapes`."""
     global _tapes_in_force
     _active_tapes.reset(token)
@@ -48,17 +53,17 @@ def _reset_tapes(token):
         _tapes_in_force -= 1
 
 
-def current_tapes():
+def current_tapes() -> tuple[Any, ...]:
     """The tapes recording in this context, innermost last."""
     return _active_tapes.get()
 
 
-def _current_module():
+def _current_module() -> str:
     return _module_path.get() if _modules_in_force else ""
 
 
 @contextmanager
-def module_scope(name):
+def module_scope(name: str) -> Iterator[None]:
     """Tag the operations run inside with a module path (``"attn.q_proj"``).
 
     Graphs group nodes by it and listings print it; it changes no numbers.
@@ -81,7 +86,7 @@ def module_scope(name):
 
 
 @contextmanager
-def paused():
+def paused() -> Iterator[None]:
     """Run a block that no active tape records (``mt.hvp`` and ``mt.jvp`` work on their own tapes)."""
     token = _set_tapes(())
     try:
@@ -103,7 +108,22 @@ class Node:
     # its backward (set only on such nodes).
     __slots__ = ("data", "grad", "name", "requires_grad", "op", "inputs", "params", "module", "residuals")
 
-    def _init_leaf(self, data, requires_grad, name):
+    data: Value  # a float (Scalar) or a numpy array (Tensor)
+    grad: Value | None
+    name: str | None
+    requires_grad: bool
+    # The op that made it (an Operation), None for a leaf. Typed Any: the engine reads it only on
+    # nodes it knows are computed, which the checker cannot follow, and no runtime check is added for it.
+    op: Any
+    inputs: Sequence[Node]
+    params: dict[str, Any] | None
+    module: str
+    residuals: Any
+    # Set by each kind of node (values/): its data from an op's raw result, and a constant beside a node.
+    _output_data: ClassVar[Callable[..., Value]]
+    _constant: ClassVar[Callable[..., Node]]
+
+    def _init_leaf(self, data: Value, requires_grad: bool, name: str | None) -> None:
         self.data = data
         self.grad = None
         self.name = name
@@ -114,15 +134,21 @@ class Node:
         self.module = _current_module()
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         """True for inputs, parameters and constants (nodes no op produced)."""
         return self.op is None
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         self.grad = None
 
 
-def record(op, inputs, params=None, name=None):
+#: A node of one kind (Scalar or Tensor): what :func:`record` returns is of its first input's kind.
+NodeT = TypeVar("NodeT", bound="Node")
+
+
+def record(
+    op: Operation, inputs: Sequence[NodeT], params: dict[str, Any] | None = None, name: str | None = None
+) -> NodeT:
     """Run ``op`` on ``inputs`` (nodes) and record the result on the active tapes.
 
     The output is a node of the first input's kind. It is recorded (on every

@@ -15,14 +15,21 @@ non-finite gradient (``sqrt``'s slope at 0, ``arcsin``'s at ±1)::
     'the gradient first became non-finite at tape[1] (sqrt, %1 = sqrt(%0)): inf at index (1,) sent to %0'
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
+from .node import Node
+from .protocols import Value
 from .reverse import gradients
+from .tape import Tape
 
 __all__ = ["first_nonfinite_value", "first_nonfinite_gradient"]
 
 
-def _first_bad(value):
+def _first_bad(value: Value) -> tuple[tuple[int, ...], Any] | None:
     """``(index, entry)`` of the first NaN or ±inf in ``value``, or None when all are finite."""
     array = np.asarray(value, dtype=np.float64)
     bad = ~np.isfinite(array)
@@ -32,13 +39,13 @@ def _first_bad(value):
     return index, array[index]
 
 
-def _equation_text(tape, names, index):
+def _equation_text(tape: Tape, names: dict[Node, str], index: int) -> str:
     equation = tape[index]
     args = ", ".join(names.get(x, "?") for x in equation.inputs)
     return f"tape[{index}] ({equation.op.name}, {names[equation.output]} = {equation.op.name}({args}))"
 
 
-def first_nonfinite_value(tape):
+def first_nonfinite_value(tape: Tape) -> str | None:
     """Words for the first equation of ``tape`` whose output holds a NaN or ±inf (its inputs all finite), or None."""
     names = tape.variable_names()
     for equation in tape:
@@ -50,7 +57,7 @@ def first_nonfinite_value(tape):
     return None
 
 
-def first_nonfinite_gradient(tape, output, grad=None):
+def first_nonfinite_gradient(tape: Tape, output: Node, grad: Value = None) -> str | None:
     """Words for the first step of the reverse pass (from ``output``) that sent a NaN or ±inf, or None.
 
     The pass is run again, as a pure function: no ``.grad`` changes.
@@ -58,7 +65,7 @@ def first_nonfinite_gradient(tape, output, grad=None):
     names = tape.variable_names()
     with np.errstate(all="ignore"):
         steps = gradients(output, grad, tape=tape, steps=True)
-        for step in steps.steps:
+        for step in steps.steps or ():  # (kept: steps=True)
             for x, sent in zip(step.equation.inputs, step.grad_inputs):
                 found = None if sent is None else _first_bad(getattr(sent, "data", sent))
                 if found is not None:

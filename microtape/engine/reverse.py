@@ -5,142 +5,34 @@ the results into a dict keyed by node (a value used twice gets the sum of its
 uses) — and writes nothing. :class:`Gradients` is that dict, read-only;
 ``backward()`` is its :meth:`Gradients.accumulate`. With ``create_graph=True``
 the same walk runs on the nodes themselves, so it records a program of its own.
+
+Read it top to bottom: :func:`gradients` and the checks at its door, then the
+loop (:func:`_reverse`), then the loop's helpers (one VJP on numbers, one
+recorded), then the door's helpers, ``backward()``'s entry, and last what
+the pass returns (:class:`Step`, :class:`Gradients`). The guards where user
+code meets the pass — the seed, a user op's VJP, adding into ``.grad`` all
+or nothing — are in :mod:`.boundary`.
 """
 
-from collections import Counter
-from collections.abc import Mapping
-from typing import NamedTuple
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .boundary import check_seed, check_user_vjp, gradient_like, sum_into_grad
+from .boundary import add_into_grads, check_seed, check_user_vjp, gradient_like
 from .lean import not_kept_error
 from .node import Node, _active_tapes, module_scope
+from .protocols import Operation, Value
 from .tape import Equation, Tape, register_reverse_pass
 
 __all__ = ["Step", "Gradients", "gradients", "backward_pass", "derivative_labels"]
 
 
-class Step(NamedTuple):
-    """One step of the reverse pass: an equation, the gradient it got, what it sent on."""
-
-    index: int  # the equation's position on the tape
-    equation: Equation
-    grad_output: object  # g: the complete gradient of the equation's output
-    grad_inputs: tuple  # what the VJP sends to each input (None for constants)
-
-
-class Gradients(Mapping):
-    """The result of one reverse pass: ``g[node]`` is the gradient of ``node``.
-
-    A read-only mapping over every node on the path from the output — leaves
-    and intermediates — that needs a gradient. Arrays come out read-only (one
-    array may serve several nodes: ``add`` hands the same ``g`` to both
-    operands). With ``steps=True``, ``.steps`` lists every :class:`Step` in
-    the order the pass took them and :meth:`completed_at` says when each
-    gradient was complete.
-    """
-
-    def __init__(self, grads, tape, output, seed, steps, completed, program=None):
-        self._grads = grads
-        self.tape = tape
-        self.output = output
-        self.seed = seed
-        self.steps = steps  # list of Step, or None
-        self._completed = completed
-        # create_graph=True: the tape of the reverse pass itself (the gradients are its values).
-        self.program = program
-
-    def __getitem__(self, node):
-        try:
-            grad = self._grads[node]
-        except KeyError:
-            if self.tape.lean and getattr(node, "op", None) is not None and self.tape._position(node) is not None:
-                # (freed by the lean pass: only leaves' and kept steps' gradients stay)
-                name = self.tape.variable_names()[node]
-                raise KeyError(str(not_kept_error(name, "gradient", node.name))) from None
-            raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
-        if grad.__class__ is not float and grad.__class__ is not np.ndarray:
-            grad = gradient_like(node.data, grad)  # numpy's 0-d arithmetic gives np.float64: an array again
-        if grad.__class__ is np.ndarray and grad.flags.writeable:
-            grad = grad.view()
-            grad.flags.writeable = False
-        return grad
-
-    def __contains__(self, node):
-        return node in self._grads
-
-    def __iter__(self):
-        return iter(self._grads)
-
-    def __len__(self):
-        return len(self._grads)
-
-    def __repr__(self):
-        return f"<Gradients of {len(self._grads)} nodes>"
-
-    def completed_at(self, node):
-        """The tape index of the step after which ``node``'s gradient is complete.
-
-        For a computed node that is its own step; for a leaf, the last step that
-        sent it a contribution. None when no gradient reached it (or steps were
-        not kept).
-        """
-        return None if self._completed is None else self._completed.get(node)
-
-    def accumulate(self):
-        """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
-
-        All or nothing: a ``.grad`` that cannot take its sum (a string, the
-        wrong shape) fails the call with every ``.grad`` as it was.
-
-        One VJP may hand the same array (or views of it) to several nodes —
-        add's ``g`` goes to both operands, reshape's is a view. Leaves (what
-        people change in place: zeroing, clipping) each get memory of their
-        own; computed nodes that share memory get read-only views. Either way
-        no gradient can be changed through another, and only leaves pay for a
-        copy.
-        """
-        grads = self._grads
-        shared = Counter(_memory_of(g) for g in grads.values() if g.__class__ is np.ndarray)
-        summed = []  # sums into an existing .grad, written last: the one step that can fail comes first
-        try:
-            for node, g in grads.items():
-                if node.grad is not None:
-                    summed.append((node, sum_into_grad(node, g)))
-                    continue
-                kind = g.__class__
-                if kind is np.ndarray:
-                    if shared[_memory_of(g)] > 1:
-                        if node.op is None:
-                            g = g.copy()
-                        else:
-                            g = g.view()
-                            g.flags.writeable = False
-                elif kind is not float:
-                    g = gradient_like(node.data, g)  # numpy's 0-d arithmetic gives np.float64: an array again
-                node.grad = g
-        except Exception:
-            # Undo: every .grad this loop wrote (before the node that failed) was None.
-            failed, kept = node, {id(n) for n, _ in summed}
-            for earlier in grads:
-                if earlier is failed:
-                    break
-                if id(earlier) not in kept:
-                    earlier.grad = None
-            raise
-        for node, total in summed:
-            node.grad = total
-
-    def step_at(self, index):
-        """The step of the equation at tape position ``index`` (None if the pass skipped it)."""
-        for step in self.steps or ():
-            if step.index == index:
-                return step
-        return None
-
-
-def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
+def gradients(
+    output: Node, grad: Value = None, *, tape: Tape | None = None, steps: bool = False, create_graph: bool = False
+) -> Gradients:
     """The gradient of ``output`` with respect to every node on its path — writing nothing.
 
     ``grad`` seeds the pass (default: ones of the output's shape, ``1.0`` for a
@@ -166,16 +58,7 @@ def gradients(output, grad=None, *, tape=None, steps=False, create_graph=False):
     return _gradients(output, grad, tape, steps, create_graph, "gradients")
 
 
-def backward_pass(output, grad=None, create_graph=False):
-    """What ``y.backward(grad)`` does: :func:`gradients` over ``output``'s whole graph, added into ``.grad``.
-
-    The order comes from the graph itself (:meth:`Tape.of`), whatever tape is
-    active. All or nothing: a pass that fails changes no ``.grad``.
-    """
-    _gradients(output, grad, Tape.of(output), False, create_graph, "backward").accumulate()
-
-
-def _gradients(output, grad, tape, steps, create_graph, caller):
+def _gradients(output: Node, grad: Value, tape: Tape | None, steps: bool, create_graph: bool, caller: str) -> Gradients:
     """:func:`gradients`, with ``caller`` (``"backward"``, ``"Tape.backward"``…) naming the entry point in errors."""
     if not isinstance(output, Node):
         raise TypeError(f"{caller}(output): expected a Scalar or Tensor, got {type(output).__name__}")
@@ -208,26 +91,18 @@ def _gradients(output, grad, tape, steps, create_graph, caller):
         names = derivative_labels(tape)
         with Tape.atomic() as program:
             grads, taken, completed = _reverse(tape._nodes, output, seed, keep_steps=steps, names=names)
-    if steps:
-        taken = [Step(index, tape[index], g, sent) for index, g, sent in taken]
-    return Gradients(grads, tape, output, seed, taken, completed, program)
+    kept_steps = [Step(index, tape[index], g, sent) for index, g, sent in taken] if taken is not None else None
+    return Gradients(grads, tape, output, seed, kept_steps, completed, program)
 
 
-def _began_before(tape, output):
-    """True when a computed value ``output`` depends on is not on ``tape`` (it was computed before the tape began)."""
-    recorded = set(tape._nodes)
-    needed = {output}
-    for node in reversed(tape._nodes):
-        if node in needed:
-            for x in node.inputs:
-                if x.requires_grad:
-                    if x.op is not None and x not in recorded:
-                        return True
-                    needed.add(x)
-    return False
-
-
-def _reverse(equations, output, seed, keep_steps=False, names=None, kept=None):
+def _reverse(
+    equations: Sequence[Node],
+    output: Node,
+    seed: Value,
+    keep_steps: bool = False,
+    names: dict[Node, str] | None = None,
+    kept: tuple[str, ...] | None = None,
+) -> tuple[dict[Node, Value], list[tuple[int, Value, tuple[Value, ...]]] | None, dict[Node, int] | None]:
     """The reverse pass: walk ``equations`` backwards, summing gradients in a dict.
 
     When we reach an equation, every use of its output lies behind us, so its
@@ -240,7 +115,8 @@ def _reverse(equations, output, seed, keep_steps=False, names=None, kept=None):
     dropped from the dict as soon as its VJP has it, unless ``kept`` names it.
     """
     grads = {output: seed}
-    steps, completed = ([], {}) if keep_steps else (None, None)
+    steps: list[tuple[int, Value, tuple[Value, ...]]] = []  # (filled only with keep_steps)
+    completed: dict[Node, int] = {}
     for index in range(len(equations) - 1, -1, -1):
         node = equations[index]
         g = grads.get(node)
@@ -269,10 +145,10 @@ def _reverse(equations, output, seed, keep_steps=False, names=None, kept=None):
         if keep_steps:
             completed[node] = index
             steps.append((index, g, tuple(sent)))
-    return grads, steps, completed
+    return (grads, steps, completed) if keep_steps else (grads, None, None)
 
 
-def _vjp(node, g):
+def _vjp(node: Node, g: Value) -> tuple[Value, ...]:
     """One VJP on numbers: the gradients ``node``'s op sends its inputs, each of its input's type and dtype.
 
     The call is spelled out for one and two inputs: a Scalar pass pays for
@@ -300,36 +176,7 @@ def _vjp(node, g):
     return sent
 
 
-def no_gradient_error(op, position, x):
-    """The error for a VJP that sends ``None`` to an input that requires a gradient."""
-    return TypeError(
-        f"op {op.name!r} gives no gradient for input {op.inputs[position]!r} ({x!r:.60}), "
-        "which requires one; its input in that position must be a constant"
-    )
-
-
-def _vjp_params(node):
-    """The keywords of a node's VJP: its parameters, and its residuals when the op saved some.
-
-    (An op that saves residuals is recorded with parameters; called without any,
-    its VJP gets none and computes them again.)
-    """
-    params = node.params or {}
-    if node.op.forward_saving is not None and node.params:
-        return {**params, "residuals": node.residuals}
-    return params
-
-
-def derivative_labels(tape):
-    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``).
-
-    A recorded pass (``create_graph=True``) runs each step in the module ``∂label``.
-    """
-    names = tape.variable_names()
-    return {node: name if node.name or node.op is None else f"{node.op.name}{name}" for node, name in names.items()}
-
-
-def _recorded_vjp(node, g, name):
+def _recorded_vjp(node: Node, g: Value, name: str) -> tuple[Value, ...]:
     """One VJP run on the nodes themselves (``create_graph=True``), recorded in the module ``∂name``."""
     with module_scope(f"∂{name}"):
         sent = node.op.vjp(g, node, *node.inputs, **_vjp_params(node))
@@ -342,7 +189,56 @@ def _recorded_vjp(node, g, name):
     )
 
 
-def _refuse_first_order_ops(equations, output):
+def _vjp_params(node: Node) -> dict[str, Any]:
+    """The keywords of a node's VJP: its parameters, and its residuals when the op saved some.
+
+    (An op that saves residuals is recorded with parameters; called without any,
+    its VJP gets none and computes them again.)
+    """
+    params = node.params or {}
+    if node.op.forward_saving is not None and node.params:
+        return {**params, "residuals": node.residuals}
+    return params
+
+
+def no_gradient_error(op: Operation, position: int, x: Value) -> TypeError:
+    """The error for a VJP that sends ``None`` to an input that requires a gradient."""
+    return TypeError(
+        f"op {op.name!r} gives no gradient for input {op.inputs[position]!r} ({x!r:.60}), "
+        "which requires one; its input in that position must be a constant"
+    )
+
+
+def _began_before(tape: Tape, output: Node) -> bool:
+    """True when a computed value ``output`` depends on is not on ``tape`` (it was computed before the tape began)."""
+    recorded = set(tape._nodes)
+    needed = {output}
+    for node in reversed(tape._nodes):
+        if node in needed:
+            for x in node.inputs:
+                if x.requires_grad:
+                    if x.op is not None and x not in recorded:
+                        return True
+                    needed.add(x)
+    return False
+
+
+def _seed_node(output: Node, grad: Value, caller: str = "gradients") -> Node:
+    """The seed of a recorded pass as a tape value: ``grad`` itself if it is one, else a constant."""
+    if isinstance(grad, Node):
+        if not isinstance(grad, output.__class__) or np.shape(grad.data) != np.shape(output.data):
+            raise ValueError(
+                f"gradients(grad=...): grad is a {type(grad).__name__} of shape {np.shape(grad.data)}; expected a "
+                f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
+            )
+        check_seed(output, None, caller)  # the output must still require a gradient
+        return grad
+    seed = output.__class__._constant(check_seed(output, grad, caller), output)
+    seed.name = "g"  # what the formulas call the incoming gradient
+    return seed
+
+
+def _refuse_first_order_ops(equations: Sequence[Node], output: Node) -> None:
     """Before a recorded pass changes anything: refuse an op on the path whose VJP cannot be recorded."""
     needed = {output}
     for node in reversed(equations):
@@ -363,24 +259,121 @@ def _refuse_first_order_ops(equations, output):
         needed.update(x for x in node.inputs if x.requires_grad)
 
 
-def _seed_node(output, grad, caller="gradients"):
-    """The seed of a recorded pass as a tape value: ``grad`` itself if it is one, else a constant."""
-    if isinstance(grad, Node):
-        if not isinstance(grad, output.__class__) or np.shape(grad.data) != np.shape(output.data):
-            raise ValueError(
-                f"gradients(grad=...): grad is a {type(grad).__name__} of shape {np.shape(grad.data)}; expected a "
-                f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
-            )
-        check_seed(output, None, caller)  # the output must still require a gradient
+def derivative_labels(tape: Tape) -> dict[Node, str]:
+    """What each variable's derivative is grouped under: its name, or its op and position (``reshape%3``).
+
+    A recorded pass (``create_graph=True``) runs each step in the module ``∂label``.
+    """
+    names = tape.variable_names()
+    return {node: name if node.name or node.op is None else f"{node.op.name}{name}" for node, name in names.items()}
+
+
+def backward_pass(output: Node, grad: Value = None, create_graph: bool = False) -> None:
+    """What ``y.backward(grad)`` does: :func:`gradients` over ``output``'s whole graph, added into ``.grad``.
+
+    The order comes from the graph itself (:meth:`Tape.of`), whatever tape is
+    active. All or nothing: a pass that fails changes no ``.grad``.
+    """
+    _gradients(output, grad, Tape.of(output), False, create_graph, "backward").accumulate()
+
+
+class Step(NamedTuple):
+    """One step of the reverse pass: an equation, the gradient it got, what it sent on."""
+
+    index: int  # type: ignore[assignment]  # the equation's position on the tape
+    equation: Equation
+    grad_output: object  # g: the complete gradient of the equation's output
+    grad_inputs: tuple  # what the VJP sends to each input (None for constants)
+
+
+class Gradients(Mapping[Node, Value]):
+    """The result of one reverse pass: ``g[node]`` is the gradient of ``node``.
+
+    A read-only mapping over every node on the path from the output — leaves
+    and intermediates — that needs a gradient. Arrays come out read-only (one
+    array may serve several nodes: ``add`` hands the same ``g`` to both
+    operands). With ``steps=True``, ``.steps`` lists every :class:`Step` in
+    the order the pass took them and :meth:`completed_at` says when each
+    gradient was complete.
+    """
+
+    def __init__(
+        self,
+        grads: dict[Node, Value],
+        tape: Tape,
+        output: Node,
+        seed: Value,
+        steps: list[Step] | None,
+        completed: dict[Node, int] | None,
+        program: Tape | None = None,
+    ) -> None:
+        self._grads = grads
+        self.tape = tape
+        self.output = output
+        self.seed = seed
+        self.steps = steps  # list of Step, or None
+        self._completed = completed
+        # create_graph=True: the tape of the reverse pass itself (the gradients are its values).
+        self.program = program
+
+    def __getitem__(self, node: Node) -> Value:
+        try:
+            grad = self._grads[node]
+        except KeyError:
+            if self.tape.lean and getattr(node, "op", None) is not None and self.tape._position(node) is not None:
+                # (freed by the lean pass: only leaves' and kept steps' gradients stay)
+                name = self.tape.variable_names()[node]
+                raise KeyError(str(not_kept_error(name, "gradient", node.name))) from None
+            raise KeyError(f"{node!r} is not on the path to the output (or needs no gradient)") from None
+        if grad.__class__ is not float and grad.__class__ is not np.ndarray:
+            grad = gradient_like(node.data, grad)  # numpy's 0-d arithmetic gives np.float64: an array again
+        if grad.__class__ is np.ndarray and grad.flags.writeable:
+            grad = grad.view()
+            grad.flags.writeable = False
         return grad
-    seed = output.__class__._constant(check_seed(output, grad, caller), output)
-    seed.name = "g"  # what the formulas call the incoming gradient
-    return seed
 
+    def __contains__(self, node: object) -> bool:
+        return node in self._grads
 
-def _memory_of(array):
-    """Who owns an array's memory (numpy's ``base`` is the owner of any view)."""
-    return id(array if array.base is None else array.base)
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._grads)
+
+    def __len__(self) -> int:
+        return len(self._grads)
+
+    def __repr__(self) -> str:
+        return f"<Gradients of {len(self._grads)} nodes>"
+
+    def completed_at(self, node: Node) -> int | None:
+        """The tape index of the step after which ``node``'s gradient is complete.
+
+        For a computed node that is its own step; for a leaf, the last step that
+        sent it a contribution. None when no gradient reached it (or steps were
+        not kept).
+        """
+        return None if self._completed is None else self._completed.get(node)
+
+    def accumulate(self) -> None:
+        """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
+
+        All or nothing: a ``.grad`` that cannot take its sum (a string, the
+        wrong shape) fails the call with every ``.grad`` as it was.
+
+        One VJP may hand the same array (or views of it) to several nodes —
+        add's ``g`` goes to both operands, reshape's is a view. Leaves (what
+        people change in place: zeroing, clipping) each get memory of their
+        own; computed nodes that share memory get read-only views. Either way
+        no gradient can be changed through another, and only leaves pay for a
+        copy.
+        """
+        add_into_grads(self._grads)
+
+    def step_at(self, index: int) -> Step | None:
+        """The step of the equation at tape position ``index`` (None if the pass skipped it)."""
+        for step in self.steps or ():
+            if step.index == index:
+                return step
+        return None
 
 
 register_reverse_pass(_gradients)

@@ -32,12 +32,17 @@ read the same result. Nodes point only at their inputs, never at their
 outputs, so the graph has no reference cycles.
 """
 
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from . import listing
 from .lean import DroppedAsRecorded, check_keep, drop_unread_values
 from .node import Node, _active_tapes, _reset_tapes, _set_tapes
+from .protocols import Value
 
 __all__ = ["Tape", "Equation", "register_reverse_pass"]
 
@@ -45,10 +50,10 @@ __all__ = ["Tape", "Equation", "register_reverse_pass"]
 # The reverse pass (:mod:`.reverse`) reads tapes, so it sits above this module. When the
 # engine is imported it puts its entry point in this slot, and Tape.backward calls it
 # here: the call goes up, the import never does.
-_reverse_pass = None
+_reverse_pass: Callable[..., Any] = None  # type: ignore[assignment]  # (filled at import)
 
 
-def register_reverse_pass(run):
+def register_reverse_pass(run: Callable[..., Any]) -> None:
     """Called once, by :mod:`.reverse` at import: ``run(output, grad, tape, steps, create_graph, caller)``."""
     global _reverse_pass
     _reverse_pass = run
@@ -57,9 +62,9 @@ def register_reverse_pass(run):
 class Equation(NamedTuple):
     """A view of one tape entry: ``output = op(inputs; params)``."""
 
-    index: int
-    op: object
-    inputs: tuple
+    index: int  # type: ignore[assignment]  # (a field named like tuple.index, as the listing calls it)
+    op: Any
+    inputs: Sequence[Node]
     output: Node
     params: dict
     name: str
@@ -83,7 +88,7 @@ class Tape:
     after it (a chain): a lean tape then drops values as it records.
     """
 
-    def __init__(self, *, lean=False, keep=(), read_once=False):
+    def __init__(self, *, lean: bool = False, keep: Sequence[str] = (), read_once: bool = False) -> None:
         if not isinstance(lean, bool):
             raise TypeError(f"Tape(lean={lean!r}): expected True or False")
         keep = check_keep(keep, "Tape")
@@ -93,12 +98,12 @@ class Tape:
             raise ValueError(f"Tape(read_once={read_once!r}): expected True (with lean=True) or False")
         # (A full tape's list is a plain list: recording pays nothing for the lean option.)
         self._nodes = DroppedAsRecorded(keep) if read_once else []
-        self._token = None
+        self._token: contextvars.Token[tuple[Any, ...]] | None = None
         self.lean = lean
         self.keep = keep
 
     @classmethod
-    def of(cls, output):
+    def of(cls, output: Node) -> Tape:
         """A tape of the equations ``output`` depends on, in an order a recording would have.
 
         For a result computed with no tape active: the graph is found by
@@ -113,7 +118,7 @@ class Tape:
 
     @classmethod
     @contextmanager
-    def atomic(cls, *, lean=False, keep=(), read_once=False):
+    def atomic(cls, *, lean: bool = False, keep: Sequence[str] = (), read_once: bool = False) -> Iterator[Tape]:
         """Record the block on a new tape, and on the enclosing tapes only if it finishes.
 
         ``with Tape.atomic() as tape: ...`` — while the block runs, its operations
@@ -137,15 +142,15 @@ class Tape:
 
     # -- recording
 
-    def __enter__(self):
+    def __enter__(self) -> Tape:
         if self._token is not None:
             raise RuntimeError("this Tape is already active; make a new Tape() to nest")
         self._token = _set_tapes(_active_tapes.get() + (self,))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         try:
-            _reset_tapes(self._token)
+            _reset_tapes(self._token)  # type: ignore[arg-type]  # (set by __enter__)
         finally:
             self._token = None
         if self.lean:
@@ -154,36 +159,36 @@ class Tape:
 
     # -- inspection
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._nodes)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Equation:
         node = self._nodes[index]
         return Equation(index % len(self._nodes), node.op, node.inputs, node, node.params or {}, node.name, node.module)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Equation]:
         for index in range(len(self._nodes)):
             yield self[index]
 
     @property
-    def nodes(self):
+    def nodes(self) -> list[Node]:
         """The recorded outputs, in the order they were computed."""
         return list(self._nodes)
 
-    def _position(self, node):
+    def _position(self, node: Node) -> int | None:
         for index in range(len(self._nodes) - 1, -1, -1):
             if self._nodes[index] is node:
                 return index
         return None
 
-    def index_of(self, node):
+    def index_of(self, node: Node) -> int:
         """The position of ``node`` on the tape (raises ``ValueError`` if absent)."""
         index = self._position(node)
         if index is None:
             raise ValueError(f"{node!r} is not on this tape")
         return index
 
-    def leaves(self):
+    def leaves(self) -> list[Node]:
         """Inputs of recorded equations that were not themselves recorded here, in order of first use."""
         recorded = set(self._nodes)
         seen, leaves = set(), []
@@ -194,15 +199,15 @@ class Tape:
                     leaves.append(x)
         return leaves
 
-    def variable_names(self):
+    def variable_names(self) -> dict[Node, str]:
         """A distinct, readable name for every variable of the listing: ``{node: name}`` (see :mod:`.listing`)."""
         return listing.variable_names(self._nodes, self.leaves())
 
-    def names(self):
+    def names(self) -> dict[str, Node]:
         """``{name: node}`` for every variable (the inverse of :meth:`variable_names`)."""
         return {name: node for node, name in self.variable_names().items()}
 
-    def variable(self, name):
+    def variable(self, name: str) -> Node:
         """The node (leaf or computed) called ``name`` in the listing; ``KeyError`` otherwise.
 
         ``name`` is a listing name (:meth:`variable_names`) or a node's own
@@ -211,7 +216,7 @@ class Tape:
         """
         return listing.variable(self.variable_names(), name)
 
-    def find(self, name):
+    def find(self, name: str) -> Equation:
         """The equation whose output is called ``name`` (see :meth:`variable`); never guesses."""
         node = self.variable(name)
         index = self._position(node)
@@ -219,13 +224,13 @@ class Tape:
             raise KeyError(f"{name!r} is an input of this tape (a leaf), not an equation on it")
         return self[index]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Tape: {len(self._nodes)} equations{', lean' if self.lean else ''}>"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.listing()
 
-    def listing(self, limit=60):
+    def listing(self, limit: int = 60) -> str:
         """The program as text, one equation a line (like ``jax.make_jaxpr``)."""
         text = listing.listing(self._nodes, self.leaves(), self.variable_names(), limit)
         if self.lean:
@@ -235,7 +240,7 @@ class Tape:
 
     # -- the reverse pass over this tape
 
-    def backward(self, output, grad=None, *, create_graph=False):
+    def backward(self, output: Node, grad: Value = None, *, create_graph: bool = False) -> None:
         """Backpropagate from ``output`` and *add* the gradients into ``.grad``.
 
         Walks the tape in reverse (no graph search). Gradients reach the inputs
@@ -246,7 +251,7 @@ class Tape:
         """
         _reverse_pass(output, grad, self, False, create_graph, "Tape.backward").accumulate()
 
-    def backward_steps(self, output, grad=None):
+    def backward_steps(self, output: Node, grad: Value = None) -> Iterator[Any]:  # (of Step: see reverse.py)
         """The reverse pass one :class:`Step` at a time, in the order it takes them; writes nothing.
 
         Each step holds the equation, the complete gradient of its output and
@@ -255,7 +260,7 @@ class Tape:
         return iter(_reverse_pass(output, grad, self, True, False, "Tape.backward_steps").steps)
 
 
-def _topological_order(root, visited=None):
+def _topological_order(root: Node, visited: set[Node] | None = None) -> list[Node]:
     """The computed nodes ``root`` depends on, inputs before outputs (iterative DFS).
 
     A node is appended once all its inputs are: a post-order, which is a

@@ -17,6 +17,14 @@ which would keep only one of them). ``backward(g)`` computes the same by hand
 (:func:`microtape.nn.analytic_blocks.embedding_backward`).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numpy as np
 
 from ..values.tensor import Tensor
@@ -35,7 +43,9 @@ class Embedding(Module):
     integer array of any shape; the output has shape ``ids.shape + (embedding_dim,)``.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, *, seed=None, dtype=np.float64):
+    def __init__(
+        self, num_embeddings: int, embedding_dim: int, *, seed: int | None = None, dtype: DTypeLike = np.float64
+    ) -> None:
         super().__init__()
         self.num_embeddings = positive_int(num_embeddings, "Embedding(num_embeddings)")
         self.embedding_dim = positive_int(embedding_dim, "Embedding(embedding_dim)")
@@ -57,7 +67,7 @@ class Embedding(Module):
             raise IndexError(f"{where}: token id {bad} is out of range; expected 0 <= id < {self.num_embeddings}")
         return np.array(array, dtype=np.intp)
 
-    def forward(self, ids, name="embedded"):
+    def forward(self, ids: Any, name: str | None = "embedded") -> Tensor:
         """``weight[ids]`` on the tape: a Tensor ``[*ids.shape, embedding_dim]``."""
         ids = self.check_call(ids)
         with self.scope():
@@ -65,7 +75,7 @@ class Embedding(Module):
         self._last_ids = ids
         return output
 
-    def backward(self, grad_output):
+    def backward(self, grad_output: Any) -> None:
         """The hand-derived backward of the last forward: *adds* ``grad_output``, scattered, into ``weight.grad``.
 
         Returns None: integer ids have no gradient.

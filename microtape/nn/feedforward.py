@@ -19,6 +19,14 @@ call it too); the hand-derived backward is
 :func:`microtape.nn.analytic_blocks.feedforward_backward`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numpy as np
 
 from ..engine import module_scope
@@ -97,7 +105,16 @@ class FeedForward(CheckedLayer):
     dropout is active in training mode only (``eval()`` turns it off).
     """
 
-    def __init__(self, embed, ff_dim, activation="relu", dropout=0.0, *, seed=None, dtype=np.float64):
+    def __init__(
+        self,
+        embed: int,
+        ff_dim: int,
+        activation: str = "relu",
+        dropout: float = 0.0,
+        *,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__()
         embed = positive_int(embed, "FeedForward(embed)")
         ff_dim = positive_int(ff_dim, "FeedForward(ff_dim)")
@@ -130,7 +147,7 @@ class FeedForward(CheckedLayer):
             )
         return data
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Tensor:
         """The block on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 

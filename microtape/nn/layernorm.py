@@ -23,6 +23,15 @@ differences). The hand-derived backward is
 :func:`microtape.nn.analytic_blocks.layernorm_backward`.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numbers
 
 import numpy as np
@@ -35,7 +44,9 @@ from .checks import float_dtype, input_array
 __all__ = ["LayerNorm", "layer_norm"]
 
 
-def layer_norm(x, weight, bias, eps, name=None, record=None):
+def layer_norm(
+    x: Any, weight: Any, bias: Any, eps: float, name: str | None = None, record: dict[str, Any] | None = None
+) -> Any:
     """``(x − mean) / sqrt(var + eps) · weight + bias`` over the trailing axes ``weight`` covers.
 
     Runs on Tensors (taped), and on Plain arrays (nothing recorded). If
@@ -64,7 +75,9 @@ class LayerNorm(CheckedLayer):
     ``weight.grad``, ``bias.grad``.
     """
 
-    def __init__(self, normalized_shape, eps=1e-5, *, dtype=np.float64):
+    def __init__(
+        self, normalized_shape: int | Sequence[int], eps: float = 1e-5, *, dtype: DTypeLike = np.float64
+    ) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else normalized_shape
         if (
@@ -101,7 +114,7 @@ class LayerNorm(CheckedLayer):
             raise ValueError(f"{where}: x has shape {data.shape}; there is no row to normalise")
         return data
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Tensor:
         """Normalise ``x`` row by row on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 

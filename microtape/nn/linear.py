@@ -12,6 +12,10 @@ convention, so weights copy straight across. Inputs may have any number of
 leading axes (``[B, T, in]``): every row shares the same weight.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ..engine import Tape
@@ -20,10 +24,17 @@ from .attention import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
 from .module import Module, add_to_grads
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from ..values.array_like import ArrayLike
+
 __all__ = ["Linear", "linear", "linear_steps"]
 
 
-def linear_steps(x, weight, bias=None, name=None):
+def linear_steps(
+    x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None
+) -> tuple[ArrayLike, ArrayLike]:
     """``x @ weight.T + bias`` with Tensor methods; returns ``(product, output)``.
 
     Runs on Tensors, ScalarArrays and Plain arrays alike. The product is
@@ -38,7 +49,7 @@ def linear_steps(x, weight, bias=None, name=None):
     return product, output
 
 
-def linear(x, weight, bias=None, name=None):
+def linear(x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None) -> ArrayLike:
     """``x @ weight.T + bias`` (see :func:`linear_steps`)."""
     return linear_steps(x, weight, bias, name)[1]
 
@@ -56,7 +67,15 @@ class Linear(Module):
     ``bias.grad``.
     """
 
-    def __init__(self, in_features, out_features, bias=True, *, seed=None, dtype=np.float64):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__()
         in_features = positive_int(in_features, "Linear(in_features)")
         out_features = positive_int(out_features, "Linear(out_features)")
@@ -92,7 +111,7 @@ class Linear(Module):
             return x if x.dtype == self.dtype else x.astype(self.dtype)
         return Tensor(data, name="x")
 
-    def forward(self, x, name="y"):
+    def forward(self, x: Any, name: str | None = "y") -> Tensor:
         """``x @ weight.T + bias`` on the tape. Returns a Tensor; refuses a result that overflowed."""
         with Tape.atomic(), np.errstate(all="ignore"):
             x = self._input_node(x)
@@ -107,7 +126,7 @@ class Linear(Module):
         self._last_input = x
         return output
 
-    def backward(self, grad_output):
+    def backward(self, grad_output: Any) -> np.ndarray:
         """The analytic backward of the last forward: returns dx, *adds* into dW and db."""
         if self._last_input is None:
             raise RuntimeError("Linear.backward(): call forward() first")

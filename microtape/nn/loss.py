@@ -22,7 +22,10 @@ gradient of the logits is ``(softmax(logits) − onehot(t)) / N``
 (:func:`microtape.nn.analytic_blocks.cross_entropy_backward` by hand).
 """
 
+from __future__ import annotations
+
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +54,7 @@ def _targets(targets, shape, classes, ignore_index):
     return array, counted
 
 
-def cross_entropy(logits, targets, ignore_index=None):
+def cross_entropy(logits: Tensor, targets: Any, ignore_index: int | None = None) -> Tensor:
     """The mean cross-entropy of ``logits`` ``[..., classes]`` against integer ``targets`` ``[...]``.
 
     Returns a 0-d Tensor (on the tape when ``logits`` is). ``ignore_index``:

@@ -31,6 +31,10 @@ module's :meth:`scope` tags the operations it runs with its attribute name,
 so graphs draw one box per module.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..engine import module_scope
@@ -48,7 +52,7 @@ class Module:
     ``forward``. ``training`` is True for a new module (dropout active).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_path", "")  # dotted path from the outermost module ("" for it)
@@ -84,7 +88,7 @@ class Module:
 
     # -- parameters
 
-    def named_parameters(self):
+    def named_parameters(self) -> list[tuple[str, Tensor]]:
         """``[(dotted name, Tensor), ...]``: own parameters first, then each child's, in assignment order.
 
         Names are relative to this module (``q_proj.weight`` for an attention
@@ -102,7 +106,7 @@ class Module:
                     named.append((f"{child_name}.{name}", tensor))
         return named
 
-    def parameters(self):
+    def parameters(self) -> list[Tensor]:
         """The parameter Tensors, in the order of :meth:`named_parameters`."""
         return [tensor for _, tensor in self.named_parameters()]
 
@@ -116,14 +120,14 @@ class Module:
     def children(self):
         return list(self._modules.values())
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         """Forget every parameter gradient (set ``.grad`` to None)."""
         for tensor in self.parameters():
             tensor.grad = None
 
     # -- modes
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active); ``train(False)`` is :meth:`eval`. Returns the module."""
         if not isinstance(mode, bool):
             raise TypeError(f"{type(self).__name__}.train(mode={mode!r}): expected True or False")
@@ -131,7 +135,7 @@ class Module:
             object.__setattr__(module, "training", mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
         """Evaluation mode: no dropout. Returns the module."""
         return self.train(False)
 
@@ -141,10 +145,10 @@ class Module:
         """A context that tags the operations run inside with this module's name (for graphs)."""
         return module_scope(self._path.rpartition(".")[2])
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} defines no forward()")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
 

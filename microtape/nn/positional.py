@@ -19,6 +19,14 @@ the encoding of ``p + k`` is a fixed rotation of the encoding of ``p`` (a
 linear map attention can learn to use).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numpy as np
 
 from ..values.tensor import Tensor
@@ -28,7 +36,7 @@ from .module import Module
 __all__ = ["sinusoidal_positions", "PositionalEncoding"]
 
 
-def sinusoidal_positions(length, dim, dtype=np.float64):
+def sinusoidal_positions(length: int, dim: int, dtype: DTypeLike = np.float64) -> np.ndarray:
     """The table ``[length, dim]`` of sinusoidal position encodings (see the module doc)."""
     length = positive_int(length, "sinusoidal_positions(length)")
     dim = positive_int(dim, "sinusoidal_positions(dim)")
@@ -49,7 +57,7 @@ class PositionalEncoding(Module):
     (``add_constant``: it receives no gradient).
     """
 
-    def __init__(self, dim, max_len=512, *, dtype=np.float64):
+    def __init__(self, dim: int, max_len: int = 512, *, dtype: DTypeLike = np.float64) -> None:
         super().__init__()
         self.dim = positive_int(dim, "PositionalEncoding(dim)")
         self.max_len = positive_int(max_len, "PositionalEncoding(max_len)")
@@ -66,7 +74,7 @@ class PositionalEncoding(Module):
         view.flags.writeable = False
         return view
 
-    def forward(self, x, name="with_positions"):
+    def forward(self, x: Any, name: str | None = "with_positions") -> Tensor:
         """``x + table[:T]`` for ``x`` of shape ``[B, T, dim]`` (a Tensor stays on the tape)."""
         data = x.data if isinstance(x, Tensor) else input_array(x, "x", "PositionalEncoding.forward", self.dtype)
         if data.ndim != 3 or data.shape[-1] != self.dim:

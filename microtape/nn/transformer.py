@@ -33,6 +33,14 @@ attention's (``attn.named_gradients(g, "analytic")``), through
 :func:`~microtape.nn.analytic_blocks.post_norm_backward`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numbers
 
 import numpy as np
@@ -291,9 +299,17 @@ class TransformerEncoderLayer(_PostNormLayer):
     attentions = ("self_attn",)
 
     def __init__(
-        self, embed, num_heads, ff_dim, dropout=0.0, activation="relu", *, layer_norm_eps=1e-5, seed=None,
-        dtype=np.float64,
-    ):  # fmt: skip
+        self,
+        embed: int,
+        num_heads: int,
+        ff_dim: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        *,
+        layer_norm_eps: float = 1e-5,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
 
     def check_call(self, x, mask=None):
@@ -303,7 +319,7 @@ class TransformerEncoderLayer(_PostNormLayer):
         self.self_attn.check_call(data, mask=mask, where=where)
         return data
 
-    def forward(self, x, mask=None):
+    def forward(self, x: Any, mask: Any = None) -> Tensor:
         """The layer on ``x`` ``[B, T, E]``; ``mask`` is an additive ``[T, T]`` attention mask or None."""
         data = self.check_call(x, mask)
         return self._run_forward({"x": x}, {"x": data}, {"self_attn": mask})
@@ -342,9 +358,17 @@ class TransformerDecoderLayer(_PostNormLayer):
     input_roles = ("x", "memory")
 
     def __init__(
-        self, embed, num_heads, ff_dim, dropout=0.0, activation="relu", *, layer_norm_eps=1e-5, seed=None,
-        dtype=np.float64,
-    ):  # fmt: skip
+        self,
+        embed: int,
+        num_heads: int,
+        ff_dim: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        *,
+        layer_norm_eps: float = 1e-5,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
 
     def check_call(self, x, memory, tgt_mask=None, memory_mask=None):
@@ -362,7 +386,7 @@ class TransformerDecoderLayer(_PostNormLayer):
         )
         return data, memory_data
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, x: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Tensor:
         """The layer on ``x`` ``[B, T, E]`` attending to ``memory`` ``[B, S, E]``.
 
         ``tgt_mask`` (``[T, T]``, e.g. ``mt.nn.masks.causal_mask(T)``) masks the

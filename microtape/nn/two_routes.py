@@ -21,6 +21,10 @@ routes (``_taped(last, grad_output, complete)`` and
 (``_check_finite_gradients``).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..values.tensor import Tensor
@@ -132,7 +136,7 @@ class TwoRouteLayer(RecordedLayer):
         self._check_finite_gradients(grads, method)
         return grads
 
-    def backward(self, grad_output, method="tape"):
+    def backward(self, grad_output: Any, method: str = "tape") -> Any:
         """Backpropagate ``grad_output`` through the last forward; returns the gradient of the first input.
 
         Parameter gradients are *added* into ``.grad`` (so are the inputs',

@@ -7,14 +7,25 @@ The same functions answer numpy's own calls on Tensors (``np.sin(t)``,
 see :mod:`microtape.numpy_api.protocol`).
 """
 
+from __future__ import annotations
+
 import string
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import ops
 from ..engine import Node, record
 from ..ops.linalg import parse_einsum
+from ..values.scalar import Scalar
 from ..values.tensor import Tensor, check_broadcast
+
+#: What these functions take: a Scalar or Tensor, or anything numpy reads as an array (a constant).
+Operand: TypeAlias = "Tensor | Scalar | npt.ArrayLike"
+#: What they return: a value of the input's kind (a Scalar for Scalars, a Tensor otherwise).
+Result: TypeAlias = "Tensor | Scalar"
 
 # fmt: off
 __all__ = [
@@ -27,7 +38,7 @@ __all__ = [
 # fmt: on
 
 
-def node(x):
+def node(x: Operand) -> Any:  # (a Result; Any: the caller calls the methods of its kind)
     """A Scalar or Tensor as it is; anything else (an array, a list, a number) as a constant Tensor."""
     return x if isinstance(x, Node) else Tensor(x)
 
@@ -35,132 +46,132 @@ def node(x):
 # -- entry by entry: one method each
 
 
-def sin(x, name=None):
+def sin(x: Operand, name: str | None = None) -> Result:
     return node(x).sin(name=name)
 
 
-def cos(x, name=None):
+def cos(x: Operand, name: str | None = None) -> Result:
     return node(x).cos(name=name)
 
 
-def tan(x, name=None):
+def tan(x: Operand, name: str | None = None) -> Result:
     return node(x).tan(name=name)
 
 
-def arcsin(x, name=None):
+def arcsin(x: Operand, name: str | None = None) -> Result:
     return node(x).arcsin(name=name)
 
 
-def arccos(x, name=None):
+def arccos(x: Operand, name: str | None = None) -> Result:
     return node(x).arccos(name=name)
 
 
-def arctan(x, name=None):
+def arctan(x: Operand, name: str | None = None) -> Result:
     return node(x).arctan(name=name)
 
 
-def sinh(x, name=None):
+def sinh(x: Operand, name: str | None = None) -> Result:
     return node(x).sinh(name=name)
 
 
-def cosh(x, name=None):
+def cosh(x: Operand, name: str | None = None) -> Result:
     return node(x).cosh(name=name)
 
 
-def tanh(x, name=None):
+def tanh(x: Operand, name: str | None = None) -> Result:
     return node(x).tanh(name=name)
 
 
-def exp(x, name=None):
+def exp(x: Operand, name: str | None = None) -> Result:
     return node(x).exp(name=name)
 
 
-def exp2(x, name=None):
+def exp2(x: Operand, name: str | None = None) -> Result:
     return node(x).exp2(name=name)
 
 
-def expm1(x, name=None):
+def expm1(x: Operand, name: str | None = None) -> Result:
     return node(x).expm1(name=name)
 
 
-def log(x, name=None):
+def log(x: Operand, name: str | None = None) -> Result:
     return node(x).log(name=name)
 
 
-def log2(x, name=None):
+def log2(x: Operand, name: str | None = None) -> Result:
     return node(x).log2(name=name)
 
 
-def log10(x, name=None):
+def log10(x: Operand, name: str | None = None) -> Result:
     return node(x).log10(name=name)
 
 
-def log1p(x, name=None):
+def log1p(x: Operand, name: str | None = None) -> Result:
     return node(x).log1p(name=name)
 
 
-def sqrt(x, name=None):
+def sqrt(x: Operand, name: str | None = None) -> Result:
     return node(x).sqrt(name=name)
 
 
-def cbrt(x, name=None):
+def cbrt(x: Operand, name: str | None = None) -> Result:
     return node(x).cbrt(name=name)
 
 
-def square(x, name=None):
+def square(x: Operand, name: str | None = None) -> Result:
     return node(x).square(name=name)
 
 
-def reciprocal(x, name=None):
+def reciprocal(x: Operand, name: str | None = None) -> Result:
     return node(x).reciprocal(name=name)
 
 
-def abs(x, name=None):  # noqa: A001  (numpy's name)
+def abs(x: Operand, name: str | None = None) -> Result:  # noqa: A001  (numpy's name)
     return node(x).abs(name=name)
 
 
-def clip(x, lower=None, upper=None, name=None):
+def clip(x: Operand, lower: float | None = None, upper: float | None = None, name: str | None = None) -> Result:
     return node(x).clip(lower, upper, name=name)
 
 
-def _pair(a, b):
+def _pair(a: Operand, b: Operand) -> tuple[Any, Any]:
     """``a`` carries the method and lifts ``b``; a plain ``a`` beside a Scalar or Tensor ``b`` is made its constant."""
     return (a, b) if isinstance(a, Node) or not isinstance(b, Node) else (type(b)._constant(a, b), b)
 
 
-def _named(result, name):
+def _named(result: Result, name: str | None) -> Result:
     if name is not None:
         result.name = name
     return result
 
 
-def maximum(a, b, name=None):
+def maximum(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).maximum(b, name=name)
 
 
-def minimum(a, b, name=None):
+def minimum(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).minimum(b, name=name)
 
 
-def logaddexp(a, b, name=None):
+def logaddexp(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).logaddexp(b, name=name)
 
 
-def arctan2(a, b, name=None):
+def arctan2(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).arctan2(b, name=name)
 
 
-def power(a, b, name=None):
+def power(a: Operand, b: Operand, name: str | None = None) -> Result:
     """``a ** b`` with either or both a Tensor (a Tensor exponent gets its gradient: d/db = aᵇ ln a)."""
     a, b = _pair(a, b)
     return node(a).pow(b, name=name)
 
 
-def where(condition, a, b, name=None):
+def where(condition: Operand, a: Operand, b: Operand, name: str | None = None) -> Result:
     """``a`` where ``condition`` holds, ``b`` elsewhere (broadcasting all three), as ``numpy.where``.
 
     The condition is data (a boolean array; a Tensor's values are read): it
@@ -172,11 +183,11 @@ def where(condition, a, b, name=None):
     if condition.dtype.kind not in "biuf":
         raise TypeError(f"where(condition): expected a boolean array, got dtype {condition.dtype}")
     condition = condition != 0
-    like = a if isinstance(a, Node) else b if isinstance(b, Node) else Tensor(np.asarray(a, dtype=float))
+    like: Any = a if isinstance(a, Node) else b if isinstance(b, Node) else Tensor(np.asarray(a, dtype=float))
     a, b = (x if isinstance(x, Node) else like._constant(x, like) for x in (a, b))
-    if isinstance(like, Tensor):
-        check_broadcast(condition.shape, a.shape, "where(condition, a, b)")
-        check_broadcast(np.broadcast_shapes(condition.shape, a.shape), b.shape, "where(condition, a, b)")
+    if isinstance(like, Tensor):  # (then a and b are Tensors too)
+        check_broadcast(condition.shape, a.shape, "where(condition, a, b)")  # type: ignore[union-attr]
+        check_broadcast(np.broadcast_shapes(condition.shape, a.shape), b.shape, "where(condition, a, b)")  # type: ignore[union-attr]
         return ops.where(condition, a, b, name=name)
     if condition.ndim:
         raise ValueError(f"where(condition, a, b): with Scalars the condition is one bool, got shape {condition.shape}")
@@ -186,102 +197,102 @@ def where(condition, a, b, name=None):
 # -- reductions
 
 
-def sum(x, axis=None, keepdims=False, name=None):  # noqa: A001
+def sum(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:  # noqa: A001
     return node(x).sum(axis, keepdims=keepdims, name=name)
 
 
-def mean(x, axis=None, keepdims=False, name=None):
+def mean(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:
     return node(x).mean(axis, keepdims=keepdims, name=name)
 
 
-def max(x, axis=None, keepdims=False, name=None):  # noqa: A001
+def max(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:  # noqa: A001
     return node(x).max(axis, keepdims=keepdims, name=name)
 
 
-def min(x, axis=None, keepdims=False, name=None):  # noqa: A001
+def min(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:  # noqa: A001
     return node(x).min(axis, keepdims=keepdims, name=name)
 
 
-def prod(x, axis=None, keepdims=False, name=None):
+def prod(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:
     return node(x).prod(axis, keepdims=keepdims, name=name)
 
 
-def var(x, axis=None, keepdims=False, ddof=0, name=None):
+def var(x: Operand, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Result:
     return node(x).var(axis, keepdims=keepdims, ddof=ddof, name=name)
 
 
-def std(x, axis=None, keepdims=False, ddof=0, name=None):
+def std(x: Operand, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Result:
     return node(x).std(axis, keepdims=keepdims, ddof=ddof, name=name)
 
 
-def norm(x, ord=None, axis=None, keepdims=False, name=None):  # noqa: A002  (numpy.linalg.norm's order)
+def norm(x: Operand, ord: Any = None, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:  # noqa: A002  (numpy.linalg.norm's order)
     return node(x).norm(axis, keepdims=keepdims, ord=ord, name=name)
 
 
-def cumsum(x, axis=None, name=None):
+def cumsum(x: Operand, axis: Any = None, name: str | None = None) -> Result:
     return node(x).cumsum(axis, name=name)
 
 
-def cumprod(x, axis=None, name=None):
+def cumprod(x: Operand, axis: Any = None, name: str | None = None) -> Result:
     return node(x).cumprod(axis, name=name)
 
 
-def logsumexp(x, axis=None, keepdims=False, name=None):
+def logsumexp(x: Operand, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Result:
     return node(x).logsumexp(axis, keepdims=keepdims, name=name)
 
 
-def softmax(x, axis=-1, name=None):
+def softmax(x: Operand, axis: Any = -1, name: str | None = None) -> Result:
     return node(x).softmax(axis, name=name)
 
 
-def log_softmax(x, axis=-1, name=None):
+def log_softmax(x: Operand, axis: Any = -1, name: str | None = None) -> Result:
     return node(x).log_softmax(axis, name=name)
 
 
 # -- shape
 
 
-def reshape(x, shape, name=None):
+def reshape(x: Operand, shape: Any, name: str | None = None) -> Result:
     return node(x).reshape(shape, name=name)
 
 
-def transpose(x, axes=None, name=None):
+def transpose(x: Operand, axes: Any = None, name: str | None = None) -> Result:
     return node(x).transpose(*(() if axes is None else (tuple(axes),)), name=name)
 
 
-def squeeze(x, axis=None, name=None):
+def squeeze(x: Operand, axis: Any = None, name: str | None = None) -> Result:
     return node(x).squeeze(axis, name=name)
 
 
-def expand_dims(x, axis, name=None):
+def expand_dims(x: Operand, axis: Any, name: str | None = None) -> Result:
     return node(x).expand_dims(axis, name=name)
 
 
-def broadcast_to(x, shape, name=None):
+def broadcast_to(x: Operand, shape: Any, name: str | None = None) -> Result:
     return node(x).broadcast_to(shape, name=name)
 
 
-def flip(x, axis=None, name=None):
+def flip(x: Operand, axis: Any = None, name: str | None = None) -> Result:
     return node(x).flip(axis, name=name)
 
 
-def repeat(x, repeats, axis=None, name=None):
+def repeat(x: Operand, repeats: Any, axis: Any = None, name: str | None = None) -> Result:
     return node(x).repeat(repeats, axis, name=name)
 
 
-def tile(x, reps, name=None):
+def tile(x: Operand, reps: Any, name: str | None = None) -> Result:
     return node(x).tile(reps, name=name)
 
 
 # -- products
 
 
-def matmul(a, b, name=None):
+def matmul(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).matmul(b, name=name)
 
 
-def einsum(subscripts, *operands, name=None):
+def einsum(subscripts: str, *operands: Operand, name: str | None = None) -> Result:
     """``numpy.einsum`` on Tensors: ``einsum("ij,jk->ik", a, b)``, recorded as two-operand ``einsum`` ops.
 
     One operand is paired with the constant 1 (``"ij,->ji"``); three or more
@@ -313,7 +324,7 @@ def einsum(subscripts, *operands, name=None):
     return result
 
 
-def _checked_subscripts(subscripts, count):
+def _checked_subscripts(subscripts: str, count: int) -> tuple[list[str], str]:
     if "." in subscripts:
         raise ValueError(f"einsum({subscripts!r}): '...' is not supported; write every axis's letter out")
     text = subscripts.replace(" ", "")
@@ -335,8 +346,8 @@ def _checked_subscripts(subscripts, count):
     return inputs, output
 
 
-def _check_sizes(inputs, tensors, subscripts):
-    sizes = {}
+def _check_sizes(inputs: Sequence[str], tensors: Any, subscripts: str) -> None:
+    sizes: dict[str, int] = {}
     for position, (letters, tensor) in enumerate(zip(inputs, tensors)):
         if len(letters) != tensor.ndim:
             raise ValueError(
@@ -348,7 +359,7 @@ def _check_sizes(inputs, tensors, subscripts):
                 raise ValueError(f"einsum({subscripts!r}): letter {c!r} has length {sizes[c]} and {n}")
 
 
-def dot(a, b, name=None):
+def dot(a: Operand, b: Operand, name: str | None = None) -> Result:
     """``numpy.dot``: a product with a number, the inner product of vectors, matmul of matrices; for more
     axes, the sum over ``a``'s last axis and ``b``'s second-to-last (an ``einsum``)."""
     a, b = _pair(a, b)
@@ -368,7 +379,7 @@ def dot(a, b, name=None):
     return einsum(f"{left},{''.join(right)}->{output}", a, b, name=name)
 
 
-def outer(a, b, name=None):
+def outer(a: Operand, b: Operand, name: str | None = None) -> Result:
     """``numpy.outer``: every entry of ``a`` (flattened) times every entry of ``b``: shape ``[a.size, b.size]``."""
     a, b = _pair(a, b)
     a = node(a)

@@ -8,18 +8,22 @@ index-based modes (``edge``, ``reflect``, ``symmetric``, ``wrap``) and an
 of a primitive already checked on its own.
 """
 
+from __future__ import annotations
+
 import numbers
+from typing import Any
 
 import numpy as np
 
 from .. import ops
 from ..engine import record
 from ..values.tensor import Tensor
+from .functions import Operand
 
 __all__ = ["concatenate", "stack", "split", "pad"]
 
 
-def concatenate(tensors, axis=0, name=None):
+def concatenate(tensors: Any, axis: Any = 0, name: str | None = None) -> Tensor:
     """Join tensors along an existing ``axis`` (``numpy.concatenate``), recorded on the tape.
 
     The primitive joins two at a time, so three tensors are two tape rows:
@@ -52,7 +56,7 @@ def concatenate(tensors, axis=0, name=None):
     return joined
 
 
-def stack(tensors, axis=0, name=None):
+def stack(tensors: Any, axis: Any = 0, name: str | None = None) -> Tensor:
     """Join same-shaped tensors along a new ``axis`` (``numpy.stack``): a reshape each, then concatenate."""
     tensors = _tensor_list(tensors, "stack")
     shape = tensors[0].shape
@@ -67,7 +71,7 @@ def stack(tensors, axis=0, name=None):
     return concatenate([tensor.reshape(expanded) for tensor in tensors], axis=axis, name=name)
 
 
-def _tensor_list(tensors, what):
+def _tensor_list(tensors: Any, what: str) -> list[Tensor]:
     if isinstance(tensors, (Tensor, np.ndarray)) or not hasattr(tensors, "__iter__"):
         raise TypeError(f"{what}(tensors): expected a list of Tensors, got {type(tensors).__name__}")
     tensors = list(tensors)
@@ -79,7 +83,7 @@ def _tensor_list(tensors, what):
     return [like._lift(t, what) for t in tensors]
 
 
-def split(tensor, indices_or_sections, axis=0):
+def split(tensor: Operand, indices_or_sections: Any, axis: Any = 0) -> list[Tensor]:
     """Cut ``tensor`` along ``axis`` into equal pieces (an int) or at the given indices, as ``numpy.split``.
 
     Returns a list of Tensors, each an ``index`` (a slice) of the original.
@@ -114,7 +118,9 @@ def split(tensor, indices_or_sections, axis=0):
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
 
 
-def pad(tensor, pad_width, mode="constant", constant_values=0.0, name=None):
+def pad(
+    tensor: Operand, pad_width: Any, mode: str = "constant", constant_values: float = 0.0, name: str | None = None
+) -> Tensor:
     """``numpy.pad`` for Tensors: ``constant`` (a number), ``edge``, ``reflect``, ``symmetric`` or ``wrap``.
 
     ``pad_width`` is numpy's: an int, ``(before, after)``, or one pair per axis.
@@ -140,7 +146,7 @@ def pad(tensor, pad_width, mode="constant", constant_values=0.0, name=None):
         if before or after:
             if tensor.shape[axis] == 0:
                 raise ValueError(f"pad(mode={mode!r}): axis {axis} is empty; there is nothing to repeat")
-            indices = np.pad(np.arange(tensor.shape[axis]), (int(before), int(after)), mode=mode)
+            indices = np.pad(np.arange(tensor.shape[axis]), (int(before), int(after)), mode=mode)  # type: ignore[call-overload]  # (one of _INDEX_MODES)
             padded = record(ops.take, (padded,), {"indices": indices, "axis": axis})
     if padded is tensor:
         return tensor.reshape(tensor.shape, name=name)
@@ -148,7 +154,7 @@ def pad(tensor, pad_width, mode="constant", constant_values=0.0, name=None):
     return padded
 
 
-def _pad_constant(tensor, widths, value, name):
+def _pad_constant(tensor: Tensor, widths: Any, value: Any, name: str | None) -> Tensor:
     shape = tuple(int(n + before + after) for n, (before, after) in zip(tensor.shape, widths))
     key = tuple(slice(int(before), int(before) + n) for n, (before, _) in zip(tensor.shape, widths))
     placed = record(ops.index_add, (tensor,), {"shape": shape, "key": key}, name=None if value else name)

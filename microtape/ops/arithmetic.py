@@ -8,26 +8,22 @@ Scalars and Tensors they record (``create_graph=True``); the JVPs add the
 tangents' contributions, one per input, from the same partial derivatives.
 """
 
+from __future__ import annotations
+
 import operator
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .broadcasting import sum_of, tangent_or_zeros, unbroadcast, unbroadcasting
-from .core import primitive, value_of
+from ..engine.protocols import Value
+from .broadcasting import linear_jvp, sum_of, unbroadcast, unbroadcasting
+from .core import Grads, Op, primitive, value_of
 
 __all__ = ["add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum"]
 
 
-def _linear_jvp(forward):
-    """The JVP of an op that is linear in all its inputs: the forward applied to the tangents."""
-
-    def jvp(tangents, ans, *inputs, **params):
-        return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
-
-    return jvp
-
-
-def _add_vjp(g, ans, a, b):
+def _add_vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
     return g, g
 
 
@@ -37,12 +33,12 @@ add = primitive(
     unbroadcasting(_add_vjp),
     ["{g}", "{g}"],
     [r"\bar a = \bar y", r"\bar b = \bar y"],
-    jvp=_linear_jvp(lambda a, b: a + b),
+    jvp=linear_jvp(lambda a, b: a + b),
     reads=(),
 )
 
 
-def _sub_vjp(g, ans, a, b):
+def _sub_vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
     return g, -g
 
 
@@ -52,16 +48,16 @@ sub = primitive(
     unbroadcasting(_sub_vjp),
     ["{g}", "-{g}"],
     [r"\bar a = \bar y", r"\bar b = -\bar y"],
-    jvp=_linear_jvp(lambda a, b: a - b),
+    jvp=linear_jvp(lambda a, b: a - b),
     reads=(),
 )
 
 
-def _mul_vjp(g, ans, a, b):
+def _mul_vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
     return g * b, g * a
 
 
-def _mul_jvp(tangents, ans, a, b):
+def _mul_jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value) -> Value:
     ta, tb = tangents
     return sum_of(None if ta is None else ta * b, None if tb is None else a * tb)
 
@@ -77,12 +73,12 @@ mul = primitive(
 )
 
 
-def _div_vjp(g, ans, a, b):
+def _div_vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
     grad_a = g / b
     return grad_a, -grad_a * ans
 
 
-def _div_jvp(tangents, ans, a, b):
+def _div_jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value) -> Value:
     # d(a/b) = da / b − db · (a/b) / b
     ta, tb = tangents
     return sum_of(None if ta is None else ta / b, None if tb is None else -tb * ans / b)
@@ -99,7 +95,7 @@ div = primitive(
 )
 
 
-def _add_constant_vjp(g, ans, x, constant):
+def _add_constant_vjp(g: Value, ans: Value, x: Value, constant: Value) -> Grads:
     # The constant (a mask) receives no gradient: it is data, not a parameter.
     return unbroadcast(g, x), None
 
@@ -116,11 +112,11 @@ add_constant = primitive(
 )
 
 
-def _scale_vjp(g, ans, x, factor):
+def _scale_vjp(g: Value, ans: Value, x: Value, factor: float) -> Grads:
     return (g * factor,)
 
 
-def _number_text(value):
+def _number_text(value: Value) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
@@ -148,7 +144,7 @@ neg = primitive(
 )
 
 
-def _dropout_vjp(g, ans, x, keep):
+def _dropout_vjp(g: Value, ans: Value, x: Value, keep: Value) -> Grads:
     # The mask is a constant input (so graphs can draw it), not a parameter.
     return g * keep, None
 
@@ -171,7 +167,7 @@ dropout = primitive(
 # ---------------------------------------------------------------- maximum and minimum
 
 
-def _winner_share(wins, ties, g):
+def _winner_share(wins: Value, ties: Value, g: Value) -> Value:
     """1 where an operand won, 1/2 where it tied, 0 where it lost — in ``g``'s dtype (a float for Scalars)."""
     share = wins + 0.5 * ties
     if isinstance(share, np.ndarray):
@@ -179,7 +175,7 @@ def _winner_share(wins, ties, g):
     return float(share)
 
 
-def _share_of_a(a, b, g, a_wins):
+def _share_of_a(a: Value, b: Value, g: Value, a_wins: Value) -> Value:
     """The part of the gradient that goes to ``a``: where it wins, and half of each tie.
 
     Read from the values (a constant of the derivative): the gradient goes to
@@ -190,16 +186,16 @@ def _share_of_a(a, b, g, a_wins):
     return _winner_share(a > b if a_wins == "larger" else a < b, a == b, g)
 
 
-def _pick_vjp(winner):
-    def vjp(g, ans, a, b):
+def _pick_vjp(winner: str) -> Callable[..., Grads]:
+    def vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
         share_a = _share_of_a(a, b, g, winner)
         return g * share_a, g * (1.0 - share_a)
 
     return unbroadcasting(vjp)
 
 
-def _pick_jvp(winner):
-    def jvp(tangents, ans, a, b):
+def _pick_jvp(winner: str) -> Callable[..., Value]:
+    def jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value) -> Value:
         ta, tb = tangents
         share_a = _share_of_a(a, b, ans, winner)
         return sum_of(None if ta is None else ta * share_a, None if tb is None else tb * (1.0 - share_a))
@@ -207,7 +203,7 @@ def _pick_jvp(winner):
     return jvp
 
 
-def _pick(name, forward, winner, sign):
+def _pick(name: str, forward: Callable[..., Any], winner: str, sign: str) -> Op:
     """maximum or minimum: the gradient goes to the ``winner`` ("larger" or "smaller") operand."""
     return primitive(
         name,

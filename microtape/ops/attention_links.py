@@ -14,10 +14,13 @@ without copying the chain. Softmax's derivative itself is the op registry's
 (:func:`microtape.ops.softmax_backward`), written once beside its forward.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
+from ..engine.protocols import Value
 from . import nn as nn_ops  # (looked up when called: a lesson may swap softmax_backward)
 
 __all__ = [
@@ -36,7 +39,7 @@ __all__ = [
 NEG_INF = -1e9
 
 
-def score_scale(depth):
+def score_scale(depth: int) -> float:
     """``1/√d``: the scores' scale, so the softmax does not saturate as the head depth ``d`` grows.
 
     A Python float, so a float32 computation stays float32.
@@ -47,7 +50,7 @@ def score_scale(depth):
 # ---------------------------------------------------------------- shapes (no arithmetic)
 
 
-def split_heads(x, num_heads):
+def split_heads(x: Value, num_heads: int) -> Value:
     """``[B, T, E]`` to ``[B·H, T, D]``: head ``h`` takes features ``h·D .. (h+1)·D``.
 
     Uses only ``reshape`` and ``transpose``, so it runs on numpy arrays,
@@ -59,7 +62,7 @@ def split_heads(x, num_heads):
     return x.reshape(batch, length, num_heads, depth).transpose(0, 2, 1, 3).reshape(batch * num_heads, length, depth)
 
 
-def merge_heads(x, batch):
+def merge_heads(x: Value, batch: int) -> Value:
     """``[B·H, T, D]`` back to ``[B, T, E]`` (the inverse of :func:`split_heads`)."""
     heads_total, length, depth = x.shape
     num_heads = heads_total // batch
@@ -67,7 +70,7 @@ def merge_heads(x, batch):
     return x.reshape(batch, num_heads, length, depth).transpose(0, 2, 1, 3).reshape(batch, length, num_heads * depth)
 
 
-def _t(x):
+def _t(x: Value) -> Value:
     """Transpose the last two axes (a batch of matrices stays a batch)."""
     return np.swapaxes(x, -1, -2)
 
@@ -75,17 +78,17 @@ def _t(x):
 # ---------------------------------------------------------------- the links (one per step's backward)
 
 
-def context_backward(grad_context, used_weights, v_heads):
+def context_backward(grad_context: Value, used_weights: Value, v_heads: Value) -> tuple[Value, Value]:
     """``C = P̃ V``: returns ``(dP̃, dV) = (dC Vᵀ, P̃ᵀ dC)``."""
     return grad_context @ _t(v_heads), _t(used_weights) @ grad_context
 
 
-def dropout_backward(grad_dropped, keep):
+def dropout_backward(grad_dropped: Value, keep: Value) -> Value:
     """``P̃ = P ⊙ keep``: returns ``dP = dP̃ ⊙ keep`` (the same saved mask)."""
     return grad_dropped * keep
 
 
-def softmax_backward(grad_weights, weights):
+def softmax_backward(grad_weights: Value, weights: Value) -> Value:
     """``P = softmax(S)`` row by row: returns ``dS = P ⊙ (dP − rowsum(dP ⊙ P))`` (the op's VJP).
 
     The rowsum term is the coupling inside a row: raising one score lowers
@@ -94,7 +97,7 @@ def softmax_backward(grad_weights, weights):
     return nn_ops.softmax_backward(grad_weights, weights)
 
 
-def scores_backward(grad_scores, q_heads, k_heads, scale):
+def scores_backward(grad_scores: Value, q_heads: Value, k_heads: Value, scale: float) -> tuple[Value, Value]:
     """``S = Q Kᵀ · scale``: returns ``(dQ, dK) = (dS K · scale, dSᵀ Q · scale)``."""
     return grad_scores @ k_heads * scale, _t(grad_scores) @ q_heads * scale
 

@@ -8,39 +8,51 @@ the JVP adds ``tangent * slope`` over the inputs. The slopes are written with
 operators and ops, so they record on Scalars and Tensors (second order).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..engine.protocols import Value
 from .broadcasting import sum_of, unbroadcasting
-from .core import primitive, value_of
+from .core import Grads, Op, primitive, value_of
 from .elementwise import exp, log
 
 __all__ = ["logaddexp", "arctan2", "power", "elementwise_pair"]
 
 
-def elementwise_pair(name, forward, partials, grads, latex, **fields):
+def elementwise_pair(
+    name: str,
+    forward: Callable[..., Any],
+    partials: Callable[..., Any],
+    grads: Sequence[str],
+    latex: Sequence[str],
+    **fields: Any,
+) -> Op:
     """Register a two-input elementwise op from its forward and its ``partials(ans, a, b)``."""
 
-    def vjp(g, ans, a, b):
+    def vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
         slope_a, slope_b = partials(ans, a, b)
         return g * slope_a, g * slope_b
 
-    def jvp(tangents, ans, a, b):
+    def jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value) -> Value:
         slopes = partials(ans, a, b)
         return sum_of(*(None if t is None else t * slope for t, slope in zip(tangents, slopes)))
 
     return primitive(name, forward, unbroadcasting(vjp), grads, latex, jvp=jvp, **fields)
 
 
-def _as_constant(condition, like):
+def _as_constant(condition: Value, like: Value) -> Value:
     """A boolean test of the values as 0/1 numbers in ``like``'s dtype (a float for a Python float)."""
     if isinstance(condition, np.ndarray):
         return condition.astype(np.result_type(value_of(like)))
     return float(condition)
 
 
-def _nan_where(condition, like):
+def _nan_where(condition: Value, like: Value) -> Value:
     """NaN where ``condition`` holds, 0 elsewhere: a constant that marks undefined slopes."""
     if isinstance(condition, np.ndarray):
         return np.where(condition, np.nan, 0.0).astype(np.result_type(value_of(like)))
@@ -50,14 +62,14 @@ def _nan_where(condition, like):
 # ---------------------------------------------------------------- logaddexp
 
 
-def _logaddexp_float(a, b):
+def _logaddexp_float(a: Value, b: Value) -> float:
     if a == b:  # also ±inf twice, where a − b would be NaN
         return a + math.log(2.0)
     top = max(a, b)
     return top + math.log1p(math.exp(-abs(a - b)))
 
 
-def _logaddexp_forward(a, b):
+def _logaddexp_forward(a: Value, b: Value) -> Value:
     if a.__class__ is float and b.__class__ is float:
         return _logaddexp_float(a, b)
     return np.logaddexp(a, b)
@@ -78,7 +90,7 @@ logaddexp = elementwise_pair(
 # ---------------------------------------------------------------- arctan2
 
 
-def _arctan2_partials(ans, a, b):
+def _arctan2_partials(ans: Value, a: Value, b: Value) -> Grads:
     # y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
     radius_squared = a * a + b * b
     return b / radius_squared, -a / radius_squared
@@ -98,13 +110,13 @@ arctan2 = elementwise_pair(
 # ---------------------------------------------------------------- power: a ** b, both differentiable
 
 
-def _power_forward(a, b):
+def _power_forward(a: Value, b: Value) -> Value:
     # numpy's power also for two floats (0.0 ** -1 gives inf there instead of raising).
     result = np.power(a, b)
     return float(result) if a.__class__ is float and b.__class__ is float else result
 
 
-def _power_partials(ans, a, b):
+def _power_partials(ans: Value, a: Value, b: Value) -> Grads:
     """∂(aᵇ)/∂a = b·aᵇ⁻¹ and ∂(aᵇ)/∂b = aᵇ·ln a, with PyTorch's values where those are 0·∞.
 
     Where b = 0 the slope in a is 0 (a⁰ is the constant 1, even at a = 0).

@@ -7,21 +7,36 @@ Python floats and — in a recorded reverse pass — on Scalars and Tensors
 (whose ``.sum`` records).
 """
 
+from __future__ import annotations
+
 import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..engine import Node
+from ..engine.protocols import Value
+from .core import Axis, Grads, Shape
 
-__all__ = ["unbroadcast", "unbroadcast_both", "unbroadcasting", "shape_of", "kept_shape", "tangent_or_zeros", "sum_of"]
+__all__ = [
+    "unbroadcast",
+    "unbroadcast_both",
+    "unbroadcasting",
+    "shape_of",
+    "kept_shape",
+    "tangent_or_zeros",
+    "sum_of",
+    "linear_jvp",
+]
 
 
-def shape_of(x):
+def shape_of(x: Value) -> Shape:
     """The shape of an array, a Tensor, a number or a Scalar (``()`` for the last two)."""
     return getattr(x, "shape", ())
 
 
-def kept_shape(shape, axis):
+def kept_shape(shape: Shape, axis: Axis) -> Shape:
     """``shape`` with the reduced ``axis`` (None, an int or a tuple) kept as size 1."""
     if axis is None:
         return (1,) * len(shape)
@@ -29,7 +44,7 @@ def kept_shape(shape, axis):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def unbroadcast(grad, like):
+def unbroadcast(grad: Value, like: Value) -> Value:
     """Sum ``grad`` down to the shape of ``like`` (undoing numpy broadcasting).
 
     Python floats (Scalar's values) never broadcast, so they pass straight through.
@@ -50,7 +65,7 @@ def unbroadcast(grad, like):
     return grad
 
 
-def unbroadcast_both(grad_a, a, grad_b, b):
+def unbroadcast_both(grad_a: Value, a: Value, grad_b: Value, b: Value) -> tuple[Value, Value]:
     """:func:`unbroadcast` for both operands of a binary op, in one call.
 
     Scalars pay for every Python call in their backward pass, and their
@@ -61,7 +76,7 @@ def unbroadcast_both(grad_a, a, grad_b, b):
     return unbroadcast(grad_a, a), unbroadcast(grad_b, b)
 
 
-def unbroadcasting(partials):
+def unbroadcasting(partials: Callable[..., Any]) -> Callable[..., Grads]:
     """The VJP of a broadcasting binary op from its elementwise one, ``partials(g, ans, a, b)``.
 
     The VJP sums each of the two gradients back to its operand's shape. The
@@ -71,15 +86,15 @@ def unbroadcasting(partials):
     """
 
     @functools.wraps(partials)  # (its name and module: the op's family is the module of its VJP)
-    def vjp(g, ans, a, b):
+    def vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
         grad_a, grad_b = partials(g, ans, a, b)
         return unbroadcast_both(grad_a, a, grad_b, b)
 
-    vjp.for_floats = partials
+    vjp.for_floats = partials  # type: ignore[attr-defined]  # (a function's attribute: Op.float_vjp reads it)
     return vjp
 
 
-def sum_of(*terms):
+def sum_of(*terms: Value | None) -> Value:
     """The sum of the terms that are there: a JVP's input without a tangent contributes nothing."""
     present = [t for t in terms if t is not None]
     total = present[0]
@@ -88,9 +103,21 @@ def sum_of(*terms):
     return total
 
 
-def tangent_or_zeros(tangent, x):
+def tangent_or_zeros(tangent: Value, x: Value) -> Value:
     """A forward-mode tangent, or zeros of ``x``'s shape for an input that has none."""
     if tangent is not None:
         return tangent
     data = x.data if isinstance(x, Node) else x
     return 0.0 if data.__class__ is float else np.zeros_like(data)
+
+
+def linear_jvp(forward: Callable[..., Any]) -> Callable[..., Value]:
+    """The JVP of an op that is linear in all its inputs: the forward applied to the tangents.
+
+    An input without a tangent contributes zeros (:func:`tangent_or_zeros`).
+    """
+
+    def jvp(tangents: Sequence[Value | None], ans: Value, *inputs: Sequence[str] | None, **params: Any) -> Value:
+        return forward(*[tangent_or_zeros(t, x) for t, x in zip(tangents, inputs)], **params)
+
+    return jvp

@@ -33,13 +33,23 @@ the built-in families (:mod:`.elementwise`, :mod:`.reductions`,
 with :func:`define`.
 """
 
+from __future__ import annotations
+
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from ..engine import Node, record
+from ..engine.protocols import Value
 
-__all__ = ["Op", "OPS", "define", "primitive", "register", "value_of"]
+__all__ = ["Op", "OPS", "define", "primitive", "register", "value_of", "Value", "Grads", "Axis", "Shape"]
+
+# The types the ops' annotations use. A value (:data:`~microtape.engine.protocols.Value`) is an
+# array, a float, or a Scalar/Tensor in a recorded pass; a VJP returns one gradient per input.
+Grads: TypeAlias = tuple[Value, ...]
+Axis: TypeAlias = int | tuple[int, ...] | None
+Shape: TypeAlias = tuple[int, ...]
 
 # A placeholder in a formula template: {g}, {x}, {exponent}.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -80,13 +90,13 @@ class Op:
     forward_saving: Callable | None = None
     # What the VJP reads, by name (operands and the output): a lean tape keeps only these values.
     # None: everything (a user op that declares nothing). Shapes and dtypes are always kept.
-    reads: tuple | None = None
+    reads: Sequence[str] | None = None  # (kept as a tuple)
     # The VJP the Scalar fast path calls, set from ``vjp`` (so ``dataclasses.replace(op, vjp=...)``
     # changes both): ``vjp`` itself, or the elementwise derivative inside a VJP made by
     # :func:`.broadcasting.unbroadcasting` (floats never broadcast: nothing to sum back).
     float_vjp: Callable = field(init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "float_vjp", getattr(self.vjp, "for_floats", self.vjp))
         if self.reads is not None:
             names = (*self.inputs, self.output)
@@ -97,12 +107,12 @@ class Op:
     # -- what a lean tape keeps
 
     @property
-    def reads_output(self):
+    def reads_output(self) -> bool:
         """Does the VJP read the op's output? (True when the op declares nothing.)"""
         return self.reads is None or self.output in self.reads
 
     @property
-    def read_inputs(self):
+    def read_inputs(self) -> tuple[int, ...]:
         """Positions of the inputs whose values the VJP reads (all of them when the op declares nothing)."""
         if self.reads is None:
             return tuple(range(self.arity))
@@ -111,20 +121,20 @@ class Op:
     # -- what the op is, as data
 
     @property
-    def arity(self):
+    def arity(self) -> int:
         return len(self.inputs)
 
     @property
-    def differentiable(self):
+    def differentiable(self) -> tuple[bool, ...]:
         """One bool per input: does the op pass a gradient to it?"""
         return tuple(formula is not None for formula in self.grads)
 
     @property
-    def constant_inputs(self):
+    def constant_inputs(self) -> tuple[int, ...]:
         """Positions of the inputs that receive no gradient (masks)."""
         return tuple(i for i, formula in enumerate(self.grads) if formula is None)
 
-    def formula_for(self, position, names=None):
+    def formula_for(self, position: int, names: Any = None) -> str | None:
         """The gradient of input ``position`` as text, placeholders filled in.
 
         ``names`` maps placeholders (``"g"``, operand names, the output's name,
@@ -138,7 +148,7 @@ class Op:
         return _PLACEHOLDER.sub(lambda m: str(names.get(m.group(1), m.group(1))), template)
 
     @property
-    def formula(self):
+    def formula(self) -> str:
         """The whole VJP on one line: ``grad_a = g * b;  grad_b = g * a``."""
         parts = [
             f"grad_{name} = {self.formula_for(i)}" if self.grads[i] is not None else f"{name}: constant (no gradient)"
@@ -148,21 +158,21 @@ class Op:
         return f"{text}  ({self.note})" if self.note else text
 
     @property
-    def latex(self):
+    def latex(self) -> str:
         r"""The whole VJP in LaTeX: ``\bar a = \bar y\, b,\quad \bar b = \bar y\, a``."""
         return r",\quad ".join(latex for latex in self.grads_latex if latex is not None)
 
-    def describe(self, params):
+    def describe(self, params: dict[str, Any] | None) -> str:
         """What a picture shows of this op: ``pow ²``, ``scale ×0.5``, or just its name."""
         extra = self.label(params or {}) if self.label is not None else ""
         return f"{self.name} {extra}" if extra else self.name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Op({self.name!r}: {self.formula})"
 
     # -- running it
 
-    def bind(self, *operands, **params):
+    def bind(self, *operands: Any, **params: Any) -> Any:
         """Apply the op the way a VJP does: plain values compute, tape values record.
 
         This is Autodidax's ``bind``: ``exp.bind(x)`` is ``numpy.exp(x)`` for an
@@ -179,8 +189,11 @@ class Op:
         inputs = tuple(x if isinstance(x, Node) else kind._constant(x, like) for x in operands)
         return record(self, inputs, params or None)
 
-    def __call__(self, *operands, name=None, **params):
-        """Run this op on Scalars/Tensors (numbers and arrays become constants) and record it."""
+    def __call__(self, *operands: Any, name: str | None = None, **params: Any) -> Any:
+        """Run this op on Scalars/Tensors (numbers and arrays become constants) and record it.
+
+        Returns a node of the first node input's kind (typed Any: a Scalar or a Tensor, as the inputs say).
+        """
         if len(operands) != self.arity:
             raise TypeError(
                 f"op {self.name!r} takes {self.arity} input{'s' if self.arity != 1 else ''} "
@@ -216,7 +229,7 @@ OPS: dict[str, Op] = {}
 _DEFAULT_INPUTS = {1: ("x",), 2: ("a", "b"), 3: ("a", "b", "c")}
 
 
-def value_of(x):
+def value_of(x: Value) -> Value:
     """The number or array inside ``x`` (its ``.data`` for a Scalar or Tensor).
 
     VJPs use it for what is *not* differentiated: a comparison, a sign, the
@@ -225,7 +238,7 @@ def value_of(x):
     return x.data if isinstance(x, Node) else x
 
 
-def register(op):
+def register(op: Op) -> Op:
     """Add ``op`` to :data:`OPS` and return it.
 
     A built-in name is taken for good (registering another op under it is
@@ -240,7 +253,16 @@ def register(op):
     return op
 
 
-def primitive(name, forward, vjp, grads, latex, *, inputs=None, **fields):
+def primitive(
+    name: str,
+    forward: Callable[..., Any],
+    vjp: Callable[..., Any],
+    grads: Sequence[str | None],
+    latex: Sequence[str | None] | str,
+    *,
+    inputs: Sequence[str] | None = None,
+    **fields: Any,
+) -> Op:
     """Make and register a built-in op (one formula per input; None marks a constant input).
 
     This is how every built-in family, and the tiled attention kernel, adds its ops.
@@ -253,22 +275,22 @@ def primitive(name, forward, vjp, grads, latex, *, inputs=None, **fields):
 
 
 def define(
-    name,
-    forward,
-    vjp,
-    formula,
-    latex=None,
+    name: str,
+    forward: Callable[..., Any],
+    vjp: Callable[..., Any],
+    formula: str | Sequence[str | None],
+    latex: Sequence[str | None] | str | None = None,
     *,
-    inputs=None,
-    output="y",
-    note="",
-    domain="real",
-    example_params=None,
-    label=None,
-    jvp=None,
-    higher_order=False,
-    reads=None,
-):
+    inputs: Sequence[str] | None = None,
+    output: Any = "y",
+    note: str = "",
+    domain: str = "real",
+    example_params: dict[str, Any] | None = None,
+    label: Callable[[dict[str, Any]], str] | None = None,
+    jvp: Callable[..., Any] | None = None,
+    higher_order: bool = False,
+    reads: Sequence[str] | None = None,
+) -> Op:
     """Define your own op and return it; call it on Scalars or Tensors to record it.
 
     ``forward(*inputs, **params)`` computes the output (numpy arrays, or floats

@@ -9,13 +9,18 @@ Python floats take the math module's path: for one number it is ~20x faster
 than a numpy ufunc, and the scalar engine lives or dies by per-op cost.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..engine import Node
-from .core import primitive, value_of
+from ..engine.protocols import Value
+from .core import Grads, Op, primitive, value_of
 
 __all__ = [
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K",
@@ -23,31 +28,31 @@ __all__ = [
 ]  # fmt: skip
 
 
-def diagonal_jvp(vjp):
+def diagonal_jvp(vjp: Callable[..., Any]) -> Callable[..., Value]:
     """The JVP of an elementwise op from its VJP: a diagonal Jacobian is its own transpose."""
 
-    def jvp(tangents, ans, x, **params):
+    def jvp(tangents: Sequence[Value | None], ans: Value, x: Value, **params: Any) -> Value:
         return vjp(tangents[0], ans, x, **params)[0]
 
     return jvp
 
 
-def float_or_array(scalar_fn, array_fn):
+def float_or_array(scalar_fn: Callable[..., Any], array_fn: Callable[..., Any]) -> Callable[[Value], Value]:
     """One forward for both engines: the math module's function for a float, numpy's for an array."""
 
-    def fn(x):
+    def fn(x: Value) -> Value:
         return scalar_fn(x) if x.__class__ is float else array_fn(x)
 
     fn.__name__ = array_fn.__name__
     return fn
 
 
-def unary(name, forward, vjp, grad, latex, **fields):
+def unary(name: str, forward: Callable[..., Any], vjp: Callable[..., Any], grad: str, latex: str, **fields: Any) -> Op:
     """Register an elementwise op of one input: one formula, and the JVP from the VJP (a diagonal Jacobian)."""
     return primitive(name, forward, vjp, [grad], [latex], jvp=diagonal_jvp(vjp), **fields)
 
 
-def _pow_vjp(g, ans, x, exponent):
+def _pow_vjp(g: Value, ans: Value, x: Value, exponent: float) -> Grads:
     if exponent == 0:
         # x**0 is the constant 1 (also at x = 0, where x**-1 would give 0 * inf).
         return (g * 0.0 if g.__class__ is not np.ndarray else np.zeros_like(g * x),)
@@ -61,10 +66,10 @@ def _pow_vjp(g, ans, x, exponent):
 _SUPERSCRIPTS = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
 
 
-def _pow_label(params):
+def _pow_label(params: dict[str, Any]) -> str:
     exponent = params.get("exponent")
-    if isinstance(exponent, numbers.Real) and float(exponent).is_integer() and abs(exponent) < 100:
-        return str(int(exponent)).translate(_SUPERSCRIPTS)
+    if isinstance(exponent, numbers.Real) and float(exponent).is_integer() and abs(float(exponent)) < 100:
+        return str(int(float(exponent))).translate(_SUPERSCRIPTS)
     return f"^{exponent:g}" if isinstance(exponent, numbers.Real) else f"^{exponent}"
 
 
@@ -112,13 +117,13 @@ tanh = unary(
 )
 
 
-def _relu_forward(x):
+def _relu_forward(x: Value) -> Value:
     if x.__class__ is float:
         return x if x > 0.0 else 0.0
     return np.maximum(x, 0)
 
 
-def _relu_vjp(g, ans, x):
+def _relu_vjp(g: Value, ans: Value, x: Value) -> Grads:
     if x.__class__ is float:
         return (g if x > 0.0 else g * 0.0,)
     if g.__class__ is np.ndarray:
@@ -137,7 +142,7 @@ relu = unary(
 )
 
 
-def _sqrt_vjp(g, ans, x):
+def _sqrt_vjp(g: Value, ans: Value, x: Value) -> Grads:
     # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about.
     with np.errstate(divide="ignore", invalid="ignore"):
         return (0.5 * g / ans,)
@@ -165,7 +170,7 @@ abs_ = unary(
 )
 
 
-def _sigmoid_forward(x):
+def _sigmoid_forward(x: Value) -> Value:
     # 1 / (1 + e^-x) overflows for very negative x; with e = exp(-|x|) (never
     # more than 1) both branches are safe: 1/(1+e) for x >= 0, e/(1+e) below.
     e = np.exp(-np.abs(x))
@@ -192,7 +197,7 @@ GELU_K = 0.044715
 _GELU_SATURATED = 20.0
 
 
-def _saturating(x):
+def _saturating(x: Value) -> Value:
     """``x`` clipped to ±20, where tanh(c (x + k x³)) is already exactly ±1: its cube cannot overflow.
 
     (On Scalars and Tensors — a recorded pass — ``x`` is used as it is.)
@@ -200,12 +205,12 @@ def _saturating(x):
     return x if isinstance(x, Node) else np.clip(x, -_GELU_SATURATED, _GELU_SATURATED)
 
 
-def _gelu_forward(x):
+def _gelu_forward(x: Value) -> Value:
     inner = _saturating(x)
     return 0.5 * x * (1.0 + np.tanh(GELU_C * (inner + GELU_K * inner * inner * inner)))
 
 
-def _gelu_vjp(g, ans, x):
+def _gelu_vjp(g: Value, ans: Value, x: Value) -> Grads:
     # Product rule on x/2 · (1 + t), t = tanh(u), u = c (x + k x³):
     #   d/dx = (1 + t)/2 + x/2 · (1 − t²) · c (1 + 3k x²)
     # (past the clip 1 − t² is exactly 0, so the clipped x changes nothing there)

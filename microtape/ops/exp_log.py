@@ -6,6 +6,8 @@ lose. Each op is elementwise (VJP ``g * f'(x)``, JVP from it), its
 derivative written with operators and ops so it records on Tensors.
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -46,7 +48,7 @@ log2 = unary(
     "log2",
     float_or_array(math.log2, np.log2),
     lambda g, ans, x: (g / (x * LN2),),
-    "{g} / ({x} * ln 2)",
+    "{g} / ({x} * ln(2))",
     r"\bar x = \bar y / (x \ln 2)",
     domain="positive",
     reads=("x",),
@@ -57,7 +59,7 @@ log10 = unary(
     "log10",
     float_or_array(math.log10, np.log10),
     lambda g, ans, x: (g / (x * LN10),),
-    "{g} / ({x} * ln 10)",
+    "{g} / ({x} * ln(10))",
     r"\bar x = \bar y / (x \ln 10)",
     domain="positive",
     reads=("x",),
@@ -68,7 +70,7 @@ exp2 = unary(
     "exp2",
     float_or_array(lambda x: 2.0**x, np.exp2),
     lambda g, ans, x: (g * ans * LN2,),
-    "{g} * 2**{x} * ln 2",
+    "{g} * 2**{x} * ln(2)",
     r"\bar x = \bar y\, 2^{x} \ln 2",
     reads=("y",),
 )

@@ -8,21 +8,27 @@ operand's give back this operand's. ``norm``'s is ``g x / ‖x‖`` (0 at
 ``x = 0``, PyTorch's choice of subgradient).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
+from ..engine.protocols import Value
 from .broadcasting import shape_of, sum_of, tangent_or_zeros, unbroadcast
-from .core import primitive, value_of
+from .core import Axis, Grads, Shape, primitive, value_of
 from .reductions import spread, with_kept_axes
 from .shape import broadcast_to, reshape
 
 __all__ = ["matmul", "einsum", "norm", "parse_einsum"]
 
 
-def _swap_last(a):
+def _swap_last(a: Value) -> Value:
     return a.swapaxes(-1, -2)
 
 
-def _transposed_matrix(array):
+def _transposed_matrix(array: Value) -> Value:
     """True for a numpy matrix laid out as the transpose of a C-ordered one (``W.T``)."""
     return (
         array.__class__ is np.ndarray
@@ -32,7 +38,7 @@ def _transposed_matrix(array):
     )
 
 
-def _rows_times(a, b):
+def _rows_times(a: Value, b: Value) -> Value:
     """``a @ b``; a batch of rows times one matrix (``x @ W``) runs as one product over all the rows.
 
     numpy's ``@`` runs ``[B, T, n] @ [n, m]`` as B products of ``[T, n]``; as
@@ -43,7 +49,7 @@ def _rows_times(a, b):
     return a @ b
 
 
-def _product_like(a, b, like):
+def _product_like(a: Value, b: Value, like: Value) -> Value:
     """``a @ b``, laid out in memory as ``like`` is (the gradient of ``like``).
 
     The gradient of a transposed matrix (the ``W.T`` of ``x @ W.T``) is
@@ -57,7 +63,7 @@ def _product_like(a, b, like):
     return _rows_times(a, b)
 
 
-def _matmul_vjp(g, ans, a, b):
+def _matmul_vjp(g: Value, ans: Value, a: Value, b: Value) -> Grads:
     if a.ndim == 1 and b.ndim == 1:
         return g * b, g * a  # the dot product: c = Σ a_i b_i
     # A 1-D operand is a row (for a) or column (for b) vector in disguise.
@@ -83,7 +89,7 @@ def _matmul_vjp(g, ans, a, b):
     return unbroadcast(grad_a, a), unbroadcast(grad_b, b)
 
 
-def _matmul_jvp(tangents, ans, a, b):
+def _matmul_jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value) -> Value:
     # d(A B) = dA B + A dB (each term left out when its tangent is missing).
     ta, tb = tangents
     if ta is None:
@@ -107,7 +113,7 @@ matmul = primitive(
 # ---------------------------------------------------------------- einsum
 
 
-def parse_einsum(subscripts):
+def parse_einsum(subscripts: str) -> tuple[list[str], str]:
     """``"ij,jk->ik"`` as ``(["ij", "jk"], "ik")``; the implicit form (no ``->``) gets numpy's output.
 
     numpy's implicit output is the letters used exactly once, in alphabetical order.
@@ -122,11 +128,11 @@ def parse_einsum(subscripts):
     return inputs.split(","), output
 
 
-def _einsum_forward(a, b, subscripts):
+def _einsum_forward(a: Value, b: Value, subscripts: str) -> Value:
     return np.einsum(subscripts, a, b)
 
 
-def _einsum_grad(g, other, own, other_letters, output, shape):
+def _einsum_grad(g: Value, other: Value, own: str, other_letters: str, output: Any, shape: Shape) -> Value:
     """One operand's gradient: an einsum of ``g`` with the other operand back to this operand's letters.
 
     A letter only this operand has (summed away alone) gets its axis back by
@@ -140,7 +146,7 @@ def _einsum_grad(g, other, own, other_letters, output, shape):
     return grad
 
 
-def _einsum_vjp(g, ans, a, b, subscripts):
+def _einsum_vjp(g: Value, ans: Value, a: Value, b: Value, subscripts: str) -> Grads:
     (letters_a, letters_b), output = parse_einsum(subscripts)
     return (
         _einsum_grad(g, b, letters_a, letters_b, output, shape_of(a)),
@@ -148,7 +154,7 @@ def _einsum_vjp(g, ans, a, b, subscripts):
     )
 
 
-def _einsum_jvp(tangents, ans, a, b, subscripts):
+def _einsum_jvp(tangents: Sequence[Value | None], ans: Value, a: Value, b: Value, subscripts: str) -> Value:
     # Linear in each operand: d einsum(a, b) = einsum(da, b) + einsum(a, db).
     ta, tb = tangents
     return sum_of(
@@ -173,12 +179,12 @@ einsum = primitive(
 # ---------------------------------------------------------------- norm
 
 
-def _norm_forward(x, axis=None, keepdims=False):
+def _norm_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     # The 2-norm (Frobenius over several axes): what numpy.linalg.norm gives with ord=None.
     return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
 
 
-def _safe_norm(ans, like):
+def _safe_norm(ans: Value, like: Value) -> Value:
     """‖x‖ with 1 where it is 0: there x is 0 too, so x / ‖x‖ gives PyTorch's subgradient 0."""
     zero = value_of(ans) == 0
     if isinstance(zero, np.ndarray):
@@ -186,12 +192,14 @@ def _safe_norm(ans, like):
     return ans + float(zero)
 
 
-def _norm_vjp(g, ans, x, axis=None, keepdims=False):
+def _norm_vjp(g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Grads:
     shape = shape_of(x)
     return (spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape),)
 
 
-def _norm_jvp(tangents, ans, x, axis=None, keepdims=False):
+def _norm_jvp(
+    tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = None, keepdims: bool = False
+) -> Value:
     return np.sum(tangents[0] * x, axis=axis, keepdims=keepdims) / _safe_norm(ans, x)
 
 

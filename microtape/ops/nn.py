@@ -10,16 +10,21 @@ kernel all call it. On plain arrays it makes one new array (attention's
 backward lives on it); on Scalars and Tensors the same lines record.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..engine import Node
-from .core import primitive
+from ..engine.protocols import Value
+from .core import Axis, Grads, primitive
 from .elementwise import exp
 
 __all__ = ["softmax", "log_softmax", "softmax_backward"]
 
 
-def _softmax_forward(x, axis=-1):
+def _softmax_forward(x: Value, axis: Axis = -1) -> Value:
     # Subtracting the row max changes nothing mathematically (it cancels in the
     # ratio) but keeps exp() from overflowing: the "numerically stable" softmax.
     with np.errstate(over="ignore"):  # [1.7e308, -1.7e308]: the gap overflows to -inf, whose exp is 0
@@ -30,7 +35,7 @@ def _softmax_forward(x, axis=-1):
     return weights
 
 
-def _rowdot(a, b, axis):
+def _rowdot(a: Value, b: Value, axis: Axis) -> Value:
     """``sum(a * b, axis, keepdims=True)``: on arrays without building ``a * b`` (einsum fuses it)."""
     if isinstance(a, Node):
         return (a * b).sum(axis=axis, keepdims=True)
@@ -40,7 +45,7 @@ def _rowdot(a, b, axis):
     return np.expand_dims(np.einsum("...i,...i->...", a, b), axis)
 
 
-def softmax_backward(g, p, axis=-1, row_sum=None):
+def softmax_backward(g: Value, p: Value, axis: Axis = -1, row_sum: Value = None) -> Value:
     """``P ⊙ (dP − rowsum(dP ⊙ P))``: softmax's VJP, written once (the op, the analytic chain and the tiled kernel).
 
     The Jacobian of softmax is diag(p) - p p^T; applied to g, row by row. A
@@ -53,7 +58,7 @@ def softmax_backward(g, p, axis=-1, row_sum=None):
     return grad_x
 
 
-def _softmax_vjp(g, ans, x, axis=-1):
+def _softmax_vjp(g: Value, ans: Value, x: Value, axis: Axis = -1) -> Grads:
     return (softmax_backward(g, ans, axis),)
 
 
@@ -70,19 +75,19 @@ softmax = primitive(
 )
 
 
-def _log_softmax_forward(x, axis=-1):
+def _log_softmax_forward(x: Value, axis: Axis = -1) -> Value:
     # log softmax(x) = x − logsumexp(x), with the row max taken out first
     # (see logsumexp): finite for any finite x, even where softmax is 0.
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
-def _log_softmax_vjp(g, ans, x, axis=-1):
+def _log_softmax_vjp(g: Value, ans: Value, x: Value, axis: Axis = -1) -> Grads:
     # y = x − logsumexp(x), so dx = g − softmax(x) · rowsum(g), and softmax(x) = exp(y).
     return (g - exp.bind(ans) * g.sum(axis=axis, keepdims=True),)
 
 
-def _log_softmax_jvp(tangents, ans, x, axis=-1):
+def _log_softmax_jvp(tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = -1) -> Value:
     # dy = dx − rowsum(softmax(x) · dx): the transpose of the VJP's rank-one term.
     t = tangents[0]
     mean_tangent = _rowdot(np.exp(ans), t, axis)  # the tangent averaged by the softmax

@@ -5,23 +5,29 @@ other: the branch is read from the values — a constant of the derivative,
 like relu's step — so the VJPs are one multiplication and record on Tensors.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
+from ..engine.protocols import Value
 from .broadcasting import sum_of, unbroadcast
-from .core import primitive, value_of
+from .core import Grads, primitive, value_of
 from .elementwise import diagonal_jvp
 
 __all__ = ["clip", "where"]
 
 
-def _in_dtype_of(condition, like):
+def _in_dtype_of(condition: Value, like: Value) -> Value:
     """A boolean test as 0/1 numbers in ``like``'s dtype (a Python float for a float)."""
     if isinstance(condition, np.ndarray):
         return condition.astype(np.result_type(value_of(like)))
     return float(condition)
 
 
-def _clip_forward(x, lower=None, upper=None):
+def _clip_forward(x: Value, lower: float | None = None, upper: float | None = None) -> Value:
     if x.__class__ is float:
         if lower is not None and x < lower:
             return float(lower)
@@ -31,7 +37,7 @@ def _clip_forward(x, lower=None, upper=None):
     return np.clip(x, lower, upper)
 
 
-def _inside(x, lower, upper):
+def _inside(x: Value, lower: float | None, upper: float | None) -> Value:
     """[lower <= x <= upper]: where clip let x through (the ends included, as PyTorch's clamp)."""
     x = value_of(x)
     inside = np.ones(np.shape(x), dtype=bool) if isinstance(x, np.ndarray) else True
@@ -42,11 +48,11 @@ def _inside(x, lower, upper):
     return inside
 
 
-def _clip_vjp(g, ans, x, lower=None, upper=None):
+def _clip_vjp(g: Value, ans: Value, x: Value, lower: float | None = None, upper: float | None = None) -> Grads:
     return (g * _in_dtype_of(_inside(x, lower, upper), g),)
 
 
-def _clip_label(params):
+def _clip_label(params: dict[str, Any]) -> str:
     lower, upper = params.get("lower"), params.get("upper")
     return f"[{'' if lower is None else f'{lower:g}'}, {'' if upper is None else f'{upper:g}'}]"
 
@@ -64,23 +70,23 @@ clip = primitive(
 )
 
 
-def _where_forward(condition, a, b):
+def _where_forward(condition: Value, a: Value, b: Value) -> Value:
     if condition.__class__ is float:
         return a if condition else b
     return np.where(condition, a, b)
 
 
-def _taken(condition, like):
+def _taken(condition: Value, like: Value) -> Value:
     """1 where the condition picked ``a``, 0 where it picked ``b`` (in ``like``'s dtype)."""
     return _in_dtype_of(value_of(condition) != 0, like)
 
 
-def _where_vjp(g, ans, condition, a, b):
+def _where_vjp(g: Value, ans: Value, condition: Value, a: Value, b: Value) -> Grads:
     picked_a = _taken(condition, g)
     return None, unbroadcast(g * picked_a, a), unbroadcast(g * (1.0 - picked_a), b)
 
 
-def _where_jvp(tangents, ans, condition, a, b):
+def _where_jvp(tangents: Sequence[Value | None], ans: Value, condition: Value, a: Value, b: Value) -> Value:
     picked_a = _taken(condition, ans)
     _, ta, tb = tangents
     return sum_of(None if ta is None else ta * picked_a, None if tb is None else tb * (1.0 - picked_a))

@@ -8,11 +8,17 @@ then ``broadcast_to``), weighted by how much each entry counted: equally for
 ``logsumexp``. Written with :meth:`~.core.Op.bind`, so the VJPs record on Tensors.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from ..engine import Node
+from ..engine.protocols import Value
 from .broadcasting import kept_shape, shape_of
-from .core import primitive, value_of
+from .core import Axis, Grads, Op, Shape, primitive, value_of
 from .elementwise import exp
 from .piecewise import where
 from .scans import others_product
@@ -21,27 +27,27 @@ from .shape import broadcast_to, reshape, transpose
 __all__ = ["sum_", "mean", "max_", "min_", "prod", "logsumexp", "spread", "with_kept_axes"]
 
 
-def with_kept_axes(value, axis, keepdims, shape):
+def with_kept_axes(value: Value, axis: Axis, keepdims: bool, shape: Shape) -> Value:
     """A reduced result with its reduced axes back as size 1, so it broadcasts against the input."""
     if keepdims or axis is None:
         return value
     return reshape.bind(value, shape=kept_shape(shape, axis))
 
 
-def spread(g, x, axis, keepdims):
+def spread(g: Value, x: Value, axis: Axis, keepdims: bool) -> Value:
     """Broadcast a reduced gradient back to the shape of the reduced input ``x``."""
     shape = shape_of(x)
     return broadcast_to.bind(with_kept_axes(g, axis, keepdims, shape), shape=shape)
 
 
-def _reduce_jvp(reduce):
-    def jvp(tangents, ans, x, axis=None, keepdims=False):
+def _reduce_jvp(reduce: Callable[..., Any]) -> Callable[..., Value]:
+    def jvp(tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
         return reduce(tangents[0], axis=axis, keepdims=keepdims)
 
     return jvp
 
 
-def _sum_forward(x, axis=None, keepdims=False):
+def _sum_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     return np.sum(x, axis=axis, keepdims=keepdims)
 
 
@@ -57,11 +63,11 @@ sum_ = primitive(
 )
 
 
-def _mean_forward(x, axis=None, keepdims=False):
+def _mean_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
-def _mean_vjp(g, ans, x, axis=None, keepdims=False):
+def _mean_vjp(g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Grads:
     count = np.size(value_of(x)) // max(np.size(value_of(ans)), 1)
     return (spread(g, x, axis, keepdims) / count,)
 
@@ -78,7 +84,7 @@ mean = primitive(
 )
 
 
-def _extreme_share(ans, x, axis, keepdims):
+def _extreme_share(ans: Value, x: Value, axis: Axis, keepdims: bool) -> Value:
     """Where the max (or min) is: 1 / number of ties there, 0 elsewhere — a constant of the derivative."""
     x = value_of(x)
     peak = value_of(ans) if (keepdims or axis is None) else np.expand_dims(value_of(ans), axis)
@@ -86,11 +92,13 @@ def _extreme_share(ans, x, axis, keepdims):
     return winners / np.sum(winners, axis=axis, keepdims=True, dtype=x.dtype)
 
 
-def _extreme_jvp(tangents, ans, x, axis=None, keepdims=False):
+def _extreme_jvp(
+    tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = None, keepdims: bool = False
+) -> Value:
     return np.sum(tangents[0] * _extreme_share(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
 
 
-def _extreme(name, forward, which):
+def _extreme(name: str, forward: Callable[..., Any], which: str) -> Op:
     """max or min: the gradient goes to the arg-max (arg-min); ties share it equally."""
     return primitive(
         name,
@@ -110,11 +118,11 @@ max_ = _extreme("max", np.max, "max")
 min_ = _extreme("min", np.min, "min")
 
 
-def _prod_forward(x, axis=None, keepdims=False):
+def _prod_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     return np.prod(x, axis=axis, keepdims=keepdims)
 
 
-def _prod_vjp(g, ans, x, axis=None, keepdims=False):
+def _prod_vjp(g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Grads:
     # ∂(Π x)/∂x_k is the product of the other entries: no division, so a 0 is exact
     # (one zero: only its own slope survives; two zeros: every slope is 0).
     shape = shape_of(x)
@@ -145,7 +153,7 @@ prod = primitive(
 )
 
 
-def _logsumexp_forward(x, axis=None, keepdims=False):
+def _logsumexp_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     # log Σ exp(x) = m + log Σ exp(x − m) with m the max: no exp can overflow,
     # and the largest term is exp(0) = 1, so the log never sees 0.
     peak = np.max(x, axis=axis, keepdims=True)
@@ -158,7 +166,7 @@ def _logsumexp_forward(x, axis=None, keepdims=False):
     return total if keepdims else np.squeeze(total, axis=axis)
 
 
-def _logsumexp_weights(ans, x, axis, keepdims):
+def _logsumexp_weights(ans: Value, x: Value, axis: Axis, keepdims: bool) -> Value:
     # d/dx_i log Σ exp(x) = exp(x_i) / Σ exp(x) = softmax(x)_i = exp(x_i − y).
     result = with_kept_axes(ans, axis, keepdims, shape_of(x))
     infinite = np.isinf(value_of(result))
@@ -180,7 +188,9 @@ def _logsumexp_weights(ans, x, axis, keepdims):
     return np.where(infinite, share, weights)
 
 
-def _logsumexp_jvp(tangents, ans, x, axis=None, keepdims=False):
+def _logsumexp_jvp(
+    tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = None, keepdims: bool = False
+) -> Value:
     return np.sum(tangents[0] * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)
 
 

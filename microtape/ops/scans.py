@@ -9,22 +9,27 @@ running product with that entry left out (:func:`_cumprod_vjp_with_zeros`).
 division) is ``prod``'s VJP. Written with ops: the VJPs record on Tensors.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from .broadcasting import shape_of
-from .core import primitive, value_of
+from ..engine.protocols import Value
+from .broadcasting import linear_jvp, shape_of
+from .core import Grads, primitive, value_of
 from .piecewise import where
-from .shape import broadcast_to, concatenate, index, linear_jvp, reshape, transpose
+from .shape import broadcast_to, concatenate, index, reshape, transpose
 
 __all__ = ["cumsum", "cumprod", "others_product", "flip_last", "to_last_axis"]
 
 
-def flip_last(x):
+def flip_last(x: Value) -> Value:
     """``x`` reversed along its last axis (an ``index`` op with the step -1)."""
     return index.bind(x, key=(Ellipsis, slice(None, None, -1)))
 
 
-def to_last_axis(x, axis):
+def to_last_axis(x: Value, axis: int) -> tuple[Value, Callable[[Value], Value]]:
     """``x`` with ``axis`` moved to the end, and the function that moves it back."""
     ndim = len(shape_of(x))
     axis %= ndim
@@ -33,23 +38,23 @@ def to_last_axis(x, axis):
     return transpose.bind(x, axes=order), lambda y: transpose.bind(y, axes=back)
 
 
-def _along(x, axis):
+def _along(x: Value, axis: int | None) -> tuple[Value, Callable[[Value], Value]]:
     """(x with the scanned axis last, the way back): ``axis=None`` scans the flattened array, as numpy does."""
     if axis is None:
         return reshape.bind(x, shape=(-1,)), lambda y: y
     return to_last_axis(x, axis)
 
 
-def _cumsum_forward(x, axis=None):
+def _cumsum_forward(x: Value, axis: int | None = None) -> Value:
     return np.cumsum(x, axis=axis)
 
 
-def _reverse_cumsum(g):
+def _reverse_cumsum(g: Value) -> Value:
     """Σ_{i >= k} g_i along the last axis: what each running total passes back to entry k."""
     return flip_last(cumsum.bind(flip_last(g), axis=-1))
 
 
-def _cumsum_vjp(g, ans, x, axis=None):
+def _cumsum_vjp(g: Value, ans: Value, x: Value, axis: int | None = None) -> Grads:
     moved, back = _along(g, axis)
     return (reshape.bind(back(_reverse_cumsum(moved)), shape=shape_of(x)),)
 
@@ -66,7 +71,7 @@ cumsum = primitive(
 )
 
 
-def _cumprod_vjp_with_zeros(g, x):
+def _cumprod_vjp_with_zeros(g: Value, x: Value) -> Value:
     """Along the last axis: grad_k = Σ_{i>=k} g_i · Π_{j<=i, j≠k} x_j, without dividing by x_k.
 
     Row k of an n × n stack is x with x_k replaced by 1; its running product
@@ -84,7 +89,7 @@ def _cumprod_vjp_with_zeros(g, x):
     return (partial * spread_g * later).sum(axis=-1)
 
 
-def _cumprod_vjp(g, ans, x, axis=None):
+def _cumprod_vjp(g: Value, ans: Value, x: Value, axis: int | None = None) -> Grads:
     moved_x, back = _along(x, axis)
     moved_g, _ = _along(g, axis)
     if np.any(value_of(x) == 0):
@@ -95,7 +100,7 @@ def _cumprod_vjp(g, ans, x, axis=None):
     return (reshape.bind(back(grad), shape=shape_of(x)),)
 
 
-def _cumprod_jvp(tangents, ans, x, axis=None):
+def _cumprod_jvp(tangents: Sequence[Value | None], ans: Value, x: Value, axis: int | None = None) -> Value:
     # The transpose of the VJP's triangle: dy_i = Σ_{k<=i} (∂y_i/∂x_k) t_k, exact also at zeros.
     (t,) = tangents
     moved_x, back = _along(x, axis)
@@ -119,7 +124,7 @@ cumprod = primitive(
 )
 
 
-def others_product(x):
+def others_product(x: Value) -> Value:
     """Each entry's product of all the *other* entries along the last axis, with no division.
 
     The running product from the left (stopping before the entry) times the

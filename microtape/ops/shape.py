@@ -8,11 +8,16 @@ VJPs come in pairs: the VJP of ``take`` is a ``scatter_add`` and the VJP of
 on Tensors, so a reverse pass through them can be differentiated again.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from ..engine.listing import index_part_text
-from .broadcasting import shape_of, unbroadcast
-from .core import primitive
+from ..engine.protocols import Value
+from .broadcasting import linear_jvp, shape_of, unbroadcast
+from .core import Grads, Op, Shape, primitive
 
 __all__ = [
     "reshape",
@@ -24,24 +29,14 @@ __all__ = [
     "index",
     "index_add",
     "concatenate",
-    "linear_jvp",
 ]
 
 
-def linear_jvp(forward):
-    """The JVP of an op that is linear in its one input: the forward applied to the tangent."""
-
-    def jvp(tangents, ans, x, **params):
-        return forward(tangents[0], **params)
-
-    return jvp
-
-
-def _reshape_forward(x, shape):
+def _reshape_forward(x: Value, shape: Shape) -> Value:
     return np.reshape(x, shape)
 
 
-reshape = primitive(
+reshape: Op = primitive(
     "reshape",
     _reshape_forward,
     lambda g, ans, x, shape: (reshape.bind(g, shape=shape_of(x)),),
@@ -53,11 +48,11 @@ reshape = primitive(
 )
 
 
-def _transpose_forward(x, axes):
+def _transpose_forward(x: Value, axes: tuple[int, ...] | None) -> Value:
     return np.transpose(x, axes)
 
 
-transpose = primitive(
+transpose: Op = primitive(
     "transpose",
     _transpose_forward,
     # axes=None reverses the axes, and reversing is its own inverse.
@@ -70,7 +65,7 @@ transpose = primitive(
 )
 
 
-def _cast_forward(x, dtype):
+def _cast_forward(x: Value, dtype: Any) -> Value:
     return x.astype(dtype)
 
 
@@ -88,7 +83,7 @@ cast = primitive(
 )
 
 
-def _broadcast_to_forward(x, shape):
+def _broadcast_to_forward(x: Value, shape: Shape) -> Value:
     # A copy, not numpy's read-only view: the result may become a leaf's .grad.
     return np.broadcast_to(x, shape).copy()
 
@@ -109,19 +104,19 @@ broadcast_to = primitive(
 # ---------------------------------------------------------------- picking entries and putting them back
 
 
-def _axis_index(ndim, axis, indices):
+def _axis_index(ndim: int, axis: int, indices: Any) -> tuple[Any, ...]:
     """The numpy index that picks ``indices`` along ``axis`` (every other axis whole)."""
     return (slice(None),) * (axis % ndim) + (indices,)
 
 
-def _index_text(indices):
+def _index_text(indices: Any) -> str:
     indices = np.asarray(indices)
     if indices.size <= 4:
         return ", ".join(str(i) for i in indices.ravel())
     return f"{indices.size} indices"
 
 
-def _take_forward(x, indices, axis=0):
+def _take_forward(x: Value, indices: Any, axis: int = 0) -> Value:
     return np.take(x, indices, axis=axis)
 
 
@@ -140,14 +135,14 @@ take = primitive(
 )
 
 
-def _scatter_add_forward(x, shape, indices, axis=0):
+def _scatter_add_forward(x: Value, shape: Shape, indices: Any, axis: int = 0) -> Value:
     # np.add.at adds repeated indices, where out[idx] += x would keep one.
     out = np.zeros(shape, dtype=np.result_type(x))
     np.add.at(out, _axis_index(len(shape), axis, indices), x)
     return out
 
 
-scatter_add = primitive(
+scatter_add: Op = primitive(
     "scatter_add",
     _scatter_add_forward,
     lambda g, ans, x, shape, indices, axis=0: (take.bind(g, indices=indices, axis=axis),),
@@ -160,7 +155,7 @@ scatter_add = primitive(
 )
 
 
-def _key_text(key):
+def _key_text(key: Any) -> str:
     """``x[...]``'s key as it was written: ``1:3, :, 0``, ``..., [0, 2]``, ``mask[2, 3]``."""
     parts = []
     for part in key:
@@ -171,7 +166,7 @@ def _key_text(key):
     return ", ".join(parts)
 
 
-def _index_forward(x, key):
+def _index_forward(x: Value, key: Any) -> Value:
     return x[key]
 
 
@@ -190,14 +185,14 @@ index = primitive(
 )
 
 
-def _index_add_forward(x, shape, key):
+def _index_add_forward(x: Value, shape: Shape, key: Any) -> Value:
     # An entry read twice (a repeated integer index) collects both: np.add.at adds them.
     out = np.zeros(shape, dtype=np.result_type(x))
     np.add.at(out, key, x)
     return out
 
 
-index_add = primitive(
+index_add: Op = primitive(
     "index_add",
     _index_add_forward,
     lambda g, ans, x, shape, key: (index.bind(g, key=key),),
@@ -210,19 +205,14 @@ index_add = primitive(
 )
 
 
-def _concatenate_vjp(g, ans, a, b, axis=0):
+def _concatenate_vjp(g: Value, ans: Value, a: Value, b: Value, axis: int = 0) -> Grads:
     # The output is a and b side by side: each takes back its own slice of g.
     ndim, split = len(shape_of(a)), shape_of(a)[axis]
     return g[_axis_index(ndim, axis, slice(0, split))], g[_axis_index(ndim, axis, slice(split, None))]
 
 
-def _concatenate_forward(a, b, axis=0):
+def _concatenate_forward(a: Value, b: Value, axis: int = 0) -> Value:
     return np.concatenate((a, b), axis=axis)
-
-
-def _concatenate_jvp(tangents, ans, a, b, axis=0):
-    ta, tb = (np.zeros_like(x) if t is None else t for t, x in zip(tangents, (a, b)))
-    return _concatenate_forward(ta, tb, axis)
 
 
 concatenate = primitive(
@@ -232,6 +222,6 @@ concatenate = primitive(
     ["the part of {g} where {a} sits (along axis)", "the part of {g} where {b} sits (along axis)"],
     [r"\bar a = \bar y_{[:n_a]}", r"\bar b = \bar y_{[n_a:]}"],
     example_params={"axis": 0},
-    jvp=_concatenate_jvp,
+    jvp=linear_jvp(_concatenate_forward),
     reads=(),
 )

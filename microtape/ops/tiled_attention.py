@@ -9,17 +9,21 @@ from ``Q``, ``K`` and the row log-sum-exp ``L`` (:func:`backward_steps`,
 teaching mistake can swap. The math is in :mod:`microtape.nn.attention.tiled`'s docstring.
 """
 
+from __future__ import annotations
+
 import numbers
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..engine.protocols import Value
 from . import attention_links
 from . import nn as nn_ops
 from .attention_links import NEG_INF, score_scale
-from .core import primitive
+from .core import Grads, primitive
 
 __all__ = [
     "Tile",
@@ -62,53 +66,55 @@ class TileSchedule:
     block_size: int
     causal: bool = False
 
-    def _blocks(self, length):
+    def _blocks(self, length: int) -> list[slice]:
         size = self.block_size
         return [slice(start, min(start + size, length)) for start in range(0, length, size)]
 
     @property
-    def query_blocks(self):
+    def query_blocks(self) -> list[slice]:
         return self._blocks(self.q_len)
 
     @property
-    def key_blocks(self):
+    def key_blocks(self) -> list[slice]:
         return self._blocks(self.k_len)
 
-    def is_skipped(self, tile):
+    def is_skipped(self, tile: Tile) -> bool:
         """True for a causal tile entirely above the diagonal (every key j > every query i)."""
         return self.causal and tile.cols.start >= tile.rows.stop
 
-    def all_tiles(self):
+    def all_tiles(self) -> list[Tile]:
         """Every tile, computed or skipped, query block by query block."""
         keys = self.key_blocks
         return [Tile(a, b, rows, cols) for a, rows in enumerate(self.query_blocks) for b, cols in enumerate(keys)]
 
-    def row(self, q_block):
+    def row(self, q_block: int) -> list[Tile]:
         """The computed tiles of one query block, in key order (what the online softmax walks)."""
         rows = self.query_blocks[q_block]
         tiles = (Tile(q_block, b, rows, cols) for b, cols in enumerate(self.key_blocks))
         return [tile for tile in tiles if not self.is_skipped(tile)]
 
-    def forward_order(self):
+    def forward_order(self) -> list[Tile]:
         """The computed tiles in the forward's order: query block by query block, keys in order."""
         return [tile for a in range(len(self.query_blocks)) for tile in self.row(a)]
 
-    def backward_order(self):
+    def backward_order(self) -> list[Tile]:
         """The computed tiles in the backward's order: key block by key block (FlashAttention-2's loop)."""
         return sorted(self.forward_order(), key=lambda tile: (tile.k_block, tile.q_block))
 
-    def skipped(self):
+    def skipped(self) -> list[Tile]:
         """The tiles skipped by causality."""
         return [tile for tile in self.all_tiles() if self.is_skipped(tile)]
 
-    def __str__(self):
+    def __str__(self) -> str:
         total = len(self.query_blocks) * len(self.key_blocks)
         skipped = len(self.skipped())
         text = f"{self.q_len}×{self.k_len} scores in tiles of {self.block_size}: {total - skipped} of {total} computed"
         return text + (f", {skipped} skipped (causal)" if self.causal else "")
 
 
-def schedule_of(q, k, v, block_size, causal=False, mask=None):
+def schedule_of(
+    q: Value, k: Value, v: Value, block_size: int, causal: bool = False, mask: Value | None = None
+) -> TileSchedule:
     """The :class:`TileSchedule` for ``q [N, Tq, D]``, ``k [N, Tk, D]``, ``v [N, Tk, Dv]``; clear errors otherwise."""
     where = "tiled_attention"
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size <= 0:
@@ -128,7 +134,7 @@ def schedule_of(q, k, v, block_size, causal=False, mask=None):
     return TileSchedule(q_len, k_len, int(block_size), bool(causal))
 
 
-def score_tile(q, k, tile, mask=None, causal=False):
+def score_tile(q: Value, k: Value, tile: Tile, mask: Value | None = None, causal: bool = False) -> Value:
     """``S = Q_i K_jᵀ / √d`` (+ the causal mask) (+ ``mask``) for one tile: ``[N, rows, cols]``.
 
     The operations and their order are the standard chain's (scale, then
@@ -149,27 +155,27 @@ def score_tile(q, k, tile, mask=None, causal=False):
 # ---------------------------------------------------------------- the update rules (links)
 
 
-def add_to_sum(l, alpha, weights):
+def add_to_sum(l: Value, alpha: Value, weights: Value) -> Value:
     """``l = α · l + rowsum(P̂)``: shrink the old sum to the new max, add this tile's terms."""
     return alpha * l + weights.sum(axis=-1)
 
 
-def add_to_accumulator(acc, alpha, used, v_tile):
+def add_to_accumulator(acc: Value, alpha: Value, used: Value, v_tile: Value) -> Value:
     """``acc = α · acc + (P̂ ⊙ keep) V_j``: the same rescaling for the unnormalised output."""
     return alpha[..., None] * acc + used @ v_tile
 
 
-def logsumexp(m, l):
+def logsumexp(m: Value, l: Value) -> Value:
     """``L = m + log l``: the row's log-sum-exp, all the backward needs of the softmax."""
     return m + np.log(l)
 
 
-def delta(grad_out, out):
+def delta(grad_out: Value, out: Value) -> Value:
     """``D = rowsum(dO ⊙ O)``: equals ``rowsum(dP ⊙ P)`` (``O = P̃ V``), with no score-sized array."""
     return np.einsum("...d,...d->...", grad_out, out)
 
 
-def softmax_backward_with_delta(grad_weights, weights, row_delta):
+def softmax_backward_with_delta(grad_weights: Value, weights: Value, row_delta: Value) -> Value:
     """``dS = P ⊙ (dP − D)``: softmax's backward (the op's) with the rowsum replaced by ``D``."""
     return nn_ops.softmax_backward(grad_weights, weights, row_sum=row_delta[..., None])
 
@@ -196,7 +202,16 @@ class OnlineState(NamedTuple):
     acc: np.ndarray  # [N, rows, D]: running unnormalised output Σ exp(S − m) keep V
 
 
-def online_softmax(q, k, v, schedule, q_block, mask=None, dropout=None, links=None):
+def online_softmax(
+    q: Value,
+    k: Value,
+    v: Value,
+    schedule: Any,
+    q_block: int,
+    mask: Value | None = None,
+    dropout: Any = None,
+    links: Any = None,
+) -> Iterator[OnlineState]:
     """Walk one query block's key blocks in order; yield an :class:`OnlineState` after each.
 
     Every state holds new arrays (nothing is changed in place), so a walker
@@ -225,7 +240,9 @@ def online_softmax(q, k, v, schedule, q_block, mask=None, dropout=None, links=No
         yield OnlineState(tile, m, l, acc)
 
 
-def tiled_forward(q, k, v, schedule, mask=None, dropout=None, links=None):
+def tiled_forward(
+    q: Value, k: Value, v: Value, schedule: Any, mask: Value | None = None, dropout: Any = None, links: Any = None
+) -> Value:
     """``O [N, Tq, D]`` and ``L [N, Tq]`` by the online softmax, one query block at a time.
 
     The tape keeps ``O`` as the op's output and ``L`` in the node's residuals
@@ -258,7 +275,18 @@ class BackwardStep(NamedTuple):
     grad_v: np.ndarray  # [N, cols, Dv]
 
 
-def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropout=None, links=None):
+def backward_steps(
+    grad_out: Value,
+    q: Value,
+    k: Value,
+    v: Value,
+    lse: Value,
+    row_delta: Value,
+    schedule: Any,
+    mask: Value | None = None,
+    dropout: Any = None,
+    links: Any = None,
+) -> Iterator[BackwardStep]:
     """Walk the tiles in the backward's order; yield each tile's :class:`BackwardStep`.
 
     ``lse`` is the forward's ``L``, ``row_delta`` is ``D = rowsum(dO ⊙ O)``.
@@ -281,7 +309,18 @@ def backward_steps(grad_out, q, k, v, lse, row_delta, schedule, mask=None, dropo
         yield BackwardStep(tile, grad_q, grad_k, grad_v)
 
 
-def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, links=None, lse=None):
+def tiled_backward(
+    grad_out: Value,
+    out: Value,
+    q: Value,
+    k: Value,
+    v: Value,
+    schedule: Any,
+    mask: Value | None = None,
+    dropout: Any = None,
+    links: Any = None,
+    lse: Value = None,
+) -> tuple[Value, Value, Value]:
     """``(dQ, dK, dV)``: the tiles' contributions added block by block.
 
     ``lse`` is the forward's saved ``L``; without it the forward runs again to find it.
@@ -300,21 +339,46 @@ def tiled_backward(grad_out, out, q, k, v, schedule, mask=None, dropout=None, li
 # ---------------------------------------------------------------- the op
 
 
-def _forward_saving(q, k, v, block_size, causal=False, mask=None, dropout=None):
+def _forward_saving(
+    q: Value, k: Value, v: Value, block_size: int, causal: bool = False, mask: Value | None = None, dropout: Any = None
+) -> tuple[Value, Value]:
     """``(O, L)``: the output, and the log-sum-exp the backward needs (the node's residuals)."""
     return tiled_forward(q, k, v, schedule_of(q, k, v, block_size, causal, mask), mask, dropout)
 
 
-def _forward(q, k, v, block_size, causal=False, mask=None, dropout=None):
+def _forward(
+    q: Value, k: Value, v: Value, block_size: int, causal: bool = False, mask: Value | None = None, dropout: Any = None
+) -> Value:
     return _forward_saving(q, k, v, block_size, causal, mask, dropout)[0]
 
 
-def _vjp(g, ans, q, k, v, block_size, causal=False, mask=None, dropout=None, residuals=None):
+def _vjp(
+    g: Value,
+    ans: Value,
+    q: Value,
+    k: Value,
+    v: Value,
+    block_size: int,
+    causal: bool = False,
+    mask: Value | None = None,
+    dropout: Any = None,
+    residuals: Value = None,
+) -> Grads:
     schedule = schedule_of(q, k, v, block_size, causal, mask)
     return tiled_backward(g, ans, q, k, v, schedule, mask, dropout, lse=residuals)
 
 
-def _jvp(tangents, ans, q, k, v, block_size, causal=False, mask=None, dropout=None):
+def _jvp(
+    tangents: Sequence[Value | None],
+    ans: Value,
+    q: Value,
+    k: Value,
+    v: Value,
+    block_size: int,
+    causal: bool = False,
+    mask: Value | None = None,
+    dropout: Any = None,
+) -> Value:
     """Forward mode, on the whole score matrix (a tangent of the kernel, untiled: ``O(Tq·Tk)`` memory).
 
     ``dS = (dQ Kᵀ + Q dKᵀ)/√d``, ``dP = P ⊙ (dS − rowsum(P ⊙ dS))``,
@@ -332,7 +396,7 @@ def _jvp(tangents, ans, q, k, v, block_size, causal=False, mask=None, dropout=No
     return grad_weights @ v + weights @ tv
 
 
-def _label(params):
+def _label(params: dict[str, Any]) -> str:
     text = f"tiles of {params.get('block_size', '?')}"
     return text + (", causal: tiles above the diagonal skipped" if params.get("causal") else "")
 

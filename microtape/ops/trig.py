@@ -10,16 +10,20 @@ Domains follow numpy's forward and PyTorch's backward: ``arcsin`` and
 (:func:`divide`, which says so for a Python float rather than raising).
 """
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
+from ..engine.protocols import Value
+from .core import Op
 from .elementwise import float_or_array, sqrt, unary
 
 __all__ = ["sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "divide"]
 
 
-def divide(g, denominator):
+def divide(g: Value, denominator: Value) -> Value:
     """``g / denominator``, infinite (not an error) where the denominator is 0: numpy's and PyTorch's answer.
 
     A Python float divided by 0.0 raises ZeroDivisionError; an array warns.
@@ -41,7 +45,7 @@ sin = unary(
 )
 
 
-cos = unary(
+cos: Op = unary(
     "cos",
     float_or_array(math.cos, np.cos),
     lambda g, ans, x: (-g * sin.bind(x),),
@@ -62,7 +66,7 @@ tan = unary(
 )
 
 
-def _one_minus_square_root(x):
+def _one_minus_square_root(x: Value) -> Value:
     """√(1 − x²), the denominator of arcsin's and arccos's slopes (0 at x = ±1)."""
     return sqrt.bind(1.0 - x * x)
 
@@ -111,7 +115,7 @@ sinh = unary(
 )
 
 
-cosh = unary(
+cosh: Op = unary(
     "cosh",
     float_or_array(math.cosh, np.cosh),
     lambda g, ans, x: (g * sinh.bind(x),),

@@ -26,8 +26,12 @@ checks every gradient before it changes anything: a missing shape or a NaN
 is refused with the parameter's name, and no parameter moves.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +40,7 @@ from ..values.tensor import Tensor
 __all__ = ["Optimizer", "SGD", "Adam"]
 
 
-def _hyper_parameter(value, what, expected, accept):
+def _hyper_parameter(value: Any, what: str, expected: str, accept: Callable[[float], bool]) -> float:
     """A finite real number for which ``accept(number)`` holds, as a float; ValueError naming ``what`` otherwise.
 
     Every hyper-parameter must be finite: an infinite weight decay or a
@@ -54,11 +58,11 @@ def _hyper_parameter(value, what, expected, accept):
     return number
 
 
-def _positive(value, what):
+def _positive(value: Any, what: str) -> float:
     return _hyper_parameter(value, what, "a finite positive number", lambda x: x > 0)
 
 
-def _fraction(value, what):
+def _fraction(value: Any, what: str) -> float:
     """A number with 0 <= value < 1 (a momentum, a beta)."""
     return _hyper_parameter(value, what, "a number with 0 <= value < 1", lambda x: 0 <= x < 1)
 
@@ -66,7 +70,7 @@ def _fraction(value, what):
 class Optimizer:
     """What SGD and Adam share: the parameter list, ``zero_grad``, and a ``step`` that checks before it moves."""
 
-    def __init__(self, params, where):
+    def __init__(self, params: Iterable[Tensor], where: str) -> None:
         if isinstance(params, Tensor):
             raise TypeError(f"{where}(params): expected a list of parameters, got a single Tensor; wrap it: [p]")
         if hasattr(params, "named_parameters") and hasattr(params, "parameters"):
@@ -91,14 +95,14 @@ class Optimizer:
             seen.add(id(p))
         self.params = params
         self.where = where
-        self.state = [{} for _ in params]  # per parameter: step count and buffers
+        self.state: list[dict[str, Any]] = [{} for _ in params]  # per parameter: step count and buffers
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         """Forget every parameter's gradient (``.grad = None``)."""
         for p in self.params:
             p.grad = None
 
-    def _checked_gradients(self):
+    def _checked_gradients(self) -> list[np.ndarray | None]:
         """Every parameter's gradient, checked (shape, finiteness) before any update."""
         grads = []
         for position, p in enumerate(self.params):
@@ -126,29 +130,29 @@ class Optimizer:
             grads.append(g)
         return grads
 
-    def step(self):
+    def step(self) -> None:
         """Update every parameter that has a gradient (in place). Nothing moves if any gradient is bad."""
         for p, g, state in zip(self.params, self._checked_gradients(), self.state):
             if g is not None:
                 state["step"] = state.get("step", 0) + 1
                 self._update(p.data, g.astype(p.dtype, copy=False), state)
 
-    def _update(self, data, grad, state):
+    def _update(self, data: np.ndarray, grad: np.ndarray, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent, optionally with (heavy-ball) momentum: PyTorch's ``SGD(params, lr, momentum)``."""
 
-    def __init__(self, params, lr, momentum=0.0):
+    def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0) -> None:
         super().__init__(params, "SGD")
         self.lr = _positive(lr, "SGD(lr)")
         self.momentum = _fraction(momentum, "SGD(momentum)")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"SGD({len(self.params)} parameters, lr={self.lr:g}, momentum={self.momentum:g})"
 
-    def _update(self, data, grad, state):
+    def _update(self, data: np.ndarray, grad: np.ndarray, state: dict[str, Any]) -> None:
         if self.momentum:
             velocity = state.get("velocity")
             # The first step starts the velocity at the gradient itself (PyTorch's choice).
@@ -160,7 +164,14 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam: PyTorch's ``Adam(params, lr, betas, eps, weight_decay)`` (L2 weight decay added to the gradient)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         super().__init__(params, "Adam")
         self.lr = _positive(lr, "Adam(lr)")
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
@@ -171,13 +182,13 @@ class Adam(Optimizer):
             weight_decay, f"Adam(weight_decay={weight_decay!r:.40})", "a finite number >= 0", lambda x: x >= 0
         )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"Adam({len(self.params)} parameters, lr={self.lr:g}, betas={self.betas}, eps={self.eps:g}, "
             f"weight_decay={self.weight_decay:g})"
         )
 
-    def _update(self, data, grad, state):
+    def _update(self, data: np.ndarray, grad: np.ndarray, state: dict[str, Any]) -> None:
         beta1, beta2 = self.betas
         if self.weight_decay:
             grad = grad + self.weight_decay * data

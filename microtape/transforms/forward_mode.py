@@ -16,6 +16,11 @@ pass per *input direction*): for a scalar loss of many parameters, reverse
 wins; for one input direction, forward does.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..engine import Node, Tape, paused
@@ -25,7 +30,7 @@ from .higher_order import direction_like, leaf_from
 __all__ = ["jvp", "push_forward"]
 
 
-def push_forward(tape, tangents):
+def push_forward(tape: Tape, tangents: dict[Node, Any]) -> dict[Node, Any]:
     """``{node: tangent}`` for every equation of ``tape`` that depends on a node of ``tangents``.
 
     ``tangents`` maps leaves to their tangents (arrays or floats). An op with
@@ -52,7 +57,7 @@ def push_forward(tape, tangents):
     return tangents
 
 
-def jvp(f, primals, tangents):
+def jvp(f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
     """Forward mode: ``(outputs, output_tangents)`` of ``f`` at ``primals`` in the direction ``tangents``.
 
     ``primals`` and ``tangents`` are tuples (as in JAX), one entry per argument

@@ -18,7 +18,11 @@ work. Both run on fresh copies of ``x`` with no tape of yours recording, so
 your values and tapes are left as they were.
 """
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +36,7 @@ __all__ = ["hvp", "hessian", "leaf_from", "MAX_HESSIAN_ENTRIES"]
 MAX_HESSIAN_ENTRIES = 4096
 
 
-def leaf_from(value, what):
+def leaf_from(value: Any, what: str) -> Tensor | Scalar:
     """A fresh leaf that requires a gradient, holding ``value``'s numbers (a Scalar for a number)."""
     if isinstance(value, Scalar) or (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic))):
         return Scalar(float(value.data if isinstance(value, Scalar) else value))
@@ -45,7 +49,7 @@ def leaf_from(value, what):
         raise TypeError(f"{what}: expected a Tensor, an array or a number ({error})") from None
 
 
-def direction_like(v, leaf, what):
+def direction_like(v: Any, leaf: Tensor | Scalar, what: str) -> Any:
     """``v`` checked against ``leaf``: a number for a Scalar, an array of its shape and dtype otherwise."""
     if isinstance(leaf, Scalar):
         v = v.data if isinstance(v, Scalar) else v
@@ -60,7 +64,7 @@ def direction_like(v, leaf, what):
     return array.astype(leaf.dtype)
 
 
-def scalar_output(f, args, what):
+def scalar_output(f: Callable[..., Any], args: tuple[Any, ...], what: str) -> Node:
     """``f(*args)``, checked to be one number on the tape (a Scalar, or a Tensor of one entry)."""
     if not callable(f):
         raise TypeError(f"{what}(f, ...): f must be callable, got {type(f).__name__}")
@@ -75,11 +79,11 @@ def scalar_output(f, args, what):
     return y
 
 
-def _zeros_like(leaf):
+def _zeros_like(leaf: Tensor | Scalar) -> Any:
     return 0.0 if isinstance(leaf, Scalar) else np.zeros(leaf.shape, dtype=leaf.dtype)
 
 
-def _first_gradient(f, leaf, what):
+def _first_gradient(f: Callable[..., Any], leaf: Tensor | Scalar, what: str) -> tuple[Node, Any]:
     """``(y, g)``: f's value at ``leaf`` and its gradient as a recorded program (None if f ignores ``leaf``)."""
     y = scalar_output(f, (leaf,), what)
     if not y.requires_grad:
@@ -88,7 +92,7 @@ def _first_gradient(f, leaf, what):
     return y, grads[leaf] if leaf in grads else None
 
 
-def hvp(f, x, v):
+def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
     """The Hessian of the scalar function ``f`` at ``x``, times ``v``: ``H v``, of ``x``'s shape.
 
     ``f`` takes one Tensor (or Scalar, for a number ``x``) and returns a single
@@ -108,7 +112,7 @@ def hvp(f, x, v):
     return second[leaf] if leaf in second else _zeros_like(leaf)
 
 
-def hessian(f, x):
+def hessian(f: Callable[..., Any], x: Any) -> Any:
     """The full Hessian of the scalar function ``f`` at ``x``: shape ``x.shape + x.shape`` (small inputs).
 
     Row ``i`` is the gradient of the ``i``-th entry of the gradient: one

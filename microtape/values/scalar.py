@@ -20,6 +20,14 @@ are not differentiable, so they are not recorded (as in numpy and PyTorch).
 Scalars still hash by identity, so they work as dictionary keys.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..ops.core import Op
+
+
 import math
 import numbers
 
@@ -32,7 +40,7 @@ from .fast_scalar import float_operator, record_floats
 __all__ = ["Scalar"]
 
 
-def _number(value, what):
+def _number(value: Any, what: str) -> float:
     if value.__class__ is float:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -43,7 +51,7 @@ def _number(value, what):
         raise ValueError(f"{what}: {value!r:.60} is too large for a float (about 1.8e308 at most)") from None
 
 
-def _lift(value):
+def _lift(value: Any) -> Any:
     """Use a Scalar as it is; wrap a plain number as a constant (it needs no gradient)."""
     if value.__class__ is Scalar or isinstance(value, Scalar):
         return value
@@ -72,25 +80,25 @@ class Scalar(SharedElementwise, Node):
     __slots__ = ()
     _output_data = float
 
-    def __init__(self, value, name=None):
+    def __init__(self, value: Any, name: str | None = None) -> None:
         if isinstance(value, Scalar):
             value = value.data
         self._init_leaf(_number(value, "Scalar(value)"), True, name)
 
     @classmethod
-    def _constant(cls, value, like=None):
+    def _constant(cls, value: Any, like: Any = None) -> Scalar:
         """A number used inside an expression (``2 * a``): it needs no gradient."""
         return _lift(value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         label = f"{self.name}=" if self.name else ""
         grad = "" if self.grad is None else f", grad={_number_text(self.grad)}"
         return f"Scalar({label}{self.data:.6g}{grad})"
 
-    def __float__(self):
+    def __float__(self) -> float:
         return self.data
 
-    def backward(self, grad=None, *, create_graph=False):
+    def backward(self, grad: Any = None, *, create_graph: bool = False) -> None:
         """Backpropagate from this Scalar and *add* the gradients into ``.grad``.
 
         ``grad`` is the gradient of some final quantity with respect to this
@@ -111,26 +119,26 @@ class Scalar(SharedElementwise, Node):
     # them); hashing stays by identity, so Scalars remain dictionary keys.
     __hash__ = Node.__hash__
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> Any:
         if not isinstance(other, (Scalar, numbers.Real)):
             return NotImplemented
         return self.data == _value(other)
 
-    def __ne__(self, other):
+    def __ne__(self, other: Any) -> Any:
         if not isinstance(other, (Scalar, numbers.Real)):
             return NotImplemented
         return self.data != _value(other)
 
-    def __lt__(self, other):
+    def __lt__(self, other: Any) -> Any:
         return self.data < _value(other)
 
-    def __le__(self, other):
+    def __le__(self, other: Any) -> Any:
         return self.data <= _value(other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: Any) -> Any:
         return self.data > _value(other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: Any) -> Any:
         return self.data >= _value(other)
 
     # -- arithmetic: each operator is one primitive op, and ``a + b`` *is* its
@@ -140,31 +148,31 @@ class Scalar(SharedElementwise, Node):
 
     __add__ = _ADD
 
-    def __radd__(self, other):
+    def __radd__(self, other: Any) -> Scalar:
         return _ADD(_lift(other), self)
 
     __sub__ = _SUB
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Any) -> Scalar:
         return _SUB(_lift(other), self)
 
     __mul__ = _MUL
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Any) -> Scalar:
         return _MUL(_lift(other), self)
 
     __truediv__ = _DIV
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: Any) -> Scalar:
         return _DIV(_lift(other), self)
 
-    def __neg__(self):
+    def __neg__(self) -> Scalar:
         return record_floats(ops.neg, self)
 
-    def __pow__(self, exponent):
+    def __pow__(self, exponent: Any) -> Scalar:
         return self.pow(exponent)
 
-    def pow(self, exponent, name=None):
+    def pow(self, exponent: Any, name: str | None = None) -> Scalar:
         if isinstance(exponent, Scalar):
             return self.power(exponent, name)  # a Scalar exponent gets its gradient too
         exponent = _number(exponent, "Scalar ** exponent")
@@ -180,78 +188,78 @@ class Scalar(SharedElementwise, Node):
             raise ValueError(f"Scalar ** {exponent}: {self.data} ** {exponent} overflows a float")
         return record(ops.pow_, (self,), {"exponent": exponent}, name)
 
-    def exp(self, name=None):
+    def exp(self, name: str | None = None) -> Scalar:
         if self.data > 709.78:
             raise ValueError(f"Scalar.exp(): exp({self.data}) overflows a float (the largest is exp(709.78))")
         return record_floats(ops.exp, self, None, name)
 
-    def log(self, name=None):
+    def log(self, name: str | None = None) -> Scalar:
         if self.data <= 0.0:
             raise ValueError(f"Scalar.log(): log of {self.data} is undefined; expected a positive value")
         return record_floats(ops.log, self, None, name)
 
-    def tanh(self, name=None):
+    def tanh(self, name: str | None = None) -> Scalar:
         return record_floats(ops.tanh, self, None, name)
 
-    def relu(self, name=None):
+    def relu(self, name: str | None = None) -> Scalar:
         return record_floats(ops.relu, self, None, name)
 
-    def sqrt(self, name=None):
+    def sqrt(self, name: str | None = None) -> Scalar:
         return self.pow(0.5, name)
 
-    def sigmoid(self, name=None):
+    def sigmoid(self, name: str | None = None) -> Scalar:
         """``1 / (1 + exp(-x))``, without overflow for large ``|x|``."""
         return record_floats(ops.sigmoid, self, None, name)
 
-    def gelu(self, name=None):
+    def gelu(self, name: str | None = None) -> Scalar:
         """GELU, tanh approximation (as :meth:`microtape.Tensor.gelu`)."""
         return record_floats(ops.gelu, self, None, name)
 
-    def abs(self, name=None):
+    def abs(self, name: str | None = None) -> Scalar:
         """``|x|`` (its gradient at 0 is 0)."""
         return record_floats(ops.abs_, self, None, name)
 
-    def __abs__(self):
+    def __abs__(self) -> Scalar:
         return self.abs()
 
-    def maximum(self, other, name=None):
+    def maximum(self, other: Any, name: str | None = None) -> Scalar:
         """The larger of ``self`` and ``other`` (a tie shares the gradient equally)."""
         return record_floats(ops.maximum, self, other, name)
 
-    def minimum(self, other, name=None):
+    def minimum(self, other: Any, name: str | None = None) -> Scalar:
         """The smaller of ``self`` and ``other`` (a tie shares the gradient equally)."""
         return record_floats(ops.minimum, self, other, name)
 
     # -- beyond the arithmetic: the hooks SharedElementwise's methods call, and powers either way round
 
-    def _refuse(self, bad, what, expected):
+    def _refuse(self, bad: Any, what: str, expected: str) -> None:
         if bad:
             raise ValueError(f"Scalar.{what}(): {what} of {self.data} is undefined; expected {expected}")
 
-    def _refuse_overflow(self, what, too_big):
+    def _refuse_overflow(self, what: str, too_big: Any) -> None:
         if too_big():
             raise ValueError(f"Scalar.{what}(): {what}({self.data}) overflows a float")
 
     # A Scalar records these built-in, parameter-free ops by the float fast path (see :mod:`.fast_scalar`).
-    def _unary(self, op, name):
+    def _unary(self, op: Op, name: str | None) -> Scalar:
         return record_floats(op, self, None, name)
 
-    def _with(self, op, other, what, name):
+    def _with(self, op: Op, other: Any, what: str, name: str | None) -> Scalar:
         return record_floats(op, self, self._constant(other), name)
 
-    def __pos__(self):
+    def __pos__(self) -> Scalar:
         # +a is a itself: nothing to record.
         return self
 
-    def __rpow__(self, base):
+    def __rpow__(self, base: Any) -> Scalar:
         return _power(self._constant(base), self, None)
 
-    def power(self, exponent, name=None):
+    def power(self, exponent: Any, name: str | None = None) -> Scalar:
         """``self ** exponent`` with a Scalar exponent: d/dy xʸ = xʸ ln x (so x must be >= 0)."""
         return _power(self, exponent if isinstance(exponent, Node) else self._constant(exponent), name)
 
 
-def _power(base, exponent, name):
+def _power(base: Any, exponent: Any, name: str | None) -> Scalar:
     """``base ** exponent`` for two Scalars (the ``power`` op), refusing what has no real value or slope."""
     x, y = base.data, exponent.data
     if x < 0.0 and exponent.requires_grad:
@@ -272,10 +280,10 @@ def _power(base, exponent, name):
     return record(ops.power, (base, exponent), None, name)
 
 
-def _number_text(value):
+def _number_text(value: Any) -> str:
     """A number to 6 digits; anything else (a .grad set by hand to junk) as its repr: a repr never fails."""
     return f"{value:.6g}" if isinstance(value, numbers.Real) else repr(value)
 
 
-def _value(value):
+def _value(value: Any) -> float:
     return value.data if isinstance(value, Scalar) else value

@@ -23,6 +23,17 @@ are not recorded. A Tensor still hashes by identity (it is a dictionary key in
 the reverse pass); ask ``x is y`` for "the same node".
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from ..ops.core import Op
+
+
 import numbers
 
 import numpy as np
@@ -37,16 +48,16 @@ __all__ = ["Tensor", "check_broadcast", "answer_numpy_with"]
 # numpy's functions on a Tensor (``np.exp(t)``) are answered by :mod:`microtape.numpy_api.protocol`,
 # which builds on Tensor and so sits above this module. It fills these slots when microtape is
 # imported (MyGrad's pattern): the call goes up, the import never does.
-_numpy_protocol = {"ufunc": None, "function": None}
+_numpy_protocol: dict[str, Any] = {"ufunc": None, "function": None}
 
 
-def answer_numpy_with(array_ufunc, array_function):
+def answer_numpy_with(array_ufunc: Callable[..., Any], array_function: Callable[..., Any]) -> None:
     """Called once, by :mod:`microtape.numpy_api.protocol` at import: who answers numpy's calls on a Tensor."""
     _numpy_protocol["ufunc"] = array_ufunc
     _numpy_protocol["function"] = array_function
 
 
-def _as_float_array(data, what):
+def _as_float_array(data: Any, what: str) -> np.ndarray:
     """``data`` as a float numpy array: float32/float64 kept, ints become float64."""
     if isinstance(data, np.ma.MaskedArray):
         raise TypeError(
@@ -79,7 +90,7 @@ class Tensor(SharedElementwise, Node):
     # Make numpy defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_priority__ = 100
 
-    def __init__(self, data, requires_grad=False, name=None):
+    def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         if isinstance(data, Tensor):
             data = data.data
         if isinstance(data, Node):
@@ -89,17 +100,21 @@ class Tensor(SharedElementwise, Node):
         self._init_leaf(_as_float_array(data, "Tensor(data)"), requires_grad, name)
 
     @classmethod
-    def zeros(cls, shape, dtype=np.float64, requires_grad=False, name=None):
+    def zeros(
+        cls, shape: Any, dtype: DTypeLike = np.float64, requires_grad: bool = False, name: str | None = None
+    ) -> Tensor:
         """A tensor of zeros of the given shape."""
         return cls(np.zeros(shape, dtype=dtype), requires_grad, name)
 
     @classmethod
-    def full(cls, shape, value, dtype=np.float64, requires_grad=False, name=None):
+    def full(
+        cls, shape: Any, value: Any, dtype: DTypeLike = np.float64, requires_grad: bool = False, name: str | None = None
+    ) -> Tensor:
         """A tensor of the given shape filled with ``value``."""
         return cls(np.full(shape, value, dtype=dtype), requires_grad, name)
 
     @classmethod
-    def _constant(cls, value, like):
+    def _constant(cls, value: Any, like: Any) -> Tensor:
         """An array or number used inside an expression (``x * 2``): it needs no gradient."""
         if isinstance(value, Tensor):
             return value
@@ -114,25 +129,25 @@ class Tensor(SharedElementwise, Node):
     # -- numpy-like facts
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self.data.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any]:
         return self.data.dtype
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self.data.ndim
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self.data.size
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.data)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         if self.data.__class__ is not np.ndarray:
             np.asarray(self.data)  # a value a lean tape did not keep: raises, saying how to keep it
         if dtype is not None and dtype != self.data.dtype:
@@ -141,13 +156,13 @@ class Tensor(SharedElementwise, Node):
 
     # -- numpy's functions on a Tensor (np.exp(t), np.sum(t, axis=1)): recorded, or refused by name
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _numpy_protocol["ufunc"](ufunc, method, inputs, kwargs)
 
-    def __array_function__(self, func, types, args, kwargs):
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         return _numpy_protocol["function"](func, args, kwargs)
 
-    def backward(self, grad=None, *, create_graph=False):
+    def backward(self, grad: Any = None, *, create_graph: bool = False) -> None:
         """Backpropagate from this Tensor and *add* the gradients into ``.grad``.
 
         ``grad`` is the gradient of some final quantity with respect to this
@@ -161,13 +176,13 @@ class Tensor(SharedElementwise, Node):
         """
         backward_pass(self, grad, create_graph)
 
-    def item(self):
+    def item(self) -> float:
         return self.data.item()
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         return self.data
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         label = f", name={self.name!r}" if self.name else ""
         grad = ", requires_grad=True" if self.requires_grad and self.is_leaf else ""
         made_by = f", op={self.op.name}" if self.op is not None else ""
@@ -178,7 +193,7 @@ class Tensor(SharedElementwise, Node):
 
     # -- elementwise arithmetic
 
-    def _lift(self, other, opname):
+    def _lift(self, other: Any, opname: str) -> Any:
         if isinstance(other, Tensor):
             return other
         if isinstance(other, Node) or not isinstance(other, (numbers.Real, np.ndarray, list, tuple)):
@@ -188,7 +203,7 @@ class Tensor(SharedElementwise, Node):
             )
         return Tensor._constant(other, self)
 
-    def _binary(self, op, other, opname, reflected=False):
+    def _binary(self, op: Op, other: Any, opname: str, reflected: bool = False) -> Tensor:
         other = self._lift(other, opname)
         inputs = (other, self) if reflected else (self, other)
         check_broadcast(inputs[0].shape, inputs[1].shape, f"Tensor {opname}")
@@ -198,67 +213,67 @@ class Tensor(SharedElementwise, Node):
 
     __hash__ = Node.__hash__
 
-    def _compare(self, other, compare):
+    def _compare(self, other: Any, compare: Callable[..., Any]) -> Any:
         if isinstance(other, Node) and not isinstance(other, Tensor):
             return NotImplemented
         right = other.data if isinstance(other, Tensor) else other
         return compare(self.data, right)
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> Any:
         return self._compare(other, np.equal)
 
-    def __ne__(self, other):
+    def __ne__(self, other: Any) -> Any:
         return self._compare(other, np.not_equal)
 
-    def __lt__(self, other):
+    def __lt__(self, other: Any) -> Any:
         return self._compare(other, np.less)
 
-    def __le__(self, other):
+    def __le__(self, other: Any) -> Any:
         return self._compare(other, np.less_equal)
 
-    def __gt__(self, other):
+    def __gt__(self, other: Any) -> Any:
         return self._compare(other, np.greater)
 
-    def __ge__(self, other):
+    def __ge__(self, other: Any) -> Any:
         return self._compare(other, np.greater_equal)
 
-    def __add__(self, other):
+    def __add__(self, other: Any) -> Tensor:
         return self._binary(ops.add, other, "+")
 
-    def __radd__(self, other):
+    def __radd__(self, other: Any) -> Tensor:
         return self._binary(ops.add, other, "+", reflected=True)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Any) -> Tensor:
         return self._binary(ops.sub, other, "-")
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Any) -> Tensor:
         return self._binary(ops.sub, other, "-", reflected=True)
 
-    def __mul__(self, other):
+    def __mul__(self, other: Any) -> Tensor:
         return self._binary(ops.mul, other, "*")
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Any) -> Tensor:
         return self._binary(ops.mul, other, "*", reflected=True)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Any) -> Tensor:
         return self._binary(ops.div, other, "/")
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: Any) -> Tensor:
         return self._binary(ops.div, other, "/", reflected=True)
 
-    def __neg__(self):
+    def __neg__(self) -> Tensor:
         return record(ops.neg, (self,))
 
-    def neg(self, name=None):
+    def neg(self, name: str | None = None) -> Tensor:
         return record(ops.neg, (self,), None, name)
 
-    def __pos__(self):
+    def __pos__(self) -> Tensor:
         # +x is x itself (as PyTorch's positive()): nothing to record, the gradient is the same.
         return self
 
     # ---------------------------------------------------------------- entry by entry
 
-    def _refuse(self, bad, what, expected):
+    def _refuse(self, bad: Any, what: str, expected: str) -> None:
         """A ValueError naming the first entry where ``bad`` holds (the function is undefined there)."""
         if np.any(bad):
             where = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -266,21 +281,21 @@ class Tensor(SharedElementwise, Node):
                 f"Tensor.{what}(): {what} of {self.data[where]} at index {where} is undefined; expected {expected}"
             )
 
-    def _refuse_overflow(self, what, too_big):
+    def _refuse_overflow(self, what: str, too_big: Any) -> None:
         pass  # an array overflows to inf, as numpy's does (a Python float would raise instead)
 
-    def _with(self, op, other, what, name):
+    def _with(self, op: Op, other: Any, what: str, name: str | None) -> Tensor:
         return self._binary_named(op, other, what, name)
 
     # -- powers
 
-    def __pow__(self, exponent):
+    def __pow__(self, exponent: Any) -> Tensor:
         return self.pow(exponent)
 
-    def __rpow__(self, base):
+    def __rpow__(self, base: Any) -> Tensor:
         return _power(self._lift(base, "**"), self, None)
 
-    def pow(self, exponent, name=None):
+    def pow(self, exponent: Any, name: str | None = None) -> Tensor:
         """``self ** exponent``: a number (the ``pow`` op), or an array or Tensor (the ``power`` op).
 
         With a Tensor exponent that needs a gradient, d/dy xʸ = xʸ ln x: the
@@ -304,7 +319,7 @@ class Tensor(SharedElementwise, Node):
 
     # -- roots, exponentials and logs
 
-    def sqrt(self, name=None):
+    def sqrt(self, name: str | None = None) -> Tensor:
         """The square root, entry by entry (entries must be >= 0)."""
         if np.any(self.data < 0):
             where = tuple(int(i) for i in np.argwhere(self.data < 0)[0])
@@ -313,10 +328,10 @@ class Tensor(SharedElementwise, Node):
             )
         return record(ops.sqrt, (self,), name=name)
 
-    def exp(self, name=None):
+    def exp(self, name: str | None = None) -> Tensor:
         return record(ops.exp, (self,), name=name)
 
-    def log(self, name=None):
+    def log(self, name: str | None = None) -> Tensor:
         if np.any(self.data <= 0):
             where = tuple(int(i) for i in np.argwhere(self.data <= 0)[0])
             raise ValueError(
@@ -326,48 +341,48 @@ class Tensor(SharedElementwise, Node):
 
     # -- activations and choices
 
-    def tanh(self, name=None):
+    def tanh(self, name: str | None = None) -> Tensor:
         return record(ops.tanh, (self,), name=name)
 
-    def relu(self, name=None):
+    def relu(self, name: str | None = None) -> Tensor:
         return record(ops.relu, (self,), name=name)
 
-    def gelu(self, name=None):
+    def gelu(self, name: str | None = None) -> Tensor:
         """GELU, tanh approximation: ``x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³)))``."""
         return record(ops.gelu, (self,), name=name)
 
-    def sigmoid(self, name=None):
+    def sigmoid(self, name: str | None = None) -> Tensor:
         """``1 / (1 + exp(-x))``, computed without overflow for large ``|x|``."""
         return record(ops.sigmoid, (self,), name=name)
 
-    def abs(self, name=None):
+    def abs(self, name: str | None = None) -> Tensor:
         """``|x|`` (its gradient at 0 is 0)."""
         return record(ops.abs_, (self,), name=name)
 
-    def __abs__(self):
+    def __abs__(self) -> Tensor:
         return self.abs()
 
-    def maximum(self, other, name=None):
+    def maximum(self, other: Any, name: str | None = None) -> Tensor:
         """The larger of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
         return self._binary_named(ops.maximum, other, "maximum", name)
 
-    def minimum(self, other, name=None):
+    def minimum(self, other: Any, name: str | None = None) -> Tensor:
         """The smaller of ``self`` and ``other``, entry by entry (broadcasting; a tie shares the gradient)."""
         return self._binary_named(ops.minimum, other, "minimum", name)
 
-    def _binary_named(self, op, other, opname, name):
+    def _binary_named(self, op: Op, other: Any, opname: str, name: str | None) -> Tensor:
         other = self._lift(other, opname)
         check_broadcast(self.shape, other.shape, f"Tensor.{opname}")
         return record(op, (self, other), name=name)
 
-    def scale(self, factor, name=None):
+    def scale(self, factor: float, name: str | None = None) -> Tensor:
         """Multiply by a constant number (``scores / sqrt(d)`` is ``scores.scale(1/sqrt(d))``)."""
         if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
             raise TypeError(f"Tensor.scale(factor): expected a number, got {type(factor).__name__}")
         # A plain float: numpy 2 would let an np.float64 factor promote float32 data.
         return record(ops.scale, (self,), {"factor": float(factor)}, name=name)
 
-    def add_constant(self, constant, name=None):
+    def add_constant(self, constant: Any, name: str | None = None) -> Tensor:
         """Add a constant array (a mask) that receives no gradient."""
         constant = self._lift(constant, "add_constant")
         if constant.requires_grad:
@@ -375,7 +390,7 @@ class Tensor(SharedElementwise, Node):
         check_broadcast(self.shape, constant.shape, "Tensor.add_constant")
         return record(ops.add_constant, (self, constant), name=name)
 
-    def dropout(self, keep, name=None):
+    def dropout(self, keep: Any, name: str | None = None) -> Tensor:
         """Multiply by a saved dropout mask ``keep`` (already scaled by 1/(1-p))."""
         keep = self._lift(keep, "dropout")
         if keep.requires_grad:
@@ -384,7 +399,7 @@ class Tensor(SharedElementwise, Node):
             raise ValueError(f"Tensor.dropout(keep): keep has shape {keep.shape}, expected {self.shape}")
         return record(ops.dropout, (self, keep), name=name)
 
-    def astype(self, dtype, name=None):
+    def astype(self, dtype: DTypeLike, name: str | None = None) -> Tensor:
         """The same values in another float dtype (recorded: gradients flow back)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
@@ -393,7 +408,7 @@ class Tensor(SharedElementwise, Node):
 
     # ---------------------------------------------------------------- reductions
 
-    def _axis(self, axis, what):
+    def _axis(self, axis: Any, what: str) -> Any:
         """Check ``axis`` (None, an int or a tuple of distinct ints in range) and return it."""
         if axis is None:
             return None
@@ -408,45 +423,45 @@ class Tensor(SharedElementwise, Node):
         return tuple(int(a) for a in axes) if isinstance(axis, tuple) else int(axis)
 
     @staticmethod
-    def _keepdims(keepdims, what):
+    def _keepdims(keepdims: bool, what: str) -> bool:
         if not isinstance(keepdims, (bool, np.bool_)):
             raise TypeError(f"Tensor.{what}(keepdims={keepdims!r}): expected True or False")
         return bool(keepdims)
 
-    def _check_not_empty(self, axis, what):
+    def _check_not_empty(self, axis: Any, what: str) -> None:
         if self._reduced_count(axis) == 0:
             raise ValueError(f"Tensor.{what}(axis={axis!r}): nothing to reduce (shape {self.shape} is empty there)")
 
-    def sum(self, axis=None, keepdims=False, name=None):
+    def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         axis = self._axis(axis, "sum")
         keepdims = self._keepdims(keepdims, "sum")
         return record(ops.sum_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def mean(self, axis=None, keepdims=False, name=None):
+    def mean(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         axis = self._axis(axis, "mean")
         keepdims = self._keepdims(keepdims, "mean")
         self._check_not_empty(axis, "mean")
         return record(ops.mean, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def max(self, axis=None, keepdims=False, name=None):
+    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         axis = self._axis(axis, "max")
         keepdims = self._keepdims(keepdims, "max")
         self._check_not_empty(axis, "max")
         return record(ops.max_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def min(self, axis=None, keepdims=False, name=None):
+    def min(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         axis = self._axis(axis, "min")
         keepdims = self._keepdims(keepdims, "min")
         self._check_not_empty(axis, "min")
         return record(ops.min_, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def prod(self, axis=None, keepdims=False, name=None):
+    def prod(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         """The product over ``axis``; its gradient is the product of the other entries (exact at zeros)."""
         axis = self._axis(axis, "prod")
         keepdims = self._keepdims(keepdims, "prod")
         return record(ops.prod, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def norm(self, axis=None, keepdims=False, ord=None, name=None):
+    def norm(self, axis: Any = None, keepdims: bool = False, ord: Any = None, name: str | None = None) -> Tensor:
         """The 2-norm ``sqrt(sum(x**2))`` over ``axis`` (all: the Frobenius norm); its gradient at 0 is 0.
 
         ``ord`` is accepted as None or 2 only (numpy's other norms are not here).
@@ -457,22 +472,22 @@ class Tensor(SharedElementwise, Node):
         keepdims = self._keepdims(keepdims, "norm")
         return record(ops.norm, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def cumsum(self, axis=None, name=None):
+    def cumsum(self, axis: Any = None, name: str | None = None) -> Tensor:
         """Running sums along ``axis`` (None: of the flattened tensor, as numpy)."""
         return record(ops.cumsum, (self,), {"axis": self._scan_axis(axis, "cumsum")}, name=name)
 
-    def cumprod(self, axis=None, name=None):
+    def cumprod(self, axis: Any = None, name: str | None = None) -> Tensor:
         """Running products along ``axis`` (None: of the flattened tensor); exact gradients also at zeros."""
         return record(ops.cumprod, (self,), {"axis": self._scan_axis(axis, "cumprod")}, name=name)
 
-    def _scan_axis(self, axis, what):
+    def _scan_axis(self, axis: Any, what: str) -> int | None:
         if axis is None:
             return None
         if isinstance(axis, tuple) or self.ndim == 0:
             raise ValueError(f"Tensor.{what}(axis={axis!r}): give one integer axis (or None for the flattened tensor)")
         return self._axis(axis, what)
 
-    def softmax(self, axis=-1, name=None):
+    def softmax(self, axis: Any = -1, name: str | None = None) -> Tensor:
         """Softmax over ``axis`` (one, a tuple, or None for all) as one fused, numerically stable op.
 
         A 0-d tensor's softmax is 1 (it is normalised over nothing but itself).
@@ -480,19 +495,19 @@ class Tensor(SharedElementwise, Node):
         axis = self._normalised_axes(axis, "softmax")
         return record(ops.softmax, (self,), {"axis": axis}, name=name)
 
-    def log_softmax(self, axis=-1, name=None):
+    def log_softmax(self, axis: Any = -1, name: str | None = None) -> Tensor:
         """``log(softmax(x))`` over ``axis`` (one, a tuple or None), as one stable op (finite where softmax is 0)."""
         axis = self._normalised_axes(axis, "log_softmax")
         return record(ops.log_softmax, (self,), {"axis": axis}, name=name)
 
-    def logsumexp(self, axis=None, keepdims=False, name=None):
+    def logsumexp(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Tensor:
         """``log(sum(exp(x)))`` over ``axis``, stable (the max is taken out before the exp)."""
         axis = self._axis(axis, "logsumexp")
         keepdims = self._keepdims(keepdims, "logsumexp")
         self._check_not_empty(axis, "logsumexp")
         return record(ops.logsumexp, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def var(self, axis=None, keepdims=False, ddof=0, name=None):
+    def var(self, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Tensor:
         """The variance ``sum((x - mean(x))²) / (n - ddof)`` over ``axis`` (ddof=0 divides by n, like numpy).
 
         Not a primitive: it is built from ``mean``, ``sub``, ``mul`` and
@@ -514,17 +529,17 @@ class Tensor(SharedElementwise, Node):
             return squares.mean(axis, keepdims=keepdims, name=name)
         return squares.sum(axis, keepdims=keepdims).scale(1.0 / (count - ddof), name=name)
 
-    def std(self, axis=None, keepdims=False, ddof=0, name=None):
+    def std(self, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Tensor:
         """The standard deviation ``sqrt(var(x, ddof))``: its gradient is infinite where all values are equal."""
         return self.var(axis, keepdims=keepdims, ddof=ddof).sqrt(name=name)
 
-    def _reduced_count(self, axis):
+    def _reduced_count(self, axis: Any) -> int:
         """How many entries go into each result of a reduction over ``axis``."""
         if axis is None:
             return self.size
         return int(np.prod([self.shape[a] for a in (axis if isinstance(axis, tuple) else (axis,))], dtype=int))
 
-    def _normalised_axes(self, axis, what):
+    def _normalised_axes(self, axis: Any, what: str) -> tuple[int, ...] | None:
         """softmax's axes: one, a tuple, or None (all; the only choice for a 0-d tensor), none of them empty."""
         if self.ndim == 0:
             if axis not in (None, 0, -1) or isinstance(axis, bool):
@@ -541,7 +556,7 @@ class Tensor(SharedElementwise, Node):
 
     # ---------------------------------------------------------------- shape
 
-    def take(self, indices, axis=0, name=None):
+    def take(self, indices: Any, axis: Any = 0, name: str | None = None) -> Tensor:
         """The entries at integer ``indices`` along ``axis`` (``numpy.take``): the embedding lookup.
 
         The result has shape ``shape[:axis] + indices.shape + shape[axis+1:]``.
@@ -557,7 +572,7 @@ class Tensor(SharedElementwise, Node):
         indices = _integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
         return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Tensor:
         """Read entries as numpy does, recorded: ``t[3]``, ``t[[0, 2]]``, ``t[:, 0]``, ``t[1:, ..., -1]``, ``t[mask]``.
 
         An integer or an integer array alone picks along the first axis
@@ -574,19 +589,19 @@ class Tensor(SharedElementwise, Node):
 
     # -- linear algebra
 
-    def matmul(self, other, name=None):
+    def matmul(self, other: Any, name: str | None = None) -> Tensor:
         other = self._lift(other, "@")
         return _matmul(self, other, name)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: Any) -> Tensor:
         return _matmul(self, self._lift(other, "@"), None)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Any) -> Tensor:
         return _matmul(self._lift(other, "@"), self, None)
 
     # -- shape
 
-    def reshape(self, *shape, name=None):
+    def reshape(self, *shape: Any, name: str | None = None) -> Tensor:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         for n in shape:
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -601,7 +616,7 @@ class Tensor(SharedElementwise, Node):
             )
         return record(ops.reshape, (self,), {"shape": shape}, name=name)
 
-    def transpose(self, *axes, name=None):
+    def transpose(self, *axes: Any, name: str | None = None) -> Tensor:
         """Permute axes like ``numpy.transpose`` (no axes: reverse them)."""
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
         if not axes:
@@ -613,7 +628,7 @@ class Tensor(SharedElementwise, Node):
             )
         return record(ops.transpose, (self,), {"axes": tuple(a % self.ndim for a in axes)}, name=name)
 
-    def swapaxes(self, axis1, axis2, name=None):
+    def swapaxes(self, axis1: int, axis2: int, name: str | None = None) -> Tensor:
         axes = list(range(self.ndim))
         try:
             axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
@@ -622,11 +637,11 @@ class Tensor(SharedElementwise, Node):
         return self.transpose(tuple(axes), name=name)
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
         """The transpose (all axes reversed, as in numpy)."""
         return self.transpose()
 
-    def squeeze(self, axis=None, name=None):
+    def squeeze(self, axis: Any = None, name: str | None = None) -> Tensor:
         """Drop axes of length 1 (all of them, or the given ones): a ``reshape`` on the tape."""
         if axis is None:
             axes = tuple(i for i, n in enumerate(self.shape) if n == 1)
@@ -639,14 +654,14 @@ class Tensor(SharedElementwise, Node):
                     )
         return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes), name=name)
 
-    def expand_dims(self, axis, name=None):
+    def expand_dims(self, axis: Any, name: str | None = None) -> Tensor:
         """Insert axes of length 1 at ``axis`` (an int or a tuple, positions in the result): a ``reshape``."""
         rank = self.ndim + (len(axis) if isinstance(axis, tuple) else 1)
         axes = _axes_in_range(axis, rank, "expand_dims")
         sizes = iter(self.shape)
         return self.reshape(tuple(1 if i in axes else next(sizes) for i in range(rank)), name=name)
 
-    def broadcast_to(self, shape, name=None):
+    def broadcast_to(self, shape: Any, name: str | None = None) -> Tensor:
         """The tensor repeated along new or length-1 axes to ``shape`` (gradient: summed back)."""
         shape = _shape_argument(shape, "broadcast_to")
         try:
@@ -658,13 +673,13 @@ class Tensor(SharedElementwise, Node):
             raise ValueError(f"Tensor.broadcast_to({shape}): a tensor of shape {self.shape} does not broadcast to it")
         return record(ops.broadcast_to, (self,), {"shape": shape}, name=name)
 
-    def flip(self, axis=None, name=None):
+    def flip(self, axis: Any = None, name: str | None = None) -> Tensor:
         """The entries in reverse order along ``axis`` (None: every axis): an ``index`` with step -1."""
         axes = range(self.ndim) if axis is None else _axes_in_range(axis, self.ndim, "flip")
         key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(self.ndim))
         return record(ops.index, (self,), {"key": key}, name=name)
 
-    def repeat(self, repeats, axis=None, name=None):
+    def repeat(self, repeats: Any, axis: Any = None, name: str | None = None) -> Tensor:
         """Each entry repeated ``repeats`` times along ``axis`` (None: the flattened tensor), as numpy.
 
         A ``take`` with each index repeated, so an entry's gradient is the sum over its copies.
@@ -682,7 +697,7 @@ class Tensor(SharedElementwise, Node):
         indices = np.repeat(np.arange(length), counts)
         return record(ops.take, (source,), {"indices": indices, "axis": axis}, name=name)
 
-    def tile(self, reps, name=None):
+    def tile(self, reps: Any, name: str | None = None) -> Tensor:
         """The whole tensor repeated ``reps`` times along each axis (numpy.tile): reshape, broadcast, reshape."""
         reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
         if not all(isinstance(r, (int, np.integer)) and not isinstance(r, bool) and r >= 0 for r in reps):
@@ -696,7 +711,7 @@ class Tensor(SharedElementwise, Node):
         return stretched.reshape(tuple(r * n for r, n in zip(reps, shape)), name=name)
 
 
-def _power(base, exponent, name):
+def _power(base: Any, exponent: Any, name: str | None) -> Tensor:
     """``base ** exponent`` with both Tensors (the ``power`` op), refusing what has no real value or slope."""
     check_broadcast(base.shape, exponent.shape, "Tensor ** Tensor")
     x, y = np.broadcast_arrays(base.data, exponent.data)
@@ -714,7 +729,7 @@ def _power(base, exponent, name):
     return record(ops.power, (base, exponent), name=name)
 
 
-def check_broadcast(left, right, what):
+def check_broadcast(left: Any, right: Any, what: str) -> None:
     """Refuse shapes numpy cannot broadcast, with a message naming both."""
     if left == right:
         return
@@ -727,7 +742,7 @@ def check_broadcast(left, right, what):
         ) from None
 
 
-def _picks_along_the_first_axis(index):
+def _picks_along_the_first_axis(index: Any) -> bool:
     """True for an integer, or integers in a list or array (not booleans): ``t[3]``, ``t[[0, 2, 2]]``."""
     if isinstance(index, (bool, np.bool_)):
         return False
@@ -739,10 +754,10 @@ def _picks_along_the_first_axis(index):
     return False
 
 
-def _index_key(index, shape):
+def _index_key(index: Any, shape: Any) -> Any:
     """``t[index]``'s key as a tuple of ints, slices, ``...``, ``None`` and fresh index arrays; clear errors."""
     parts = index if isinstance(index, tuple) else (index,)
-    key = []
+    key: list[Any] = []
     for part in parts:
         if isinstance(part, Node):
             raise TypeError(
@@ -769,15 +784,15 @@ def _index_key(index, shape):
                     f"arrays; got {part!r:.60} (dtype {array.dtype})"
                 )
             key.append(np.array(array, dtype=np.bool_ if array.dtype == np.bool_ else np.intp))
-    key = tuple(key)
+    checked = tuple(key)
     try:  # numpy's own check, on a view that costs no memory
-        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[key]
+        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[checked]
     except IndexError as error:
         raise IndexError(f"Tensor[{index!r:.80}] of a tensor of shape {shape}: {error}") from None
-    return key
+    return checked
 
 
-def _integer_indices(indices, length, what):
+def _integer_indices(indices: Any, length: int, what: str) -> np.ndarray:
     """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
     if isinstance(indices, Node):
         raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
@@ -794,7 +809,7 @@ def _integer_indices(indices, length, what):
     return np.array(array, dtype=np.intp)
 
 
-def _axes_in_range(axis, ndim, what):
+def _axes_in_range(axis: Any, ndim: int, what: str) -> Any:
     """``axis`` (an int or a tuple of them) as a tuple of distinct axes in ``range(ndim)``; clear errors."""
     axes = axis if isinstance(axis, tuple) else (axis,)
     for a in axes:
@@ -806,7 +821,7 @@ def _axes_in_range(axis, ndim, what):
     return axes
 
 
-def _shape_argument(shape, what):
+def _shape_argument(shape: Any, what: str) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
     try:
         shape = tuple(shape)
@@ -817,7 +832,7 @@ def _shape_argument(shape, what):
     return tuple(int(n) for n in shape)
 
 
-def _matmul(a, b, name):
+def _matmul(a: Any, b: Any, name: str | None) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"Tensor @: matmul needs arrays of rank >= 1, got shapes {a.shape} and {b.shape}")
     inner_a = a.shape[-1]

@@ -9,12 +9,20 @@ This module lets ``microtape train`` (and notebook 08) draw how a model learns::
 measured. The loss is drawn on a log scale; the 99% line is the target.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
 from .figure import new_figure
 
 __all__ = ["training_curve"]
 
 
-def training_curve(history, title=None):
+def training_curve(history: Any, title: str | None = None) -> Figure:
     """A figure: loss (log scale) and token accuracy (batch and held-out) against the step."""
     steps = [h["step"] for h in history]
     evaluated = [h for h in history if "held_out" in h]

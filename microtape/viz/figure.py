@@ -10,6 +10,13 @@ matplotlib figure::
 matplotlib is imported on the first call, so ``import microtape`` stays fast.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["new_figure"]
 
 _FIGURE_CLASS = []
@@ -33,6 +40,6 @@ def _figure_class():
     return _FIGURE_CLASS[0]
 
 
-def new_figure(**kwargs):
+def new_figure(**kwargs: Any) -> Figure:
     """A matplotlib ``Figure`` (``figsize=``, ``layout=``, …) that Jupyter displays by itself."""
     return _figure_class()(**kwargs)

@@ -21,6 +21,15 @@ unpinned (and saved as ``.dot`` files). All frames read one pure reverse pass:
 no ``.grad`` changes.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine import Node
+    from ..viz.drawing import Drawing
+
+
 import html
 import os
 import uuid
@@ -45,7 +54,15 @@ LEGEND = (("state", "done"), ("state", "partial"), ("state", "current"), ("state
 
 
 @takes_drawing_options
-def backward_frames(tape_or_output, output=None, *, grad=None, out_dir=None, format="svg", drawing):
+def backward_frames(
+    tape_or_output: Any,
+    output: Node | None = None,
+    *,
+    grad: Any = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    format: str = "svg",
+    drawing: Drawing,
+) -> BackwardFrames:
     """One graph per backward step, all at one layout; with ``out_dir``, also write them and ``index.html``.
 
     Takes what :func:`microtape.viz.graph` takes (a tape, a result, a layer, a

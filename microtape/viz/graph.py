@@ -51,6 +51,15 @@ output's ``.grad`` (so after ``attn.backward(g)`` the picture shows the same
 numbers), else from ones. Same computation, same DOT source, byte for byte.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine import Node
+    from ..viz.drawing import Drawing
+
+
 from .drawing import GraphCollapsedWarning, check_options, takes_drawing_options, warn_if_collapsed
 from .fit import fitted_picture
 from .paint import paint
@@ -63,7 +72,17 @@ __all__ = ["graph", "GraphCollapsedWarning", "MAX_NODES", "SHAPE_OPS", "check_op
 
 
 @takes_drawing_options
-def graph(tape_or_output, *, backward=False, step=None, output=None, grad=None, full_size=False, saved=False, drawing):
+def graph(
+    tape_or_output: Any,
+    *,
+    backward: bool = False,
+    step: int | None = None,
+    output: Node | None = None,
+    grad: Any = None,
+    full_size: bool = False,
+    saved: bool = False,
+    drawing: Drawing,
+) -> Any:
     """Draw a tape (or the computation behind a result) as a ``graphviz.Digraph``.
 
     ``tape_or_output``: a :class:`~microtape.Tape`, a ``Scalar``/``Tensor``

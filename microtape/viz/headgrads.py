@@ -16,6 +16,15 @@ are grey and left out of the scales, as in
 :func:`~microtape.viz.attention_heatmaps`.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
 import numbers
 
 import numpy as np
@@ -30,7 +39,9 @@ __all__ = ["head_gradients"]
 COLUMNS = (("P", "weights P"), ("dP", "dP = ∂L/∂P"), ("dQ", "dQ"), ("dK", "dK"), ("dV", "dV"))
 
 
-def head_gradients(attn, *, batch=0, heads=None, title=None):
+def head_gradients(
+    attn: Any, *, batch: int = 0, heads: Sequence[int] | None = None, title: str | None = None
+) -> Figure:
     """Per head: ``P``, ``dP``, ``dQ``, ``dK``, ``dV`` side by side, gradients on shared scales; a ``Figure``.
 
     ``attn``: a MultiHeadAttention after a forward and a backward (self-attention

@@ -16,6 +16,15 @@ scale's top. Masked cells stay out of the scale, as in
 ``attention_heatmaps(attn, which=("weights", "dropped"))`` shares one scale.)
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
 import numpy as np
 
 from .heatmap import attention_heatmaps
@@ -42,7 +51,9 @@ def shared_limit(sources, *, which="weights", mask=True, batch=0):
     return top or 1.0
 
 
-def paired_heatmaps(pictures, *, which="weights", mask=True, batch=0, **options):
+def paired_heatmaps(
+    pictures: Mapping[str, Any], *, which: str = "weights", mask: bool = True, batch: int = 0, **options: Any
+) -> list[Figure]:
     """One figure per entry of ``pictures`` (``{title: layer or weights}``), all on one colour scale.
 
     Returns the list of figures in the order given. ``options`` are those of

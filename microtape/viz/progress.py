@@ -99,9 +99,6 @@ class Quiet:
     def set_postfix(self, ordered_dict=None, refresh=True, **values):
         """Nothing to show; kept so a caller need not know which bar it has."""
 
-    def set_description(self, desc=None, refresh=True):
-        """Nothing to show; kept so a caller need not know which bar it has."""
-
     def write(self, text, file=None):
         """Print ``text`` (to standard output, like ``tqdm.write``)."""
         print(text, file=sys.stdout if file is None else file, flush=True)

@@ -16,9 +16,12 @@ Every graph microtape draws is a :func:`graph_class` digraph: in Jupyter it
 shows itself as SVG scaled to the cell's width (``.full_size()`` at 100 %).
 """
 
+from __future__ import annotations
+
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 __all__ = ["render", "svg", "fit_svg", "graph_class", "GraphvizNotFound", "FORMATS", "INSTALL_HINT"]
 
@@ -77,7 +80,7 @@ def _pipe(digraph, format, dpi=None):
         raise RuntimeError(f"Graphviz's `dot` failed to draw this graph: {stderr or error}") from None
 
 
-def render(digraph, path, format=None, *, dpi=None):
+def render(digraph: Any, path: str | os.PathLike[str], format: str | None = None, *, dpi: int | None = None) -> Path:
     """Write ``digraph`` to ``path`` and return the path (a ``pathlib.Path``).
 
     ``format``: ``"svg"``, ``"png"``, ``"pdf"`` or ``"dot"`` (the source only);
@@ -116,7 +119,7 @@ _DRAWN = {}  # DOT source -> its SVG, for the last few graphs drawn
 _KEEP = 16
 
 
-def svg(digraph):
+def svg(digraph: Any) -> str:
     """The graph drawn as an SVG string (raises GraphvizNotFound without ``dot``).
 
     The last few drawings are kept by their DOT source: a graph that was

@@ -14,8 +14,12 @@ their own (their edges carry formulas). The page is 13.33 × 7.5 inches (16:9,
 a widescreen slide) and the graph fills it; the PNG is 1920 × 1080 pixels.
 """
 
+from __future__ import annotations
+
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 from .graph import graph
 from .render import render, svg
@@ -27,7 +31,7 @@ SLIDE_PIXELS = (1920, 1080)
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
-def slide(layer, *, title=None, expand=None):
+def slide(layer: Any, *, title: str | None = None, expand: Any = None) -> Any:
     """The 16:9 slide of ``layer``'s last forward and backward (a ``graphviz.Digraph``).
 
     ``layer``: a MultiHeadAttention (drawn op by op) or a Transformer
@@ -54,7 +58,9 @@ def slide(layer, *, title=None, expand=None):
     return digraph
 
 
-def save_slide(layer, path, *, title=None, expand=None):
+def save_slide(
+    layer: Any, path: str | os.PathLike[str], *, title: str | None = None, expand: Any = None
+) -> dict[str, Path]:
     """Write ``path``.svg and ``path``.png (16:9, 1920 × 1080); returns ``{"svg": Path, "png": Path}``."""
     digraph = slide(layer, title=title, expand=expand)
     path = Path(path)

@@ -22,6 +22,14 @@ Both read the layer's last (tiled) forward, or take a
 return a plain ``matplotlib.figure.Figure`` that Jupyter shows.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
 import numbers
 
 import numpy as np
@@ -57,7 +65,7 @@ def _schedule_of(source, what):
     return tiled.schedule_of(q, k, v, node.params["block_size"], node.params.get("causal", False))
 
 
-def tile_schedule(source, order="forward"):
+def tile_schedule(source: Any, order: str = "forward") -> Figure:
     """The tiles of the score matrix: computed ones numbered in ``order``, causal skips hatched; a Figure.
 
     ``source`` is a layer after a tiled forward, or a :class:`~microtape.nn.attention.tiled.TileSchedule`.
@@ -113,7 +121,7 @@ def _check_index(value, size, what):
     return int(value)
 
 
-def online_softmax(attn, row=0, head=0, batch=0):
+def online_softmax(attn: Any, row: int = 0, head: int = 0, batch: int = 0) -> Figure:
     """The online softmax of query ``row`` (of ``head``, ``batch``) in ``attn``'s last tiled forward; a Figure.
 
     Left: the row's scores ``S_j`` key by key (masked keys left out) and the

@@ -27,6 +27,10 @@ failure* when ``h``'s gradient is wrong, and it *differs* when ``t``'s row
 fails while ``h``'s gradient is right.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from .drawing import check_options
 from .fit import NOTEBOOK_WIDTH, fitted
 from .paint import paint
@@ -86,7 +90,15 @@ def _edge_verdict(program, verdict, uses):
     return min(found, key=WORSE.index)
 
 
-def report_graph(report, layer, *, expand="attention", title=None, width=NOTEBOOK_WIDTH, max_nodes=MAX_NODES):
+def report_graph(
+    report: Any,
+    layer: Any,
+    *,
+    expand: str | None = "attention",
+    title: str | None = None,
+    width: int = NOTEBOOK_WIDTH,
+    max_nodes: int = MAX_NODES,
+) -> Any:
     """The backward graph of ``layer``'s last forward, each box and edge coloured by ``report``'s verdicts.
 
     ``report``: from :func:`microtape.check.attention_report` (or any

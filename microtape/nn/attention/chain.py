@@ -27,16 +27,24 @@ The steps, and the tape name of each::
     output         = merged Woᵀ + bo
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
 from ...engine import module_scope
 from ...ops.attention_links import merge_heads, score_scale, split_heads
 from ..linear import linear, linear_steps
 from . import derivation
 from .derivation import HEADS
 
+if TYPE_CHECKING:
+    from ...values.array_like import ArrayLike
+
 __all__ = ["attention_chain", "attention_core", "HEADS", "step_names"]
 
 
-def step_names():
+def step_names() -> tuple[str, ...]:
     """The names of the chain's steps, in forward order (the masked and dropout steps appear only when used).
 
     The core's are the derivation table's, read at each call: a new step there is named here too.
@@ -44,13 +52,21 @@ def step_names():
     return ("Q", "K", "V", *HEADS, *derivation.step_names(derivation.ATTENTION), "merged", "output")
 
 
-def _named(value, name):
+def _named(value: ArrayLike, name: str) -> ArrayLike:
     """Give a step its name: the tape listing, graphs and reports call it that."""
     value.name = name
     return value
 
 
-def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None, record=None):
+def attention_core(
+    q_heads: ArrayLike,
+    k_heads: ArrayLike,
+    v_heads: ArrayLike,
+    causal_mask: Any = None,
+    mask: Any = None,
+    keep: Any = None,
+    record: dict[str, Any] | None = None,
+) -> ArrayLike:
     """Scaled dot-product attention of ``[N, Tq, D]`` queries over ``[N, Tk, D]`` keys and values.
 
     Runs the steps of the derivation table (:data:`microtape.nn.attention.derivation.ATTENTION`),
@@ -70,8 +86,17 @@ def attention_core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=
 
 
 def attention_chain(
-    query, key, value, params, num_heads, causal_mask=None, mask=None, keep=None, record=None, core=attention_core
-):
+    query: ArrayLike,
+    key: ArrayLike,
+    value: ArrayLike,
+    params: Mapping[str, Any],
+    num_heads: int,
+    causal_mask: Any = None,
+    mask: Any = None,
+    keep: Any = None,
+    record: dict[str, Any] | None = None,
+    core: Callable[..., ArrayLike] = attention_core,
+) -> ArrayLike:
     """The multi-head attention forward; returns the output ``[B, Tq, E]``.
 
     ``params`` maps ``"q_proj.weight"``, ``"q_proj.bias"``, … to values of the
@@ -85,7 +110,8 @@ def attention_chain(
     (:func:`microtape.nn.attention.tiled.tiled_core`), which records the core as one row.
     """
     batch = query.shape[0]
-    projected, products = {}, {}
+    projected: dict[str, ArrayLike] = {}
+    products: dict[str, ArrayLike] = {}
     for role, projection, letter, x in (
         ("query", "q_proj", "Q", query),
         ("key", "k_proj", "K", key),

@@ -45,6 +45,15 @@ Zoom to scalars (:meth:`MultiHeadAttention.trace_scalars`) and the PyTorch
 bridge live beside this file (``scalar_trace.py``, ``attention_torch.py``).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+
 import numbers
 from dataclasses import dataclass, field
 
@@ -118,9 +127,18 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
     """
 
     def __init__(
-        self, embed, num_heads, dropout=0.0, causal=False, *, seed=None, dtype=np.float64, block_size=None,
-        lean=False, keep=(),
-    ):  # fmt: skip
+        self,
+        embed: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        causal: bool = False,
+        *,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+        block_size: int | None = None,
+        lean: bool = False,
+        keep: Sequence[str] = (),
+    ) -> None:
         super().__init__()
         embed = positive_int(embed, "MultiHeadAttention(embed)")
         if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
@@ -220,7 +238,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
 
     # -- forward
 
-    def forward(self, query, key=None, value=None, mask=None):
+    def forward(self, query: Any, key: Any = None, value: Any = None, mask: Any = None) -> Tensor:
         """Attention of ``query`` over ``key``/``value``; returns a Tensor ``[B, Tq, E]``.
 
         ``forward(x)`` is self-attention. ``mask`` is None or an additive float
@@ -303,7 +321,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         """
         return super().named_gradients(grad_output, method, links=links)
 
-    def backward(self, grad_output, method="tape"):
+    def backward(self, grad_output: Any, method: str = "tape") -> Any:
         """Backpropagate ``grad_output`` (``[B, Tq, E]``) through the last forward.
 
         Returns ``dq + dk + dv`` (the whole input gradient) for self-attention,

@@ -47,6 +47,15 @@ The builder is split by concern: :mod:`.inputs` reads and checks the maps,
 :mod:`.annotation` writes numbers, marks and titles.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
 import numbers
 
 import numpy as np
@@ -81,20 +90,20 @@ __all__ = [
 
 
 def attention_heatmaps(
-    attn_or_weights,
+    attn_or_weights: Any,
     *,
-    batch=0,
-    heads=None,
-    tokens=None,
-    key_tokens=None,
-    mask=True,
-    which="weights",
-    annotate="auto",
-    vmax=None,
-    norm="auto",
-    ncols=None,
-    title=None,
-):
+    batch: int = 0,
+    heads: Sequence[int] | None = None,
+    tokens: Sequence[str] | None = None,
+    key_tokens: Sequence[str] | None = None,
+    mask: bool = True,
+    which: str = "weights",
+    annotate: bool | str = "auto",
+    vmax: float | None = None,
+    norm: str = "auto",
+    ncols: int | None = None,
+    title: str | None = None,
+) -> Figure:
     """One heatmap per head, shared colour scale and colorbar; returns a ``Figure``.
 
     ``attn_or_weights``: a MultiHeadAttention (after a forward; after a
