@@ -52,13 +52,26 @@ def _tuple(value, n, what, where, smallest):
     return tuple(int(v) for v in values)
 
 
-def _check_windows(shape, kernel, stride, padding, where, what="kernel"):
-    """Refuse a kernel larger than the (padded) input along some axis: there would be no window."""
+#: The most the windows laid out as rows (im2col) may take, in bytes: beyond it a call is refused up front.
+WINDOWS_MEMORY_LIMIT = 4 * 2**30
+
+
+def _check_windows(shape, kernel, stride, padding, where, itemsize=8):
+    """Refuse a kernel larger than the (padded) input along some axis (no window), or windows too large to lay out."""
     axes = "L" if len(kernel) == 1 else "HW"
+    sizes = []
     for axis, length, k, s, p in zip(axes, shape[2:], kernel, stride, padding):
-        if output_size(length, k, s, p) < 1:
+        sizes.append(output_size(length, k, s, p))
+        if sizes[-1] < 1:
             padded = f"{length} + 2·{p} = {length + 2 * p}" if p else f"{length}"
-            raise ValueError(f"{where}: the {what} ({k}) is larger than the padded input along {axis} ({padded})")
+            raise ValueError(f"{where}: the kernel ({k}) is larger than the padded input along {axis} ({padded})")
+    # Every window, one row each: B · C · (windows) · (kernel entries) numbers — the im2col matrix.
+    needed = shape[0] * shape[1] * int(np.prod(sizes)) * int(np.prod(kernel)) * itemsize
+    if needed > WINDOWS_MEMORY_LIMIT:
+        raise MemoryError(
+            f"{where}: laying out the windows of x {tuple(shape)} takes about {needed / 2**30:,.1f} GiB "
+            f"(limit {WINDOWS_MEMORY_LIMIT / 2**30:g} GiB); use a smaller batch, input or kernel"
+        )
 
 
 def _conv(x, weight, bias, stride, padding, n, name):
@@ -77,7 +90,7 @@ def _conv(x, weight, bias, stride, padding, n, name):
         )
     stride = _tuple(stride, n, "stride", where, 1)
     padding = _tuple(padding, n, "padding", where, 0)
-    _check_windows(x.shape, weight.shape[2:], stride, padding, where)
+    _check_windows(x.shape, weight.shape[2:], stride, padding, where, x.data.itemsize)
     if bias is not None:
         bias = _as_tensor(bias, "bias", where)
         if bias.shape != (weight.shape[0],):
@@ -119,7 +132,7 @@ def _pool(op, x, kernel, stride, name):
         raise ValueError(f"{where}(x): expected [B, C, H, W], got shape {x.shape}")
     kernel = _tuple(kernel, 2, "kernel", where, 1)
     stride = kernel if stride is None else _tuple(stride, 2, "stride", where, 1)
-    _check_windows(x.shape, kernel, stride, (0, 0), where)
+    _check_windows(x.shape, kernel, stride, (0, 0), where, x.data.itemsize)
     return record(op, (x,), {"kernel": kernel, "stride": stride}, name)
 
 

@@ -174,6 +174,15 @@ def test_bad_input_is_refused_by_name_and_nothing_changes(call, error, message):
     assert x.grad is None and w.grad is None
 
 
+def test_absurd_window_memory_is_refused_up_front_with_the_estimate():
+    # A broadcast view: 16 × 64 × 512 × 512 entries cost nothing until the windows are laid out as rows.
+    x = mt.Tensor(np.broadcast_to(np.zeros(1), (16, 64, 512, 512)))
+    with pytest.raises(MemoryError, match=r"conv2d: laying out the windows of x .* about 18.0 GiB \(limit 4 GiB\)"):
+        mt.conv2d(x, np.zeros((1, 64, 3, 3)), padding=1)
+    with pytest.raises(MemoryError, match=r"max_pool2d: .* GiB"):
+        mt.max_pool2d(x, 3, stride=1)
+
+
 def test_the_names_are_public():
     for name in ("conv1d", "conv2d", "max_pool2d", "avg_pool2d"):
         assert name in mt.__all__ and callable(getattr(mt, name))
