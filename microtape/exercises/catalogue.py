@@ -28,6 +28,14 @@ LAB = (
     "op_vjp",
     "logaddexp_vjp",
     "layernorm",
+    "chain_rule",
+    "mlp",
+    "affine_relu",
+    "softmax_cross_entropy",
+    "mse",
+    "logistic_loss",
+    "embedding",
+    "residual_norm",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")

@@ -65,6 +65,9 @@ KINDS = {
     "broadcast_not_summed": "a broadcast input's gradient not summed back",
     "missing_keepdims": "keepdims missing",
     "wrong_scale": "1/d instead of 1/√d",
+    "missing_mean": "the mean's 1/N wrong or left out",
+    "repeats_dropped": "repeated indices' gradients not added up",
+    "missing_path": "a path through the graph left out",
     # Found by the checker's generic comparisons (no exercise lists these):
     "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",
