@@ -22,6 +22,7 @@ first five and registers every built-in op; the others load on first use.
 from . import ops
 from .engine import Tape, gradients, module_scope
 from .numpy_api import protocol as _protocol  # noqa: F401  (answers np.exp(tensor): fills Tensor's slots)
+from .numpy_api.convolution import avg_pool2d, conv1d, conv2d, max_pool2d
 from .numpy_api.functions import (  # fmt: skip
     abs,
     arccos,
@@ -97,6 +98,10 @@ __all__ = [
     "stack",
     "split",
     "pad",
+    "conv1d",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
     # numpy's names (microtape.numpy_api.functions)
     "abs", "arccos", "arcsin", "arctan", "arctan2", "broadcast_to", "cbrt", "clip", "cos", "cosh", "cumprod",
     "cumsum", "dot", "einsum", "exp", "exp2", "expand_dims", "expm1", "flip", "log", "log1p", "log2", "log10",

@@ -28,7 +28,9 @@ input or two) also get empty arrays (an axis of length 0). The tiled attention c
 (``tiled_attention``) gets heads ``[N, T, D]`` with ``Tq`` and ``Tk`` free,
 block sizes that divide ``T``, do not, or exceed it, causal or not, masks with
 ``-inf``, ``-1e9`` or small finite biases (every row keeps a key it may see,
-sometimes only in a later block) and dropout.
+sometimes only in a later block) and dropout. The convolutions get 1-D and 2-D
+cases with strides and paddings where the last inputs fall outside every window;
+max pooling gets entries 1/8 apart (no tie within a finite-difference step).
 """
 
 from typing import NamedTuple
@@ -420,6 +422,52 @@ def _einsum(draw):
     return OpCase((a, b), {"subscripts": subscripts})
 
 
+@st.composite
+def _conv_geometry(draw):
+    """1-D or 2-D: batch, channels, kernel, stride, padding and an input length every window fits."""
+    n = draw(st.sampled_from([1, 2]))
+    batch, c_in, c_out = (draw(st.integers(1, 2)) for _ in range(3))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(n))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(n))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(n))
+    spatial = tuple(draw(st.integers(max(1, k - 2 * p), max(1, k - 2 * p) + 3)) for k, p in zip(kernel, padding))
+    out = tuple((length + 2 * p - k) // s + 1 for length, k, s, p in zip(spatial, kernel, stride, padding))
+    params = {"stride": stride, "padding": padding}
+    return (batch, c_in, *spatial), (c_out, c_in, *kernel), (batch, c_out, *out), params
+
+
+@st.composite
+def _conv(draw):
+    """x ``[B, C_in, *spatial]`` and weight ``[C_out, C_in, *kernel]``, 1-D or 2-D, any stride and padding."""
+    x_shape, w_shape, _, params = draw(_conv_geometry())
+    return OpCase((draw(real_arrays(x_shape)), draw(real_arrays(w_shape))), params)
+
+
+@st.composite
+def _conv_transpose(draw):
+    """A gradient z in a convolution's output layout and its weight; the input's shape as a parameter."""
+    x_shape, w_shape, z_shape, params = draw(_conv_geometry())
+    return OpCase((draw(real_arrays(z_shape)), draw(real_arrays(w_shape))), {"input_shape": x_shape, **params})
+
+
+@st.composite
+def _conv_weight_grad(draw):
+    """An input x and a gradient z in the output layout; the kernel's size as a parameter."""
+    x_shape, w_shape, z_shape, params = draw(_conv_geometry())
+    return OpCase((draw(real_arrays(x_shape)), draw(real_arrays(z_shape))), {"kernel_size": w_shape[2:], **params})
+
+
+@st.composite
+def _pool(draw, distinct):
+    """``[B, C, H, W]`` with a kernel that fits and any stride (max pooling: entries 1/8 apart, no ties)."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    channels = 1 if distinct else draw(st.integers(1, 2))  # distinct entries: at most 81 of them
+    shape = (draw(st.integers(1, 2)), channels, *(draw(st.integers(k, k + 3)) for k in kernel))
+    x = draw(distinct_arrays(shape) if distinct else real_arrays(shape))
+    return OpCase((x,), {"kernel": kernel, "stride": stride})
+
+
 def _build_cases():
     cases = {}
     for name in (
@@ -471,6 +519,11 @@ def _build_cases():
     cases["reshape"] = _reshape(OPS["reshape"])
     cases["transpose"] = _transpose(OPS["transpose"])
     cases["tiled_attention"] = _tiled_attention()
+    cases["conv"] = _conv()
+    cases["conv_transpose"] = _conv_transpose()
+    cases["conv_weight_grad"] = _conv_weight_grad()
+    cases["max_pool2d"] = _pool(distinct=True)
+    cases["avg_pool2d"] = _pool(distinct=False)
     return cases
 
 

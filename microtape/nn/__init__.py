@@ -3,7 +3,8 @@
 ``Module`` (parameters, train/eval), ``Linear``, ``MultiHeadAttention``,
 ``LayerNorm``, ``Embedding`` with ``PositionalEncoding``, ``FeedForward``,
 the post-norm ``TransformerEncoderLayer`` and ``TransformerDecoderLayer``,
-and the ``cross_entropy`` loss. ``microtape.nn.masks`` builds additive
+and the ``cross_entropy`` loss; ``Conv1d``, ``Conv2d`` and ``BatchNorm`` for
+convolutional nets, ``RNNCell`` and ``GRUCell`` for recurrent ones. ``microtape.nn.masks`` builds additive
 attention masks; ``microtape.nn.analytic`` (attention's) and ``microtape.nn.analytic_blocks``
 hold the hand-derived backward (numpy only) the layers can use instead of
 the tape; ``microtape.nn.attention_chain`` the attention forward, written once;
@@ -16,6 +17,8 @@ from . import analytic_blocks, dropout_mask, masks
 from .attention import analytic, derivation, tiled
 from .attention.chain import attention_chain, attention_core
 from .attention.layer import MultiHeadAttention
+from .batchnorm import BatchNorm
+from .convolution import Conv1d, Conv2d
 from .embedding import Embedding
 from .feedforward import FeedForward
 from .layernorm import LayerNorm, layer_norm
@@ -23,6 +26,7 @@ from .linear import Linear
 from .loss import cross_entropy
 from .module import Module
 from .positional import PositionalEncoding, sinusoidal_positions
+from .recurrent import GRUCell, RNNCell
 from .transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
@@ -38,6 +42,11 @@ __all__ = [
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
     "cross_entropy",
+    "Conv1d",
+    "Conv2d",
+    "BatchNorm",
+    "RNNCell",
+    "GRUCell",
     "attention_chain",
     "attention_core",
     "masks",

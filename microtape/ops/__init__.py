@@ -13,10 +13,11 @@ What an op is lives in :mod:`.core` (:class:`Op`, :data:`OPS`,
 :func:`define`); the built-in ops live by family — :mod:`.arithmetic`,
 :mod:`.elementwise`, :mod:`.trig`, :mod:`.exp_log`, :mod:`.binary`,
 :mod:`.piecewise`, :mod:`.reductions`, :mod:`.scans`, :mod:`.shape`,
-:mod:`.linalg`, :mod:`.nn`, :mod:`.tiled_attention` (the tiled attention core as
-one op, with its kernel; :mod:`.attention_links` holds the hand-derived link
-functions it shares with the attention layer) — and broadcasting's inverse, :func:`unbroadcast`, serves them
-all. Importing ``microtape`` registers every built-in op (the tiled attention
+:mod:`.linalg`, :mod:`.nn`, :mod:`.convolution` (convolution and pooling),
+:mod:`.tiled_attention` (the tiled attention core as one op, with its kernel;
+:mod:`.attention_links` holds the hand-derived link functions it shares with
+the attention layer) — and broadcasting's inverse, :func:`unbroadcast`, serves
+them all. Importing ``microtape`` registers every built-in op (the tiled attention
 kernel included), so the set of ops never depends on what you imported.
 
 Every op here works on numpy arrays; the elementwise ones also work on Python
@@ -32,6 +33,7 @@ graphs with its formula, and checked by ``microtape.check.gradcheck``.
 from .arithmetic import add, add_constant, div, dropout, maximum, minimum, mul, neg, scale, sub
 from .binary import arctan2, logaddexp, power
 from .broadcasting import unbroadcast
+from .convolution import avg_pool2d, conv, conv_transpose, conv_weight_grad, max_pool2d
 from .core import OPS, Op, define, primitive, register, value_of
 from .elementwise import GELU_C, GELU_K, abs_, exp, gelu, log, pow_, relu, sigmoid, sqrt, tanh
 from .exp_log import cbrt, exp2, expm1, log1p, log2, log10, reciprocal, square
@@ -55,6 +57,7 @@ __all__ = [
     "sum_", "mean", "max_", "min_", "prod", "logsumexp", "cumsum", "cumprod",  # reductions, scans
     "softmax", "log_softmax", "softmax_backward", "matmul", "einsum", "norm",  # nn, linalg
     "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",
+    "conv", "conv_transpose", "conv_weight_grad", "max_pool2d", "avg_pool2d",  # convolution
     "TILED_ATTENTION",
 ]
 # fmt: on

@@ -185,6 +185,50 @@ def _more_op_cases():
             lambda a, b: mt.einsum("ij,jk->ik", a, b),
             lambda torch, a, b: torch.einsum("ij,jk->ik", a, b),
         ),
+        *_convolution_cases(),
+    ]
+
+
+def _torch_conv_weight_grad(torch, x, z, shape, stride, padding):
+    """torch has no op for a convolution's weight gradient: take it by autograd, as a differentiable result."""
+    zero = torch.zeros(shape, dtype=x.dtype, requires_grad=True)
+    product = (torch.nn.functional.conv2d(x, zero, stride=stride, padding=padding) * z).sum()
+    return torch.autograd.grad(product, zero, create_graph=True)[0]
+
+
+def _convolution_cases():
+    c, ops = Case, mt.ops
+    return [
+        c(
+            "conv",
+            ((1, 2, 5, 5), (2, 2, 3, 3)),
+            lambda x, w: mt.conv2d(x, w, stride=2, padding=1),
+            lambda torch, x, w: torch.nn.functional.conv2d(x, w, stride=2, padding=1),
+        ),
+        c(  # input 6, kernel 3, stride 2, padding 1: the last input is in no window (torch's output_padding=1)
+            "conv_transpose",
+            ((1, 2, 3), (2, 3, 3)),
+            lambda z, w: ops.conv_transpose(z, w, input_shape=(1, 3, 6), stride=(2,), padding=(1,)),
+            lambda torch, z, w: torch.nn.functional.conv_transpose1d(z, w, stride=2, padding=1, output_padding=1),
+        ),
+        c(
+            "conv_weight_grad",
+            ((1, 2, 5, 4), (1, 3, 3, 1)),
+            lambda x, z: ops.conv_weight_grad(x, z, kernel_size=(3, 3), stride=(2, 2), padding=(1, 0)),
+            lambda torch, x, z: _torch_conv_weight_grad(torch, x, z, (3, 2, 3, 3), (2, 2), (1, 0)),
+        ),
+        c(
+            "max_pool2d",
+            ((1, 2, 4, 5),),
+            lambda x: mt.max_pool2d(x, 2, stride=(1, 2)),
+            lambda torch, x: torch.nn.functional.max_pool2d(x, 2, stride=(1, 2)),
+        ),
+        c(
+            "avg_pool2d",
+            ((1, 2, 5, 4),),
+            lambda x: mt.avg_pool2d(x, 3, stride=1),
+            lambda torch, x: torch.nn.functional.avg_pool2d(x, 3, stride=1),
+        ),
     ]
 
 

@@ -29,7 +29,58 @@ def _at(shape, key, values):
     return out
 
 
+def _window_slices(position, stride, kernel):
+    return (slice(None), slice(None), *(slice(i * s, i * s + k) for i, s, k in zip(position, stride, kernel)))
+
+
+def _padded(x, padding):
+    return np.pad(x, ((0, 0), (0, 0), *((p, p) for p in padding)))
+
+
+def _conv_loop(x, weight, stride, padding):
+    """y[b, o, i] = Σ_c Σ_k x_pad[b, c, i·s + k] w[o, c, k], one output position at a time."""
+    xp, kernel = _padded(x, padding), weight.shape[2:]
+    out = [(n - k) // s + 1 for n, k, s in zip(xp.shape[2:], kernel, stride)]
+    y = np.zeros((x.shape[0], weight.shape[0], *out))
+    for position in np.ndindex(*out):
+        window = xp[_window_slices(position, stride, kernel)]  # [B, C, *k]
+        for o in range(weight.shape[0]):
+            y[(slice(None), o, *position)] = (window * weight[o]).reshape(x.shape[0], -1).sum(axis=1)
+    return y
+
+
+def _conv_transpose_loop(z, weight, input_shape, stride, padding):
+    """Each output position sends z[b, o, i] · w[o, c, k] back to the input it read (col2im)."""
+    grad = _padded(np.zeros(input_shape), padding)
+    for position in np.ndindex(*z.shape[2:]):
+        contribution = np.einsum("bo,oc...->bc...", z[(slice(None), slice(None), *position)], weight)
+        grad[_window_slices(position, stride, weight.shape[2:])] += contribution
+    return grad[(slice(None), slice(None), *(slice(p, p + n) for p, n in zip(padding, input_shape[2:])))]
+
+
+def _conv_weight_grad_loop(x, z, kernel_size, stride, padding):
+    xp = _padded(x, padding)
+    grad = np.zeros((z.shape[1], x.shape[1], *kernel_size))
+    for position in np.ndindex(*z.shape[2:]):
+        window = xp[_window_slices(position, stride, kernel_size)]
+        grad += np.einsum("bo,bc...->oc...", z[(slice(None), slice(None), *position)], window)
+    return grad
+
+
+def _pool_loop(reduce):
+    def pool(x, kernel, stride):
+        out = [(n - k) // s + 1 for n, k, s in zip(x.shape[2:], kernel, stride)]
+        y = np.zeros((*x.shape[:2], *out))
+        for position in np.ndindex(*out):
+            y[(slice(None), slice(None), *position)] = reduce(x[_window_slices(position, stride, kernel)], (2, 3))
+        return y
+
+    return pool
+
+
 REFERENCE = {
+    "conv": _conv_loop, "conv_transpose": _conv_transpose_loop, "conv_weight_grad": _conv_weight_grad_loop,
+    "max_pool2d": _pool_loop(np.max), "avg_pool2d": _pool_loop(np.mean),
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
     "scale": lambda x, factor: x * factor, "add_constant": np.add, "dropout": np.multiply,
     "maximum": np.maximum, "minimum": np.minimum, "pow": lambda x, exponent: np.power(x, exponent),

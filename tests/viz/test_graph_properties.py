@@ -68,7 +68,39 @@ def _pick(shape):
     return st.lists(st.integers(0, shape[0] - 1), min_size=shape[0], max_size=shape[0]).map(np.array)
 
 
+def _row(x, *lead):
+    """A node of any shape as one row ``[*lead, N]`` (the layout a convolution or a pooling reads)."""
+    return x.reshape(*lead, x.size)
+
+
+def _conv_step(a, b, shape):
+    """``a`` correlated with the kernel ``b``, zero-padded so every shift is seen; the first N outputs kept."""
+    size = a.size
+    full = mt.conv1d(_row(a, 1, 1), _row(b, 1, 1), padding=size - 1)  # [1, 1, 2N - 1]
+    return full[0, 0, :size].reshape(shape)
+
+
+def _conv_transpose_step(a, b, shape):
+    """``a`` sent back through the kernel ``b`` to an input of length 2N − 1 (the first N entries kept)."""
+    size = a.size
+    params = {"input_shape": (1, 1, 2 * size - 1), "stride": (1,), "padding": (0,)}
+    full = mt.ops.conv_transpose(_row(a, 1, 1), _row(b, 1, 1), **params)
+    return full[0, 0, :size].reshape(shape)
+
+
+def _conv_weight_grad_step(a, b, shape):
+    """The weight gradient of a 1×1 convolution (``Σ a·b``), scaling ``a``."""
+    params = {"kernel_size": (1,), "stride": (1,), "padding": (0,)}
+    return a * mt.ops.conv_weight_grad(_row(a, 1, 1), _row(b, 1, 1), **params).reshape(())
+
+
 STEPS = {
+    "conv": (2, lambda n, p, s: _conv_step(n[0], n[1], s), None),
+    "conv_transpose": (2, lambda n, p, s: _conv_transpose_step(n[0], n[1], s), None),
+    "conv_weight_grad": (2, lambda n, p, s: _conv_weight_grad_step(n[0], n[1], s), None),
+    # 1×1 windows: no two entries share a window, so no tie for finite differences to trip on.
+    "max_pool2d": (1, lambda n, p, s: mt.max_pool2d(_row(n[0], 1, 1, 1), 1).reshape(s), None),
+    "avg_pool2d": (1, lambda n, p, s: n[0] - mt.avg_pool2d(_row(n[0], 1, 1, 1), (1, n[0].size)).reshape(()), None),
     "add": (2, lambda n, p, s: n[0] + n[1], None),
     "sub": (2, lambda n, p, s: n[0] - n[1], None),
     "mul": (2, lambda n, p, s: n[0] * n[1], None),

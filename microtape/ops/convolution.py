@@ -1,0 +1,314 @@
+"""Convolution and pooling, in PyTorch's layout: ``x [B, C_in, *spatial]``, ``weight [C_out, C_in, *kernel]``.
+
+One convolution, written once for any number of spatial axes (1-D: ``[B, C, L]``,
+2-D: ``[B, C, H, W]``), as an *im2col*: ``sliding_window_view`` lays every
+window of the (zero-padded) input out as a row, stride picks every s-th
+window, and one ``tensordot`` with the weight does all the multiply-adds::
+
+    windows[b, c, i, k] = x_padded[b, c, i·s + k]
+    y[b, o, i]          = Σ_c Σ_k windows[b, c, i, k] · weight[o, c, k]
+
+(what deep learning calls a convolution is a *correlation*: the kernel is not flipped).
+
+Its derivatives are two more convolutions, each its own op, so the reverse pass
+through a convolution is itself a recorded program (``create_graph=True``):
+
+``conv_transpose(z, weight)``
+    the input's gradient: a **full correlation of the gradient with the flipped
+    kernel** (the gradient dilated by the stride, padded by ``K − 1`` on both
+    sides, correlated with the weight flipped along every spatial axis and with
+    its two channel axes swapped), cropped by the padding — a "transposed
+    convolution";
+``conv_weight_grad(x, z)``
+    the weight's gradient: a correlation of the input's windows with the gradient.
+
+All three are the partial derivatives of one number, ``T(x, z, w) = Σ windows(x) · z · w``
+(linear in each of the three), so the VJP of each is the other two: the family
+is closed under differentiation, to any order.
+
+Pooling (2-D, no padding, stride defaulting to the kernel as in PyTorch):
+
+``avg_pool2d``
+    the mean of each window; its VJP spreads ``g / (kH·kW)`` over the window (a
+    ``conv_transpose`` with a constant kernel; overlapping windows add up).
+``max_pool2d``
+    the largest entry of each window; its VJP sends ``g`` to that entry. **Ties:**
+    the first maximum in the window, reading row by row (numpy's ``argmax``, and
+    PyTorch's rule), takes the whole gradient; the others get 0. Forward and
+    VJP are then a ``take`` and a ``scatter_add`` at those positions.
+"""
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .broadcasting import shape_of, sum_of
+from .core import primitive, value_of
+from .shape import reshape, scatter_add
+
+__all__ = ["conv", "conv_transpose", "conv_weight_grad", "max_pool2d", "avg_pool2d", "windows", "output_size"]
+
+
+def output_size(length, kernel, stride, padding):
+    """How many windows fit along one axis: ``(length + 2·padding − kernel) // stride + 1``."""
+    return (length + 2 * padding - kernel) // stride + 1
+
+
+def _spatial(n):
+    """The spatial axes of a ``[B, C, *spatial]`` array with ``n`` of them."""
+    return tuple(range(2, 2 + n))
+
+
+def windows(x, kernel, stride, padding):
+    """im2col: ``x [B, C, *spatial]`` as ``[B, C, *out, *kernel]``, every window a view (no copy but the padding).
+
+    ``windows(x)[b, c, i, j, p, q] = x_padded[b, c, i·sH + p, j·sW + q]``.
+    """
+    n = len(kernel)
+    if any(padding):
+        x = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in padding)))
+    view = sliding_window_view(x, tuple(kernel), axis=_spatial(n))
+    return view[(slice(None), slice(None), *(slice(None, None, s) for s in stride))]
+
+
+# ---------------------------------------------------------------- the three convolutions (forward on numpy)
+
+
+def _conv_forward(x, weight, stride, padding):
+    n = weight.ndim - 2
+    cols = windows(x, weight.shape[2:], stride, padding)  # [B, C, *out, *k]
+    kernel_axes = tuple(range(2 + n, 2 + 2 * n))
+    # Sum over the input channel and the kernel offsets: [B, *out, C_out], then the channel axis to 1.
+    y = np.tensordot(cols, weight, axes=((1, *kernel_axes), (1, *_spatial(n))))
+    return np.ascontiguousarray(np.moveaxis(y, -1, 1))
+
+
+def _conv_transpose_forward(z, weight, input_shape, stride, padding):
+    """``x̄ = crop(full_correlation(dilate(z), flip(weight)ᵀ))``: the input gradient of a convolution.
+
+    Each output position i saw the inputs i·s … i·s + K − 1; sending ``z[i]``
+    back through the kernel is correlating the stride-dilated ``z`` (zeros
+    between its entries), padded with ``K − 1`` zeros on each side, with the
+    kernel read backwards (and its in/out channels swapped). Inputs no window
+    reached (the end of an axis the stride skipped) get the zeros added on the right.
+    """
+    n = weight.ndim - 2
+    dtype = np.result_type(z, weight)
+    dilated = np.zeros((*z.shape[:2], *((o - 1) * s + 1 for o, s in zip(z.shape[2:], stride))), dtype=dtype)
+    dilated[(slice(None), slice(None), *(slice(None, None, s) for s in stride))] = z
+    widths = [(0, 0), (0, 0)]
+    for length, k, s, p, o in zip(input_shape[2:], weight.shape[2:], stride, padding, z.shape[2:]):
+        unreached = length + 2 * p - ((o - 1) * s + k)
+        widths.append((k - 1, k - 1 + unreached))
+    flipped = np.flip(weight, axis=_spatial(n)).swapaxes(0, 1)  # [C_in, C_out, *k], each kernel back to front
+    grad_padded = _conv_forward(np.pad(dilated, widths), flipped, (1,) * n, (0,) * n)
+    crop = tuple(slice(p, p + length) for p, length in zip(padding, input_shape[2:]))
+    return np.ascontiguousarray(grad_padded[(slice(None), slice(None), *crop)])
+
+
+def _conv_weight_grad_forward(x, z, kernel_size, stride, padding):
+    """``w̄[o, c, k] = Σ_b Σ_i windows(x)[b, c, i, k] · z[b, o, i]``: each kernel entry met these inputs."""
+    n = len(kernel_size)
+    cols = windows(x, kernel_size, stride, padding)  # [B, C, *out, *k]
+    batch_and_out = (0, *_spatial(n))
+    return np.tensordot(z, cols, axes=(batch_and_out, batch_and_out)).astype(np.result_type(x, z), copy=False)
+
+
+# ---------------------------------------------------------------- their derivatives: each is the other two
+
+
+def _kernel_of(weight):
+    return tuple(shape_of(weight)[2:])
+
+
+def _conv_vjp(g, ans, x, weight, stride, padding):
+    return (
+        conv_transpose.bind(g, weight, input_shape=shape_of(x), stride=stride, padding=padding),
+        conv_weight_grad.bind(x, g, kernel_size=_kernel_of(weight), stride=stride, padding=padding),
+    )
+
+
+def _conv_jvp(tangents, ans, x, weight, stride, padding):
+    tx, tw = tangents
+    return sum_of(
+        None if tx is None else _conv_forward(tx, weight, stride, padding),
+        None if tw is None else _conv_forward(x, tw, stride, padding),
+    )
+
+
+def _conv_transpose_vjp(g, ans, z, weight, input_shape, stride, padding):
+    return (
+        conv.bind(g, weight, stride=stride, padding=padding),
+        conv_weight_grad.bind(g, z, kernel_size=_kernel_of(weight), stride=stride, padding=padding),
+    )
+
+
+def _conv_transpose_jvp(tangents, ans, z, weight, input_shape, stride, padding):
+    tz, tw = tangents
+    return sum_of(
+        None if tz is None else _conv_transpose_forward(tz, weight, input_shape, stride, padding),
+        None if tw is None else _conv_transpose_forward(z, tw, input_shape, stride, padding),
+    )
+
+
+def _conv_weight_grad_vjp(g, ans, x, z, kernel_size, stride, padding):
+    return (
+        conv_transpose.bind(z, g, input_shape=shape_of(x), stride=stride, padding=padding),
+        conv.bind(x, g, stride=stride, padding=padding),
+    )
+
+
+def _conv_weight_grad_jvp(tangents, ans, x, z, kernel_size, stride, padding):
+    tx, tz = tangents
+    return sum_of(
+        None if tx is None else _conv_weight_grad_forward(tx, z, kernel_size, stride, padding),
+        None if tz is None else _conv_weight_grad_forward(x, tz, kernel_size, stride, padding),
+    )
+
+
+def _conv_label(params):
+    """What a graph's box says: ``2-D``, then the stride and padding when they are not 1 and 0."""
+    stride, padding = params.get("stride", (1,)), params.get("padding", (0,))
+    text = f"{len(stride)}-D"
+    if any(s != 1 for s in stride):
+        text += f" stride {_pair_text(stride)}"
+    if any(padding):
+        text += f" pad {_pair_text(padding)}"
+    return text
+
+
+def _pair_text(values):
+    return str(values[0]) if len(set(values)) == 1 else "×".join(str(v) for v in values)
+
+
+conv = primitive(
+    "conv",
+    _conv_forward,
+    _conv_vjp,
+    [
+        "full correlation of {g} (dilated by the stride) with the flipped {weight}, cropped by the padding",
+        "correlation of the windows of {x} with {g}",
+    ],
+    [
+        r"\bar x = \mathrm{crop}\big(\bar y \star_{\mathrm{full}} \mathrm{flip}(W)\big)",
+        r"\bar W_{oc k} = \sum_{b,i} x^{\mathrm{pad}}_{b,c,\,i s + k}\, \bar y_{b o i}",
+    ],
+    inputs=("x", "weight"),
+    note="y[b,o,i] = Σ_c Σ_k x_pad[b,c,i·s+k] weight[o,c,k]",
+    example_params={"stride": (1,), "padding": (0,)},
+    label=_conv_label,
+    jvp=_conv_jvp,
+    reads=("x", "weight"),
+)
+
+conv_transpose = primitive(
+    "conv_transpose",
+    _conv_transpose_forward,
+    _conv_transpose_vjp,
+    ["conv({g}, {weight}): the convolution it transposes", "correlation of the windows of {g} with {z}"],
+    [r"\bar z = \bar X \star W", r"\bar W_{ock} = \sum_{b,i} \bar X^{\mathrm{pad}}_{b,c,\,is+k}\, z_{boi}"],
+    inputs=("z", "weight"),
+    note="the input gradient of conv: z dilated by the stride, fully correlated with the flipped weight",
+    example_params={"input_shape": (1, 1, 3), "stride": (1,), "padding": (0,)},
+    label=_conv_label,
+    jvp=_conv_transpose_jvp,
+    reads=("z", "weight"),
+)
+
+conv_weight_grad = primitive(
+    "conv_weight_grad",
+    _conv_weight_grad_forward,
+    _conv_weight_grad_vjp,
+    ["conv_transpose({z}, {g}): the full correlation with the flipped kernel", "conv({x}, {g})"],
+    [r"\bar x = \mathrm{crop}\big(z \star_{\mathrm{full}} \mathrm{flip}(\bar W)\big)", r"\bar z = x \star \bar W"],
+    inputs=("x", "z"),
+    note="the weight gradient of conv: W[o,c,k] = Σ_b Σ_i x_pad[b,c,i·s+k] z[b,o,i]",
+    example_params={"kernel_size": (2,), "stride": (1,), "padding": (0,)},
+    label=_conv_label,
+    jvp=_conv_weight_grad_jvp,
+    reads=("x", "z"),
+)
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def _pool_windows(x, kernel, stride):
+    return windows(x, kernel, stride, (0, 0))  # [B, C, oH, oW, kH, kW]
+
+
+def _avg_pool2d_forward(x, kernel, stride):
+    return _pool_windows(x, kernel, stride).mean(axis=(-2, -1))
+
+
+def _avg_pool2d_vjp(g, ans, x, kernel, stride):
+    # Each window's mean sends g / (kH·kW) to each of its entries: a transposed convolution of every
+    # channel alone with the constant kernel 1/(kH·kW). Channels are folded into the batch for it.
+    batch, channels, height, width = shape_of(x)
+    out_h, out_w = shape_of(g)[2:]
+    spread = np.full((1, 1, *kernel), 1.0 / (kernel[0] * kernel[1]), dtype=np.result_type(value_of(g)))
+    lone = reshape.bind(g, shape=(batch * channels, 1, out_h, out_w))
+    grad = conv_transpose.bind(
+        lone, spread, input_shape=(batch * channels, 1, height, width), stride=stride, padding=(0, 0)
+    )
+    return (reshape.bind(grad, shape=(batch, channels, height, width)),)
+
+
+def _pool_label(params):
+    kernel, stride = params.get("kernel", (2, 2)), params.get("stride", (2, 2))
+    text = _pair_text(kernel) if len(set(kernel)) > 1 else f"{kernel[0]}×{kernel[0]}"
+    return text if tuple(stride) == tuple(kernel) else f"{text} stride {_pair_text(stride)}"
+
+
+avg_pool2d = primitive(
+    "avg_pool2d",
+    _avg_pool2d_forward,
+    _avg_pool2d_vjp,
+    ["{g} / (kH·kW) spread over each window (overlapping windows add up)"],
+    [r"\bar x_{b c\, h w} = \frac{1}{k_H k_W} \sum_{(i,j) \ni (h,w)} \bar y_{b c\, i j}"],
+    example_params={"kernel": (2, 2), "stride": (2, 2)},
+    label=_pool_label,
+    jvp=lambda tangents, ans, x, kernel, stride: _avg_pool2d_forward(tangents[0], kernel, stride),
+    reads=(),
+)
+
+
+def _max_positions(x, kernel, stride):
+    """Where each window's maximum is, as flat indices into ``x``: the first maximum, row by row (ties)."""
+    batch, channels, height, width = x.shape
+    cols = _pool_windows(x, kernel, stride)
+    out_h, out_w = cols.shape[2:4]
+    first = cols.reshape(batch, channels, out_h, out_w, -1).argmax(axis=-1)  # argmax keeps the first of a tie
+    rows = np.arange(out_h)[:, None] * stride[0] + first // kernel[1]
+    columns = np.arange(out_w)[None, :] * stride[1] + first % kernel[1]
+    planes = np.arange(batch * channels).reshape(batch, channels, 1, 1)
+    return (planes * height + rows) * width + columns
+
+
+def _max_pool2d_forward(x, kernel, stride):
+    return _pool_windows(x, kernel, stride).max(axis=(-2, -1))
+
+
+def _max_pool2d_vjp(g, ans, x, kernel, stride):
+    # Only the maximum of each window moved y, so g goes there (and adds up where windows share it).
+    positions = _max_positions(value_of(x), kernel, stride)
+    size = int(np.prod(shape_of(x)))
+    grad = scatter_add.bind(g, shape=(size,), indices=positions, axis=0)
+    return (reshape.bind(grad, shape=shape_of(x)),)
+
+
+def _max_pool2d_jvp(tangents, ans, x, kernel, stride):
+    return np.take(tangents[0].reshape(-1), _max_positions(x, kernel, stride))
+
+
+max_pool2d = primitive(
+    "max_pool2d",
+    _max_pool2d_forward,
+    _max_pool2d_vjp,
+    ["{g} sent to each window's maximum of {x} (the first one, row by row, at a tie); 0 elsewhere"],
+    [r"\bar x_{bchw} = \sum_{(i,j):\ (h,w) = \arg\max_{\mathrm{window}(i,j)} x} \bar y_{bcij}"],
+    note="ties: the first maximum in the window, row by row, takes the gradient (as PyTorch)",
+    example_params={"kernel": (2, 2), "stride": (2, 2)},
+    label=_pool_label,
+    jvp=_max_pool2d_jvp,
+    reads=("x",),
+)
