@@ -14,7 +14,7 @@ import numpy as np
 
 from .broadcasting import sum_of, unbroadcasting
 from .core import primitive, value_of
-from .elementwise import exp, log
+from .elementwise import exp, log, no_second_derivative
 
 __all__ = ["logaddexp", "arctan2", "power", "elementwise_pair"]
 
@@ -123,6 +123,11 @@ def _power_partials(ans, a, b):
         slope_b = ans * log.bind(positive_base)
         if np.any(a_value < 0):
             slope_b = slope_b + _nan_where(a_value < 0, ans)
+    if a is not a_value and np.any((a_value == 0) & (b_value == 0)):
+        # Recorded (create_graph=True) at 0⁰: aᵇ is not even continuous there, so the slopes
+        # chosen above have no derivative (PyTorch: NaN); a zero with a NaN slope says so.
+        undefined = no_second_derivative(a * a + b * b)
+        slope_a, slope_b = slope_a + undefined, slope_b + undefined
     return slope_a, slope_b
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .broadcasting import shape_of, sum_of, tangent_or_zeros, unbroadcast
 from .core import primitive, value_of
+from .elementwise import no_second_derivative
 from .reductions import spread, with_kept_axes
 from .shape import broadcast_to, reshape
 
@@ -188,7 +189,12 @@ def _safe_norm(ans, like):
 
 def _norm_vjp(g, ans, x, axis=None, keepdims=False):
     shape = shape_of(x)
-    return (spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape),)
+    grad = spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape)
+    if value_of(ans) is not ans and np.any(value_of(ans) == 0):
+        # Recorded (create_graph=True) at the kink: the first derivative 0 is a choice,
+        # no second derivative exists there (PyTorch: NaN).
+        grad = grad + with_kept_axes(no_second_derivative(ans), axis, keepdims, shape)
+    return (grad,)
 
 
 def _norm_jvp(tangents, ans, x, axis=None, keepdims=False):

@@ -23,6 +23,9 @@ def _in_dtype_of(condition, like):
 
 def _clip_forward(x, lower=None, upper=None):
     if x.__class__ is float:
+        # A NaN bound gives NaN, as numpy's clip does: comparisons with NaN are all False.
+        if (lower is not None and lower != lower) or (upper is not None and upper != upper):
+            return float("nan")
         if lower is not None and x < lower:
             return float(lower)
         if upper is not None and x > upper:
