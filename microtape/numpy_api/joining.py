@@ -91,8 +91,8 @@ def split(tensor, indices_or_sections, axis=0):
         raise ValueError(f"split(axis={axis!r}): expected an integer axis for a tensor of shape {tensor.shape}")
     axis = int(axis) % tensor.ndim
     length = tensor.shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, bool):
-        sections = int(indices_or_sections)
+    if _whole_number(indices_or_sections):
+        sections = int(indices_or_sections)  # 3.0 too, as numpy takes it
         if sections <= 0 or length % sections:
             raise ValueError(
                 f"split(indices_or_sections={sections}): an axis of length {length} does not split into "
@@ -100,7 +100,10 @@ def split(tensor, indices_or_sections, axis=0):
             )
         cuts = [length // sections * i for i in range(1, sections)]
     else:
-        cuts = list(indices_or_sections)
+        try:
+            cuts = list(indices_or_sections)
+        except TypeError:  # a number with a fraction (2.5), or no number at all
+            cuts = [indices_or_sections]
         if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in cuts):
             raise TypeError(f"split(indices_or_sections={indices_or_sections!r:.60}): expected an int or integers")
     bounds = [0, *cuts, length]
@@ -109,6 +112,13 @@ def split(tensor, indices_or_sections, axis=0):
         record(ops.index, (tensor,), {"key": (*before, slice(int(start), int(stop)))})
         for start, stop in zip(bounds[:-1], bounds[1:])
     ]
+
+
+def _whole_number(value):
+    """An int, or a float with no fraction (numpy's split takes 3.0 as 3 sections); never a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")

@@ -63,11 +63,17 @@ def _logaddexp_forward(a, b):
     return np.logaddexp(a, b)
 
 
+def _logaddexp_partials(ans, a, b):
+    # At a = b = -inf, a − y is -inf − (-inf): NaN, as PyTorch gives, without numpy's warning.
+    with np.errstate(invalid="ignore"):
+        return exp.bind(a - ans), exp.bind(b - ans)
+
+
 logaddexp = elementwise_pair(
     "logaddexp",
     _logaddexp_forward,
     # y = log(e^a + e^b): ∂y/∂a = e^a / (e^a + e^b) = exp(a − y), and the same for b.
-    lambda ans, a, b: (exp.bind(a - ans), exp.bind(b - ans)),
+    _logaddexp_partials,
     ["{g} * exp({a} - {y})", "{g} * exp({b} - {y})"],
     [r"\bar a = \bar y\, e^{a - y}", r"\bar b = \bar y\, e^{b - y}"],
     note="y = log(exp(a) + exp(b)), computed without overflow",
@@ -79,8 +85,22 @@ logaddexp = elementwise_pair(
 
 
 def _arctan2_partials(ans, a, b):
-    # y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
+    """y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
+
+    At the origin r² = 0 and both are 0 / 0; PyTorch's slopes there are 0 and −0,
+    given here by taking r² as 1 at the origin (a constant of the derivative).
+    No second derivative exists there: a recorded pass marks it NaN.
+    """
+    a_value, b_value = value_of(a), value_of(b)
+    origin = (a_value == 0) & (b_value == 0)
     radius_squared = a * a + b * b
+    if np.any(origin):
+        safe = radius_squared + _as_constant(origin, ans)
+        slope_a, slope_b = b / safe, -a / safe
+        if a is not a_value or b is not b_value:
+            undefined = no_second_derivative(radius_squared)
+            slope_a, slope_b = slope_a + undefined, slope_b + undefined
+        return slope_a, slope_b
     return b / radius_squared, -a / radius_squared
 
 

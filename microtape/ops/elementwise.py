@@ -19,7 +19,7 @@ from .core import primitive, value_of
 
 __all__ = [
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K",
-    "diagonal_jvp", "float_or_array", "unary", "no_second_derivative",
+    "diagonal_jvp", "float_or_array", "unary", "no_second_derivative", "divide",
 ]  # fmt: skip
 
 
@@ -67,6 +67,25 @@ def _pow_forward(x, exponent):
         odd = float(exponent).is_integer() and int(exponent) % 2 == 1
         return math.copysign(math.inf, x) if odd else math.inf
     return x**exponent
+
+
+def divide(g, denominator):
+    """``g / denominator``, infinite (not an error) where the denominator is 0: numpy's and PyTorch's answer.
+
+    A Python float divided by 0.0 raises ZeroDivisionError, an array warns,
+    and a Scalar or Tensor divided by a 0 refuses: here all three say what
+    the mathematics says, the slope is infinite there (NaN for 0 / 0). A
+    recorded denominator holding a 0 (``create_graph=True``) is inverted
+    with ``pow``, whose derivative at 0 is infinite too.
+    """
+    if denominator.__class__ is float:
+        if denominator == 0.0:
+            return g * math.inf if g != 0.0 else math.nan
+        return g / denominator
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if isinstance(denominator, Node) and np.any(value_of(denominator) == 0):
+            return g * pow_.bind(denominator, -1.0)
+        return g / denominator
 
 
 def no_second_derivative(zero):
@@ -162,9 +181,8 @@ relu = unary(
 
 
 def _sqrt_vjp(g, ans, x):
-    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (0.5 * g / ans,)
+    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about (or raised, for a float).
+    return (divide(0.5 * g, ans),)
 
 
 sqrt = unary(

@@ -14,26 +14,27 @@ import math
 
 import numpy as np
 
-from .elementwise import float_or_array, sqrt, unary
+from .elementwise import divide, float_or_array, sqrt, unary
 
 __all__ = ["sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "divide"]
 
 
-def divide(g, denominator):
-    """``g / denominator``, infinite (not an error) where the denominator is 0: numpy's and PyTorch's answer.
+def _nan_at_infinity(math_fn):
+    """``math_fn`` on a float, NaN where it raises for ±inf (numpy's sin(inf) is NaN; math's raises)."""
 
-    A Python float divided by 0.0 raises ZeroDivisionError; an array warns.
-    Both say here what the mathematics says: the slope is infinite there.
-    """
-    if denominator.__class__ is float and denominator == 0.0:
-        return g * math.inf if g != 0.0 else math.nan
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return g / denominator
+    def fn(x):
+        try:
+            return math_fn(x)
+        except ValueError:
+            return math.nan
+
+    fn.__name__ = math_fn.__name__
+    return fn
 
 
 sin = unary(
     "sin",
-    float_or_array(math.sin, np.sin),
+    float_or_array(_nan_at_infinity(math.sin), np.sin),
     lambda g, ans, x: (g * cos.bind(x),),
     "{g} * cos({x})",
     r"\bar x = \bar y \cos x",
@@ -43,7 +44,7 @@ sin = unary(
 
 cos = unary(
     "cos",
-    float_or_array(math.cos, np.cos),
+    float_or_array(_nan_at_infinity(math.cos), np.cos),
     lambda g, ans, x: (-g * sin.bind(x),),
     "-{g} * sin({x})",
     r"\bar x = -\bar y \sin x",
@@ -53,7 +54,7 @@ cos = unary(
 
 tan = unary(
     "tan",
-    float_or_array(math.tan, np.tan),
+    float_or_array(_nan_at_infinity(math.tan), np.tan),
     # tan' = 1 / cos² = 1 + tan²: written with the output, no second trig call.
     lambda g, ans, x: (g * (1.0 + ans * ans),),
     "{g} * (1 + tan({x})**2)",
@@ -91,10 +92,18 @@ arccos = unary(
 )
 
 
+def _over_one_plus_square(g, x):
+    # For |x| > 1e154, x² overflows to inf and g / inf = 0: the right slope, not worth a warning.
+    if x.__class__ is float:
+        return g / (1.0 + x * x)  # a float product overflows to inf silently
+    with np.errstate(over="ignore"):
+        return g / (1.0 + x * x)
+
+
 arctan = unary(
     "arctan",
     float_or_array(math.atan, np.arctan),
-    lambda g, ans, x: (g / (1.0 + x * x),),
+    lambda g, ans, x: (_over_one_plus_square(g, x),),
     "{g} / (1 + {x}**2)",
     r"\bar x = \bar y / (1 + x^2)",
     reads=("x",),
