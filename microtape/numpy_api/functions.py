@@ -374,4 +374,5 @@ def outer(a, b, name=None):
     a = node(a)
     if not isinstance(a, Tensor):
         raise TypeError("outer(a, b): expected Tensors or arrays (for two Scalars, a * b)")
-    return _named(a.reshape(-1, 1) * a._lift(b, "outer").reshape(1, -1), name)
+    b = a._lift(b, "outer")  # checked (and made a Tensor) before a's reshape is recorded
+    return _named(a.reshape(-1, 1) * b.reshape(1, -1), name)

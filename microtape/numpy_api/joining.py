@@ -145,11 +145,12 @@ def pad(tensor, pad_width, mode="constant", constant_values=0.0, name=None):
         return _pad_constant(tensor, widths, float(constant_values), name)
     if mode not in _INDEX_MODES:
         raise ValueError(f"pad(mode={mode!r}): expected 'constant' or one of {', '.join(_INDEX_MODES)}")
+    for axis, (before, after) in enumerate(widths):  # every axis checked before the first take is recorded
+        if (before or after) and tensor.shape[axis] == 0:
+            raise ValueError(f"pad(mode={mode!r}): axis {axis} is empty; there is nothing to repeat")
     padded = tensor
     for axis, (before, after) in enumerate(widths):
         if before or after:
-            if tensor.shape[axis] == 0:
-                raise ValueError(f"pad(mode={mode!r}): axis {axis} is empty; there is nothing to repeat")
             indices = np.pad(np.arange(tensor.shape[axis]), (int(before), int(after)), mode=mode)
             padded = record(ops.take, (padded,), {"indices": indices, "axis": axis})
     if padded is tensor:

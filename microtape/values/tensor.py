@@ -708,14 +708,15 @@ class Tensor(SharedElementwise, Node):
         """
         if axis is not None and (isinstance(axis, tuple) or self.ndim == 0):
             raise ValueError(f"Tensor.repeat(axis={axis!r}): give one integer axis (or None: the flattened tensor)")
-        source = self.reshape(-1) if axis is None else self
-        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
-        length = source.shape[axis]
+        # Every check before the first op (the flattening reshape): a refused call records nothing.
+        length = self.size if axis is None else self.shape[_axes_in_range(axis, self.ndim, "repeat")[0]]
         counts = np.asarray(repeats)
         if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
             raise ValueError(f"Tensor.repeat(repeats={repeats!r:.40}): expected a count >= 0 or one per entry")
         if counts.ndim == 1 and counts.size != length:
             raise ValueError(f"Tensor.repeat(repeats=...): {counts.size} counts for an axis of length {length}")
+        source = self.reshape(-1) if axis is None else self
+        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
         indices = np.repeat(np.arange(length), counts)
         return record(ops.take, (source,), {"indices": indices, "axis": axis}, name=name)
 
