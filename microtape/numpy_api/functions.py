@@ -18,11 +18,11 @@ from ..values.tensor import Tensor, check_broadcast
 
 # fmt: off
 __all__ = [
-    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "exp", "exp2", "expm1", "log",
-    "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal", "abs", "clip", "maximum", "minimum",
-    "logaddexp", "arctan2", "power", "where", "sum", "mean", "max", "min", "prod", "var", "std", "norm",
-    "cumsum", "cumprod", "logsumexp", "softmax", "log_softmax", "matmul", "einsum", "dot", "outer",
-    "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "flip", "repeat", "tile",
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal", "abs", "clip",
+    "maximum", "minimum", "logaddexp", "logaddexp2", "arctan2", "power", "where", "sum", "mean", "max", "min",
+    "prod", "var", "std", "norm", "cumsum", "cumprod", "logsumexp", "softmax", "log_softmax", "matmul", "einsum",
+    "dot", "outer", "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "flip", "repeat", "tile",
 ]
 # fmt: on
 
@@ -147,6 +147,23 @@ def minimum(a, b, name=None):
 def logaddexp(a, b, name=None):
     a, b = _pair(a, b)
     return node(a).logaddexp(b, name=name)
+
+
+def logaddexp2(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).logaddexp2(b, name=name)
+
+
+def arcsinh(x, name=None):
+    return node(x).arcsinh(name=name)
+
+
+def arccosh(x, name=None):
+    return node(x).arccosh(name=name)
+
+
+def arctanh(x, name=None):
+    return node(x).arctanh(name=name)
 
 
 def arctan2(a, b, name=None):

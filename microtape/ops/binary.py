@@ -15,8 +15,9 @@ import numpy as np
 from .broadcasting import sum_of, unbroadcasting
 from .core import primitive, value_of
 from .elementwise import exp, log, no_second_derivative
+from .exp_log import exp2
 
-__all__ = ["logaddexp", "arctan2", "power", "elementwise_pair"]
+__all__ = ["logaddexp", "logaddexp2", "arctan2", "power", "elementwise_pair"]
 
 
 def elementwise_pair(name, forward, partials, grads, latex, **fields):
@@ -77,6 +78,39 @@ logaddexp = elementwise_pair(
     ["{g} * exp({a} - {y})", "{g} * exp({b} - {y})"],
     [r"\bar a = \bar y\, e^{a - y}", r"\bar b = \bar y\, e^{b - y}"],
     note="y = log(exp(a) + exp(b)), computed without overflow",
+    reads=("a", "b", "y"),
+)
+
+
+# ---------------------------------------------------------------- logaddexp2
+
+
+def _logaddexp2_float(a, b):
+    if a == b:  # also ±inf twice
+        return a + 1.0
+    top = max(a, b)
+    return top + math.log1p(2.0 ** -abs(a - b)) / math.log(2.0)
+
+
+def _logaddexp2_forward(a, b):
+    if a.__class__ is float and b.__class__ is float:
+        return _logaddexp2_float(a, b)
+    return np.logaddexp2(a, b)
+
+
+def _logaddexp2_partials(ans, a, b):
+    # y = log₂(2^a + 2^b): ∂y/∂a = 2^a / (2^a + 2^b) = 2^(a − y), and the same for b (NaN at a = b = -inf).
+    with np.errstate(invalid="ignore"):
+        return exp2.bind(a - ans), exp2.bind(b - ans)
+
+
+logaddexp2 = elementwise_pair(
+    "logaddexp2",
+    _logaddexp2_forward,
+    _logaddexp2_partials,
+    ["{g} * 2**({a} - {y})", "{g} * 2**({b} - {y})"],
+    [r"\bar a = \bar y\, 2^{a - y}", r"\bar b = \bar y\, 2^{b - y}"],
+    note="y = log2(2**a + 2**b), computed without overflow",
     reads=("a", "b", "y"),
 )
 

@@ -1,4 +1,4 @@
-"""Trigonometric and hyperbolic functions: sin, cos, tan, arcsin, arccos, arctan, sinh, cosh.
+"""Trigonometric and hyperbolic functions: sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, and the inverses.
 
 Each is elementwise, so its VJP is ``g * f'(x)`` and its JVP the same
 function of the tangent (:func:`~.elementwise.diagonal_jvp`). The derivatives
@@ -16,7 +16,9 @@ import numpy as np
 
 from .elementwise import divide, float_or_array, sqrt, unary
 
-__all__ = ["sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "divide"]
+__all__ = [
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "divide",
+]  # fmt: skip
 
 
 def _nan_at_infinity(math_fn):
@@ -126,5 +128,62 @@ cosh = unary(
     lambda g, ans, x: (g * sinh.bind(x),),
     "{g} * sinh({x})",
     r"\bar x = \bar y \sinh x",
+    reads=("x",),
+)
+
+
+# ---------------------------------------------------------------- the inverse hyperbolic functions
+
+
+def _arcsinh_vjp(g, ans, x):
+    # asinh' = 1 / √(1 + x²); for |x| > 1e154, x² overflows to inf and the slope is 0: right, and silent.
+    if x.__class__ is float:
+        return (g / math.sqrt(1.0 + x * x),)
+    with np.errstate(over="ignore"):
+        return (g / sqrt.bind(1.0 + x * x),)
+
+
+arcsinh = unary(
+    "arcsinh",
+    float_or_array(math.asinh, np.arcsinh),
+    _arcsinh_vjp,
+    "{g} / sqrt(1 + {x}**2)",
+    r"\bar x = \bar y / \sqrt{1 + x^2}",
+    reads=("x",),
+)
+
+
+def _acosh(x):
+    return math.acosh(x) if x >= 1.0 or x != x else math.nan  # NaN below 1, as numpy (math raises)
+
+
+arccosh = unary(
+    "arccosh",
+    float_or_array(_acosh, np.arccosh),
+    # acosh' = 1 / √(x² − 1), written (x − 1)(x + 1) so no digits are lost near 1; infinite at 1.
+    lambda g, ans, x: (divide(g, sqrt.bind((x - 1.0) * (x + 1.0))),),
+    "{g} / sqrt({x}**2 - 1)",
+    r"\bar x = \bar y / \sqrt{x^2 - 1}",
+    domain="above_one",
+    note="defined for x >= 1; the slope is infinite at 1",
+    reads=("x",),
+)
+
+
+def _atanh(x):
+    if x == 1.0 or x == -1.0:
+        return math.copysign(math.inf, x)  # numpy's value (math raises)
+    return math.atanh(x) if -1.0 < x < 1.0 else math.nan
+
+
+arctanh = unary(
+    "arctanh",
+    float_or_array(_atanh, np.arctanh),
+    # atanh' = 1 / (1 − x²), written (1 − x)(1 + x); infinite at ±1.
+    lambda g, ans, x: (divide(g, (1.0 - x) * (1.0 + x)),),
+    "{g} / (1 - {x}**2)",
+    r"\bar x = \bar y / (1 - x^2)",
+    domain="unit",
+    note="defined for -1 <= x <= 1 (±inf at the ends); the slope is infinite at ±1",
     reads=("x",),
 )
