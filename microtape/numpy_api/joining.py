@@ -20,12 +20,16 @@ __all__ = ["concatenate", "stack", "split", "pad"]
 
 
 def concatenate(tensors, axis=0, name=None):
-    """Join tensors along an existing ``axis`` (``numpy.concatenate``), recorded on the tape.
+    """Join tensors along an existing ``axis`` (``numpy.concatenate``; None: flattened first), recorded on the tape.
 
     The primitive joins two at a time, so three tensors are two tape rows:
     ``concatenate(concatenate(a, b), c)``. Arrays among ``tensors`` are constants.
     """
     tensors = _tensor_list(tensors, "concatenate")
+    if axis is None:
+        # numpy's axis=None: every tensor flattened, then joined end to end (0-d ones too).
+        tensors = [tensor.reshape(-1) for tensor in tensors]
+        axis = 0
     first = tensors[0]
     if first.ndim == 0:
         raise ValueError("concatenate(tensors): 0-d tensors have no axis to join along; use stack")

@@ -564,8 +564,9 @@ class Tensor(SharedElementwise, Node):
     def _normalised_axes(self, axis, what):
         """softmax's axes: one, a tuple, or None (all; the only choice for a 0-d tensor), none of them empty."""
         if self.ndim == 0:
-            if axis not in (None, 0, -1) or isinstance(axis, bool):
-                raise ValueError(f"Tensor.{what}(axis={axis!r}): a 0-d tensor has only axis None (or -1, 0)")
+            # axis=() normalises over no axis, as on any other shape: the entry alone, here the whole tensor.
+            if isinstance(axis, bool) or not (axis is None or axis == () or axis in (0, -1)):
+                raise ValueError(f"Tensor.{what}(axis={axis!r}): a 0-d tensor has only axis None (or -1, 0, ())")
             return None
         if isinstance(axis, bool):
             raise ValueError(f"Tensor.{what}(axis={axis!r}): expected an integer, a tuple of integers or None")
