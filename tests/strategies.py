@@ -10,7 +10,7 @@ The inputs are chosen so that central finite differences are a fair judge:
 
 * "real" inputs have magnitudes in [0.25, 2]: far from relu's kink at 0 and
   from division's pole, and small enough that exp() stays tame;
-* "positive" inputs (an op's ``domain``) lie in [0.5, 2.5];
+* "positive" inputs (an op's ``domain``) lie in [0.5, 2.5], "above_one" inputs (arccosh) in [1.5, 3.5];
 * inputs of ``max`` are distinct multiples of 1/8, so no two entries are
   within a finite-difference step of a tie; ``maximum``/``minimum`` get
   multiples of 1/8 too, so two operands are either tied exactly (the
@@ -76,6 +76,7 @@ REAL = st.one_of(
 )
 POSITIVE = st.floats(0.5, 2.5, allow_nan=False, allow_infinity=False)
 UNIT = st.floats(-0.9, 0.9, allow_nan=False, allow_infinity=False)
+ABOVE_ONE = st.floats(1.5, 3.5, allow_nan=False, allow_infinity=False)
 
 
 def shapes(min_dims=0, max_dims=MAX_DIMS, min_side=1):
@@ -98,6 +99,8 @@ def _domain_arrays(op, shape):
         return real_arrays(shape)
     if op.domain == "unit":
         return hnp.arrays(np.float64, shape, elements=UNIT)
+    if op.domain == "above_one":
+        return hnp.arrays(np.float64, shape, elements=ABOVE_ONE)
     raise ValueError(f"tests/strategies.py: unknown domain {op.domain!r} of op {op.name!r}")
 
 
@@ -473,6 +476,7 @@ def _build_cases():
     for name in (
         "neg", "exp", "log", "tanh", "relu", "sigmoid", "sqrt", "abs", "gelu", "sin", "cos", "arcsin", "arccos",
         "arctan", "sinh", "cosh", "log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal",
+        "arcsinh", "arccosh", "arctanh",
     ):  # fmt: skip
         cases[name] = _unary(OPS[name])
     cases["tan"] = _tan()
@@ -507,7 +511,7 @@ def _build_cases():
         OPS["cast"],
         st.sampled_from([OPS["cast"].example_params, {"dtype": "float64"}, {"dtype": np.dtype(np.float32)}]),
     )
-    for name in ("add", "sub", "mul", "div", "logaddexp", "arctan2"):
+    for name in ("add", "sub", "mul", "div", "logaddexp", "logaddexp2", "arctan2"):
         cases[name] = _binary(OPS[name])
     cases["add_constant"] = _add_constant()
     cases["dropout"] = _dropout()

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import Node, Tape, gradients
+from ..engine import Node, Tape, gradients, paused
 from ..engine.nonfinite import first_nonfinite_gradient, first_nonfinite_value
 from ..values.scalar import Scalar
 from ..values.tensor import Tensor
@@ -132,27 +132,31 @@ def _where(array):
     return index, array[index]
 
 
-def _non_negative(value, name):
+def _non_negative(value, name, where="gradcheck"):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"gradcheck({name}={value!r}): expected a non-negative number")
+        raise ValueError(f"{where}({name}={value!r}): expected a non-negative number")
     return float(value)
 
 
-def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed):
+def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, where="gradcheck"):
     """Refuse bad arguments before anything runs; returns ``(eps, atol, rtol)`` as floats."""
     if not callable(fn):
-        raise TypeError(f"gradcheck(fn, ...): fn must be callable, got {type(fn).__name__}")
+        raise TypeError(f"{where}(fn, ...): fn must be callable, got {type(fn).__name__}")
     if not inputs:
-        raise ValueError("gradcheck(fn, *inputs): give at least one input")
-    eps, atol, rtol = _non_negative(eps, "eps"), _non_negative(atol, "atol"), _non_negative(rtol, "rtol")
+        raise ValueError(f"{where}(fn, *inputs): give at least one input")
+    eps, atol, rtol = (
+        _non_negative(eps, "eps", where),
+        _non_negative(atol, "atol", where),
+        _non_negative(rtol, "rtol", where),
+    )
     if eps == 0:
-        raise ValueError("gradcheck(eps=0): the step must be positive")
+        raise ValueError(f"{where}(eps=0): the step must be positive")
     if max_entries is not None and (
         isinstance(max_entries, bool) or not isinstance(max_entries, numbers.Integral) or max_entries < 1
     ):
-        raise ValueError(f"gradcheck(max_entries={max_entries!r}): expected None or a positive integer")
+        raise ValueError(f"{where}(max_entries={max_entries!r}): expected None or a positive integer")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"gradcheck(seed={seed!r}): expected a non-negative integer")
+        raise ValueError(f"{where}(seed={seed!r}): expected a non-negative integer")
     return eps, atol, rtol
 
 
@@ -216,6 +220,12 @@ def gradcheck(
     ``result.not_finite``.
     """
     eps, atol, rtol = _check_options(fn, inputs, eps, atol, rtol, max_entries, seed)
+    # The probes run on tapes of their own: an open tape of the caller's records none of them.
+    with paused():
+        return _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+
+
+def _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)

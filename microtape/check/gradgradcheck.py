@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from ..engine import Node, gradients
+from ..engine import Node, gradients, paused
 from ..values.scalar import Scalar
 from ..values.tensor import Tensor
-from .gradcheck import _as_float64_array, _wrap, gradcheck
+from .gradcheck import _as_float64_array, _check_options, _wrap, gradcheck
 
 __all__ = ["gradgradcheck"]
 
@@ -53,10 +53,13 @@ def gradgradcheck(
     :class:`~.gradcheck.GradcheckResult` whose entries are the gradient of
     ``s = Σ_i ⟨grad_i, w_i⟩`` (see the module's docstring).
     """
-    if not callable(fn):
-        raise TypeError(f"gradgradcheck(fn, ...): fn must be callable, got {type(fn).__name__}")
-    if not inputs:
-        raise ValueError("gradgradcheck(fn, *inputs): give at least one input")
+    _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, where="gradgradcheck")
+    # As gradcheck (and hvp, jvp, hessian): an open tape of the caller's records none of the probes.
+    with paused():
+        return _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+
+
+def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)

@@ -154,7 +154,7 @@ def _what_it_is(value: Value) -> str:
     if isinstance(value, np.ndarray):
         return f"an ndarray of dtype {value.dtype} and shape {value.shape}"
     if _is_node(value):
-        return f"a {type(value).__name__}"
+        return f"a {type(value).__name__} of shape {np.shape(value.data)}"
     return f"a {type(value).__name__} ({value!r:.40})"
 
 
@@ -196,20 +196,31 @@ def sum_into_grad(node: NodeLike, g: Value) -> Value:
     """``node.grad + g``, after checking that ``node.grad`` can take it (a number, or an array of the node's shape)."""
     old = node.grad
     if _is_node(g) or _is_node(old):
-        return old + g  # a recorded pass (create_graph=True): the sum is recorded too
+        # A recorded pass (create_graph=True): the sum is recorded too, after the
+        # same check as below (on the value inside a tape value), so a wrong
+        # shape is refused rather than broadcast into a bigger gradient.
+        _check_grad_can_take(node, old.data if _is_node(old) else old, old)
+        return old + g
+    _check_grad_can_take(node, old, old)
+    if node.data.__class__ is float:
+        return float(old + g)
+    return np.asarray(old + g, dtype=node.data.dtype)  # 0-d sums come back as arrays, in the value's dtype
+
+
+def _check_grad_can_take(node, old, shown):
+    """Refuse a ``.grad`` (``old``: its number or array) that a gradient of ``node`` cannot be added into."""
     if node.data.__class__ is float:
         if not _is_real_number(old):
             raise TypeError(
-                f"backward: {node!r} has .grad = {_what_it_is(old)}, which cannot take a gradient; expected a "
+                f"backward: {node!r:.80} has .grad = {_what_it_is(shown)}, which cannot take a gradient; expected a "
                 "real number or None (set .grad = None to start afresh)"
             )
-        return float(old + g)
+        return
     if not isinstance(old, np.ndarray) or old.dtype.kind not in "fiu" or old.shape != node.data.shape:
         raise TypeError(
-            f"backward: {node!r:.80} has .grad = {_what_it_is(old)}, which cannot take a gradient; expected "
+            f"backward: {node!r:.80} has .grad = {_what_it_is(shown)}, which cannot take a gradient; expected "
             f"a real array of shape {node.data.shape} or None (set .grad = None to start afresh)"
         )
-    return np.asarray(old + g, dtype=node.data.dtype)  # 0-d sums come back as arrays, in the value's dtype
 
 
 def add_into_grads(grads: Mapping[Any, Value]) -> None:

@@ -184,9 +184,23 @@ def _recorded_vjp(node: Node, g: Value, name: str) -> tuple[Value, ...]:
         sent = check_user_vjp(node.op, node, sent, recorded=True)
     # A gradient that came out as a plain number or array (it depends on nothing
     # being differentiated) is still a tape value: a constant of the input's kind.
-    return tuple(
+    sent = tuple(
         gx if gx is None or isinstance(gx, Node) else x.__class__._constant(gx, x) for gx, x in zip(sent, node.inputs)
     )
+    return tuple(_dtype_rule(gx, x) for gx, x in zip(sent, node.inputs))
+
+
+def _dtype_rule(gx: Value, x: Node) -> Value:
+    """The dtype rule on a recorded gradient: a float32 input mixed with float64 values gets a float32 gradient.
+
+    The cast is recorded (``astype``), so the gradient still differentiates
+    back to what it came from; Scalars are Python floats and need none.
+    """
+    if gx is None or x.data.__class__ is not np.ndarray or gx.data.__class__ is not np.ndarray:
+        return gx
+    if gx.data.dtype == x.data.dtype:
+        return gx
+    return gx.astype(x.data.dtype)
 
 
 def _vjp_params(node: Node) -> dict[str, Any]:
@@ -232,6 +246,7 @@ def _seed_node(output: Node, grad: Value, caller: str = "gradients") -> Node:
                 f"{type(output).__name__} of the output's shape {np.shape(output.data)}"
             )
         check_seed(output, None, caller)  # the output must still require a gradient
+        check_seed(output, grad.data, caller)  # and the seed be finite, as a seed given as numbers must be
         return grad
     seed = output.__class__._constant(check_seed(output, grad, caller), output)
     seed.name = "g"  # what the formulas call the incoming gradient

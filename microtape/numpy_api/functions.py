@@ -9,8 +9,8 @@ see :mod:`microtape.numpy_api.protocol`).
 
 from __future__ import annotations
 
+import builtins
 import string
-from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -29,11 +29,11 @@ Result: TypeAlias = "Tensor | Scalar"
 
 # fmt: off
 __all__ = [
-    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "exp", "exp2", "expm1", "log",
-    "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal", "abs", "clip", "maximum", "minimum",
-    "logaddexp", "arctan2", "power", "where", "sum", "mean", "max", "min", "prod", "var", "std", "norm",
-    "cumsum", "cumprod", "logsumexp", "softmax", "log_softmax", "matmul", "einsum", "dot", "outer",
-    "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "flip", "repeat", "tile",
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal", "abs", "clip",
+    "maximum", "minimum", "logaddexp", "logaddexp2", "arctan2", "power", "where", "sum", "mean", "max", "min",
+    "prod", "var", "std", "norm", "cumsum", "cumprod", "logsumexp", "softmax", "log_softmax", "matmul", "einsum",
+    "dot", "outer", "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "flip", "repeat", "tile",
 ]
 # fmt: on
 
@@ -160,7 +160,24 @@ def logaddexp(a: Operand, b: Operand, name: str | None = None) -> Result:
     return node(a).logaddexp(b, name=name)
 
 
-def arctan2(a: Operand, b: Operand, name: str | None = None) -> Result:
+def logaddexp2(a, b, name=None):
+    a, b = _pair(a, b)
+    return node(a).logaddexp2(b, name=name)
+
+
+def arcsinh(x, name=None):
+    return node(x).arcsinh(name=name)
+
+
+def arccosh(x, name=None):
+    return node(x).arccosh(name=name)
+
+
+def arctanh(x, name=None):
+    return node(x).arctanh(name=name)
+
+
+def arctan2(a, b, name=None):
     a, b = _pair(a, b)
     return node(a).arctan2(b, name=name)
 
@@ -292,23 +309,32 @@ def matmul(a: Operand, b: Operand, name: str | None = None) -> Result:
     return node(a).matmul(b, name=name)
 
 
-def einsum(subscripts: str, *operands: Operand, name: str | None = None) -> Result:
+def einsum(*arguments, optimize=False, name=None):
     """``numpy.einsum`` on Tensors: ``einsum("ij,jk->ik", a, b)``, recorded as two-operand ``einsum`` ops.
 
     One operand is paired with the constant 1 (``"ij,->ji"``); three or more
-    are contracted left to right, keeping the letters still needed. A letter
-    repeated in one operand (a diagonal, ``"ii"``) and ``...`` are not
-    supported: write the axes out.
+    are contracted left to right, keeping the letters still needed. As in
+    numpy: a letter repeated in one operand takes its diagonal (``"ii->i"``,
+    the trace ``"ii->"``; recorded as an ``index``), ``...`` stands for the
+    leading axes (of equal lengths in every operand that has them), the
+    sublist form ``einsum(a, [0, 1], b, [1], [0])`` reads integers as letters,
+    and ``optimize=`` is accepted and ignored (the contraction order changes
+    no value).
     """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"einsum(subscripts): expected a string like 'ij,jk->ik', got {type(subscripts).__name__}")
+    subscripts, operands = _einsum_arguments(arguments)
     if not operands:
         raise ValueError("einsum: give at least one operand")
-    inputs, output = _checked_subscripts(subscripts, len(operands))
+    if not isinstance(optimize, (bool, str, list)):
+        raise TypeError(f"einsum(optimize={optimize!r:.40}): expected True, False, 'greedy', 'optimal' or a path")
     tensors = [node(x) for x in operands]
     like = next((t for t in tensors if t.requires_grad), tensors[0])
     tensors = [like._lift(t, "einsum") for t in tensors]
+    inputs, output = _checked_subscripts(subscripts, [t.ndim for t in tensors])
     _check_sizes(inputs, tensors, subscripts)
+    # Every check is above: from here on the ops are recorded, and none can fail.
+    for position, letters in enumerate(inputs):
+        if len(set(letters)) < len(letters):
+            tensors[position], inputs[position] = _diagonal(tensors[position], letters)
     if len(tensors) == 1:
         one = like._constant(1.0, like)
         return record(ops.einsum, (tensors[0], one), {"subscripts": f"{inputs[0]},->{output}"}, name=name)
@@ -324,30 +350,110 @@ def einsum(subscripts: str, *operands: Operand, name: str | None = None) -> Resu
     return result
 
 
-def _checked_subscripts(subscripts: str, count: int) -> tuple[list[str], str]:
-    if "." in subscripts:
-        raise ValueError(f"einsum({subscripts!r}): '...' is not supported; write every axis's letter out")
+def _diagonal(tensor, letters):
+    """The entries of ``tensor`` whose axes named by the same letter share one index: ``"ii"`` → the diagonal.
+
+    Returns the recorded ``index`` and its letters (each once, in first-seen order).
+    """
+    unique = "".join(dict.fromkeys(letters))
+    sizes = {c: n for c, n in zip(letters, tensor.shape)}
+    grid = np.indices(tuple(sizes[c] for c in unique), sparse=True)
+    key = tuple(grid[unique.index(c)] for c in letters)
+    return record(ops.index, (tensor,), {"key": key}), unique
+
+
+def _einsum_arguments(arguments):
+    """``(subscripts, operands)`` from numpy's two forms: ``("ij,j", a, b)`` or ``(a, [0, 1], b, [1], [0])``."""
+    if not arguments:
+        raise TypeError("einsum(): expected subscripts like 'ij,jk->ik' and the operands")
+    if isinstance(arguments[0], str):
+        return arguments[0], list(arguments[1:])
+    if isinstance(arguments[0], (bytes, int, float)) or arguments[0] is None:
+        raise TypeError(f"einsum(subscripts): expected a string like 'ij,jk->ik', got {type(arguments[0]).__name__}")
+    # The sublist form: operand, its axes, operand, its axes, …, and the output's axes last (optional).
+    operands, sublists = list(arguments[0::2]), list(arguments[1::2])
+    output = None
+    if len(arguments) % 2:
+        output = operands.pop()  # an odd count: the last item is the output's sublist
+    if len(sublists) != len(operands):
+        raise ValueError("einsum(a, [axes], b, [axes], ...): give one list of axes after each operand")
+    inputs = ",".join(_sublist_letters(sublist) for sublist in sublists)
+    return inputs + ("" if output is None else "->" + _sublist_letters(output)), operands
+
+
+def _sublist_letters(sublist):
+    """numpy's sublist ``[0, 1, Ellipsis]`` as letters ``"ab..."``: integer k is the k-th of a-z, A-Z."""
+    try:
+        items = list(sublist)
+    except TypeError:
+        raise TypeError(f"einsum: expected a list of axis numbers, got {sublist!r:.40}") from None
+    letters = []
+    for item in items:
+        if item is Ellipsis:
+            letters.append("...")
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < 52:
+            letters.append(string.ascii_letters[int(item)])
+        else:
+            raise ValueError(f"einsum: axis {item!r} in a sublist; expected integers 0 to 51 or Ellipsis")
+    return "".join(letters)
+
+
+def _checked_subscripts(subscripts, ndims):
+    """Parse and check ``subscripts`` for operands of ``ndims`` axes; ``...`` is spelled out in fresh letters."""
     text = subscripts.replace(" ", "")
-    allowed = set(string.ascii_letters) | set(",->")
+    allowed = set(string.ascii_letters) | set(",->.")
     if not set(text) <= allowed or text.count("->") > 1:
-        raise ValueError(f"einsum({subscripts!r}): expected letters, commas and one '->' (like 'ij,jk->ik')")
+        raise ValueError(f"einsum({subscripts!r}): expected letters, commas, '...' and one '->' (like 'ij,jk->ik')")
+    if "." in text:
+        text = _spell_out_ellipsis(text, subscripts, ndims)
     inputs, output = parse_einsum(text)
-    if len(inputs) != count:
-        raise ValueError(f"einsum({subscripts!r}): {len(inputs)} operand(s) in the subscripts, {count} given")
-    for letters in (*inputs, output):
-        repeated = sorted({c for c in letters if letters.count(c) > 1})
-        if repeated:
-            raise ValueError(
-                f"einsum({subscripts!r}): letter {repeated[0]!r} repeats within one operand (a diagonal); not supported"
-            )
+    if len(inputs) != len(ndims):
+        raise ValueError(f"einsum({subscripts!r}): {len(inputs)} operand(s) in the subscripts, {len(ndims)} given")
+    repeated = sorted({c for c in output if output.count(c) > 1})
+    if repeated:
+        raise ValueError(f"einsum({subscripts!r}): output letter {repeated[0]!r} appears twice")
     unknown = set(output) - set("".join(inputs))
     if unknown:
         raise ValueError(f"einsum({subscripts!r}): output letter {sorted(unknown)[0]!r} is in no operand")
     return inputs, output
 
 
-def _check_sizes(inputs: Sequence[str], tensors: Any, subscripts: str) -> None:
-    sizes: dict[str, int] = {}
+def _spell_out_ellipsis(text, subscripts, ndims):
+    """``"...i,...i->..."`` with the axes ``...`` stands for named by letters the subscripts do not use."""
+    inputs, arrow, output = text.partition("->")
+    parts = inputs.split(",")
+    if len(parts) != len(ndims):
+        raise ValueError(f"einsum({subscripts!r}): {len(parts)} operand(s) in the subscripts, {len(ndims)} given")
+    if any(p.count("...") > 1 or p.replace("...", "").count(".") for p in (*parts, output)):
+        raise ValueError(f"einsum({subscripts!r}): '...' at most once per operand, and no other dots")
+    widths = []
+    for part, ndim in zip(parts, ndims):
+        width = ndim - len(part.replace("...", "")) if "..." in part else 0
+        if width < 0:
+            raise ValueError(f"einsum({subscripts!r}): operand {part!r} names more axes than its {ndim}")
+        widths.append(width)
+    free = [c for c in string.ascii_letters if c not in text]
+    width = builtins.max(widths)  # (this module's max is numpy's, on Tensors)
+    if width > len(free):
+        raise ValueError(f"einsum({subscripts!r}): too many axes under '...'")
+    fresh = "".join(free[:width])
+    if arrow and width and "..." not in output:
+        raise ValueError(
+            f"einsum({subscripts!r}): the axes under '...' must appear in the output, as numpy requires "
+            f"(write '->...{output}', then sum)"
+        )
+    # Aligned from the right, as broadcasting aligns them: an operand with fewer axes there takes the last ones.
+    parts = [part.replace("...", fresh[width - w :]) for part, w in zip(parts, widths)]
+    if arrow:
+        output = output.replace("...", fresh)
+    else:  # numpy's implicit output: the '...' axes first, then the letters used once, in order
+        letters = "".join(parts)
+        output = fresh + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in fresh))
+    return ",".join(parts) + "->" + output
+
+
+def _check_sizes(inputs, tensors, subscripts):
+    sizes = {}
     for position, (letters, tensor) in enumerate(zip(inputs, tensors)):
         if len(letters) != tensor.ndim:
             raise ValueError(
@@ -385,4 +491,5 @@ def outer(a: Operand, b: Operand, name: str | None = None) -> Result:
     a = node(a)
     if not isinstance(a, Tensor):
         raise TypeError("outer(a, b): expected Tensors or arrays (for two Scalars, a * b)")
-    return _named(a.reshape(-1, 1) * a._lift(b, "outer").reshape(1, -1), name)
+    b = a._lift(b, "outer")  # checked (and made a Tensor) before a's reshape is recorded
+    return _named(a.reshape(-1, 1) * b.reshape(1, -1), name)

@@ -23,13 +23,17 @@ from .functions import Operand
 __all__ = ["concatenate", "stack", "split", "pad"]
 
 
-def concatenate(tensors: Any, axis: Any = 0, name: str | None = None) -> Tensor:
-    """Join tensors along an existing ``axis`` (``numpy.concatenate``), recorded on the tape.
+def concatenate(tensors, axis=0, name=None):
+    """Join tensors along an existing ``axis`` (``numpy.concatenate``; None: flattened first), recorded on the tape.
 
     The primitive joins two at a time, so three tensors are two tape rows:
     ``concatenate(concatenate(a, b), c)``. Arrays among ``tensors`` are constants.
     """
     tensors = _tensor_list(tensors, "concatenate")
+    if axis is None:
+        # numpy's axis=None: every tensor flattened, then joined end to end (0-d ones too).
+        tensors = [tensor.reshape(-1) for tensor in tensors]
+        axis = 0
     first = tensors[0]
     if first.ndim == 0:
         raise ValueError("concatenate(tensors): 0-d tensors have no axis to join along; use stack")
@@ -95,8 +99,8 @@ def split(tensor: Operand, indices_or_sections: Any, axis: Any = 0) -> list[Tens
         raise ValueError(f"split(axis={axis!r}): expected an integer axis for a tensor of shape {tensor.shape}")
     axis = int(axis) % tensor.ndim
     length = tensor.shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, bool):
-        sections = int(indices_or_sections)
+    if _whole_number(indices_or_sections):
+        sections = int(indices_or_sections)  # 3.0 too, as numpy takes it
         if sections <= 0 or length % sections:
             raise ValueError(
                 f"split(indices_or_sections={sections}): an axis of length {length} does not split into "
@@ -104,7 +108,10 @@ def split(tensor: Operand, indices_or_sections: Any, axis: Any = 0) -> list[Tens
             )
         cuts = [length // sections * i for i in range(1, sections)]
     else:
-        cuts = list(indices_or_sections)
+        try:
+            cuts = list(indices_or_sections)
+        except TypeError:  # a number with a fraction (2.5), or no number at all
+            cuts = [indices_or_sections]
         if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in cuts):
             raise TypeError(f"split(indices_or_sections={indices_or_sections!r:.60}): expected an int or integers")
     bounds = [0, *cuts, length]
@@ -113,6 +120,13 @@ def split(tensor: Operand, indices_or_sections: Any, axis: Any = 0) -> list[Tens
         record(ops.index, (tensor,), {"key": (*before, slice(int(start), int(stop)))})
         for start, stop in zip(bounds[:-1], bounds[1:])
     ]
+
+
+def _whole_number(value):
+    """An int, or a float with no fraction (numpy's split takes 3.0 as 3 sections); never a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
@@ -141,11 +155,12 @@ def pad(
         return _pad_constant(tensor, widths, float(constant_values), name)
     if mode not in _INDEX_MODES:
         raise ValueError(f"pad(mode={mode!r}): expected 'constant' or one of {', '.join(_INDEX_MODES)}")
+    for axis, (before, after) in enumerate(widths):  # every axis checked before the first take is recorded
+        if (before or after) and tensor.shape[axis] == 0:
+            raise ValueError(f"pad(mode={mode!r}): axis {axis} is empty; there is nothing to repeat")
     padded = tensor
     for axis, (before, after) in enumerate(widths):
         if before or after:
-            if tensor.shape[axis] == 0:
-                raise ValueError(f"pad(mode={mode!r}): axis {axis} is empty; there is nothing to repeat")
             indices = np.pad(np.arange(tensor.shape[axis]), (int(before), int(after)), mode=mode)  # type: ignore[call-overload]  # (one of _INDEX_MODES)
             padded = record(ops.take, (padded,), {"indices": indices, "axis": axis})
     if padded is tensor:

@@ -46,13 +46,14 @@ UFUNCS = {
     np.maximum: functions.maximum,
     np.minimum: functions.minimum,
     np.logaddexp: functions.logaddexp,
+    np.logaddexp2: functions.logaddexp2,
     np.arctan2: functions.arctan2,
     np.absolute: functions.abs,
     **{
         getattr(np, name): getattr(functions, name)
         for name in (
             "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal",
-            "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+            "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
         )
     },
 }  # fmt: skip

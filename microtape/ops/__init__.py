@@ -31,7 +31,7 @@ graphs with its formula, and checked by ``microtape.check.gradcheck``.
 """
 
 from .arithmetic import add, add_constant, div, dropout, maximum, minimum, mul, neg, scale, sub
-from .binary import arctan2, logaddexp, power
+from .binary import arctan2, logaddexp, logaddexp2, power
 from .broadcasting import unbroadcast
 from .convolution import avg_pool2d, conv, conv_transpose, conv_weight_grad, max_pool2d
 from .core import OPS, Op, define, primitive, register, value_of
@@ -44,16 +44,16 @@ from .reductions import logsumexp, max_, mean, min_, prod, sum_
 from .scans import cumprod, cumsum
 from .shape import broadcast_to, cast, concatenate, index, index_add, reshape, scatter_add, take, transpose
 from .tiled_attention import TILED_ATTENTION
-from .trig import arccos, arcsin, arctan, cos, cosh, sin, sinh, tan
+from .trig import arccos, arccosh, arcsin, arcsinh, arctan, arctanh, cos, cosh, sin, sinh, tan
 
 # fmt: off
 __all__ = [
     "Op", "OPS", "define", "primitive", "register", "unbroadcast", "value_of", "GELU_C", "GELU_K",
     "add", "sub", "mul", "div", "neg", "scale", "add_constant", "dropout", "maximum", "minimum",  # arithmetic
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu",  # elementwise
-    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh",  # trig
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh",  # trig
     "log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal",  # exp_log
-    "logaddexp", "arctan2", "power", "clip", "where",  # binary, piecewise
+    "logaddexp", "logaddexp2", "arctan2", "power", "clip", "where",  # binary, piecewise
     "sum_", "mean", "max_", "min_", "prod", "logsumexp", "cumsum", "cumprod",  # reductions, scans
     "softmax", "log_softmax", "softmax_backward", "matmul", "einsum", "norm",  # nn, linalg
     "reshape", "transpose", "cast", "broadcast_to", "take", "scatter_add", "index", "index_add", "concatenate",

@@ -19,9 +19,10 @@ import numpy as np
 from ..engine.protocols import Value
 from .broadcasting import sum_of, unbroadcasting
 from .core import Grads, Op, primitive, value_of
-from .elementwise import exp, log
+from .elementwise import exp, log, no_second_derivative
+from .exp_log import exp2
 
-__all__ = ["logaddexp", "arctan2", "power", "elementwise_pair"]
+__all__ = ["logaddexp", "logaddexp2", "arctan2", "power", "elementwise_pair"]
 
 
 def elementwise_pair(
@@ -75,11 +76,17 @@ def _logaddexp_forward(a: Value, b: Value) -> Value:
     return np.logaddexp(a, b)
 
 
+def _logaddexp_partials(ans, a, b):
+    # At a = b = -inf, a − y is -inf − (-inf): NaN, as PyTorch gives, without numpy's warning.
+    with np.errstate(invalid="ignore"):
+        return exp.bind(a - ans), exp.bind(b - ans)
+
+
 logaddexp = elementwise_pair(
     "logaddexp",
     _logaddexp_forward,
     # y = log(e^a + e^b): ∂y/∂a = e^a / (e^a + e^b) = exp(a − y), and the same for b.
-    lambda ans, a, b: (exp.bind(a - ans), exp.bind(b - ans)),
+    _logaddexp_partials,
     ["{g} * exp({a} - {y})", "{g} * exp({b} - {y})"],
     [r"\bar a = \bar y\, e^{a - y}", r"\bar b = \bar y\, e^{b - y}"],
     note="y = log(exp(a) + exp(b)), computed without overflow",
@@ -87,12 +94,59 @@ logaddexp = elementwise_pair(
 )
 
 
+# ---------------------------------------------------------------- logaddexp2
+
+
+def _logaddexp2_float(a, b):
+    if a == b:  # also ±inf twice
+        return a + 1.0
+    top = max(a, b)
+    return top + math.log1p(2.0 ** -abs(a - b)) / math.log(2.0)
+
+
+def _logaddexp2_forward(a, b):
+    if a.__class__ is float and b.__class__ is float:
+        return _logaddexp2_float(a, b)
+    return np.logaddexp2(a, b)
+
+
+def _logaddexp2_partials(ans, a, b):
+    # y = log₂(2^a + 2^b): ∂y/∂a = 2^a / (2^a + 2^b) = 2^(a − y), and the same for b (NaN at a = b = -inf).
+    with np.errstate(invalid="ignore"):
+        return exp2.bind(a - ans), exp2.bind(b - ans)
+
+
+logaddexp2 = elementwise_pair(
+    "logaddexp2",
+    _logaddexp2_forward,
+    _logaddexp2_partials,
+    ["{g} * 2**({a} - {y})", "{g} * 2**({b} - {y})"],
+    [r"\bar a = \bar y\, 2^{a - y}", r"\bar b = \bar y\, 2^{b - y}"],
+    note="y = log2(2**a + 2**b), computed without overflow",
+    reads=("a", "b", "y"),
+)
+
+
 # ---------------------------------------------------------------- arctan2
 
 
-def _arctan2_partials(ans: Value, a: Value, b: Value) -> Grads:
-    # y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
+def _arctan2_partials(ans, a, b):
+    """y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
+
+    At the origin r² = 0 and both are 0 / 0; PyTorch's slopes there are 0 and −0,
+    given here by taking r² as 1 at the origin (a constant of the derivative).
+    No second derivative exists there: a recorded pass marks it NaN.
+    """
+    a_value, b_value = value_of(a), value_of(b)
+    origin = (a_value == 0) & (b_value == 0)
     radius_squared = a * a + b * b
+    if np.any(origin):
+        safe = radius_squared + _as_constant(origin, ans)
+        slope_a, slope_b = b / safe, -a / safe
+        if a is not a_value or b is not b_value:
+            undefined = no_second_derivative(radius_squared)
+            slope_a, slope_b = slope_a + undefined, slope_b + undefined
+        return slope_a, slope_b
     return b / radius_squared, -a / radius_squared
 
 
@@ -135,6 +189,11 @@ def _power_partials(ans: Value, a: Value, b: Value) -> Grads:
         slope_b = ans * log.bind(positive_base)
         if np.any(a_value < 0):
             slope_b = slope_b + _nan_where(a_value < 0, ans)
+    if a is not a_value and np.any((a_value == 0) & (b_value == 0)):
+        # Recorded (create_graph=True) at 0⁰: aᵇ is not even continuous there, so the slopes
+        # chosen above have no derivative (PyTorch: NaN); a zero with a NaN slope says so.
+        undefined = no_second_derivative(a * a + b * b)
+        slope_a, slope_b = slope_a + undefined, slope_b + undefined
     return slope_a, slope_b
 
 

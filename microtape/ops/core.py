@@ -43,7 +43,7 @@ from typing import Any, TypeAlias
 from ..engine import Node, record
 from ..engine.protocols import Value
 
-__all__ = ["Op", "OPS", "define", "primitive", "register", "value_of", "Value", "Grads", "Axis", "Shape"]
+__all__ = ["Op", "OPS", "define", "primitive", "register", "value_of", "DOMAINS", "Value", "Grads", "Axis", "Shape"]
 
 # The types the ops' annotations use. A value (:data:`~microtape.engine.protocols.Value`) is an
 # array, a float, or a Scalar/Tensor in a recorded pass; a VJP returns one gradient per input.
@@ -71,7 +71,8 @@ class Op:
     grads_latex: tuple  # the same in LaTeX (None where not differentiable)
     output: str = "y"  # what the formulas call the output
     note: str = ""  # a fact the formulas rely on, said once (dropout's keep ∈ {0, 1/(1-p)})
-    # Where the inputs may come from when tests sample them: "real", "positive" or "unit" (-1 < x < 1).
+    # Where the inputs may come from when tests sample them: "real", "positive", "unit" (-1 < x < 1)
+    # or "above_one" (x > 1: arccosh).
     domain: str = "real"
     # Example parameters, so tests can call every op without special cases.
     example_params: dict = field(default_factory=dict)
@@ -226,6 +227,9 @@ class Op:
 #: Every op by name: the built-in ones (all registered by ``import microtape``), then any you :func:`define`.
 OPS: dict[str, Op] = {}
 
+#: Where an op's inputs may lie (its ``domain``): what tests sample from.
+DOMAINS = ("real", "positive", "unit", "above_one")
+
 _DEFAULT_INPUTS = {1: ("x",), 2: ("a", "b"), 3: ("a", "b", "c")}
 
 
@@ -350,8 +354,8 @@ def define(
     names = tuple(inputs) if inputs is not None else _DEFAULT_INPUTS.get(arity, tuple(f"x{i}" for i in range(arity)))
     if len(names) != arity or not all(isinstance(n, str) and n.isidentifier() for n in names):
         raise ValueError(f"define({name!r}, inputs={inputs!r}): expected {arity} operand names")
-    if domain not in ("real", "positive", "unit"):
-        raise ValueError(f"define({name!r}, domain={domain!r}): expected 'real', 'positive' or 'unit'")
+    if domain not in DOMAINS:
+        raise ValueError(f"define({name!r}, domain={domain!r}): expected one of {', '.join(map(repr, DOMAINS))}")
     op = Op(
         name,
         forward,

@@ -24,7 +24,7 @@ from .core import Grads, Op, primitive, value_of
 
 __all__ = [
     "pow_", "exp", "log", "tanh", "relu", "sqrt", "abs_", "sigmoid", "gelu", "GELU_C", "GELU_K",
-    "diagonal_jvp", "float_or_array", "unary",
+    "diagonal_jvp", "float_or_array", "unary", "no_second_derivative", "divide",
 ]  # fmt: skip
 
 
@@ -59,8 +59,51 @@ def _pow_vjp(g: Value, ans: Value, x: Value, exponent: float) -> Grads:
     if x.__class__ is float and x == 0.0 and exponent < 1:
         # d/dx x**p at 0 for p < 1 is infinite (Python floats raise instead of saying so).
         return (g * exponent * math.inf,)
-    with np.errstate(divide="ignore"):  # the same infinity, for arrays holding a 0
-        return (g * exponent * x ** (exponent - 1),)
+    # The same infinity for arrays holding a 0, and for a recorded pass (create_graph=True):
+    # ``bind`` records the op itself, where ``Tensor ** p`` would refuse a negative power of 0.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (g * exponent * pow_.bind(x, exponent - 1),)
+
+
+def _pow_forward(x, exponent):
+    if x.__class__ is float and x == 0.0 and exponent < 0:
+        # numpy's value, ±inf (Python floats raise ZeroDivisionError): reached by a
+        # derivative at 0, such as d/dx x**0.5 = 0.5 x**-0.5 in a recorded pass.
+        odd = float(exponent).is_integer() and int(exponent) % 2 == 1
+        return math.copysign(math.inf, x) if odd else math.inf
+    return x**exponent
+
+
+def divide(g, denominator):
+    """``g / denominator``, infinite (not an error) where the denominator is 0: numpy's and PyTorch's answer.
+
+    A Python float divided by 0.0 raises ZeroDivisionError, an array warns,
+    and a Scalar or Tensor divided by a 0 refuses: here all three say what
+    the mathematics says, the slope is infinite there (NaN for 0 / 0). A
+    recorded denominator holding a 0 (``create_graph=True``) is inverted
+    with ``pow``, whose derivative at 0 is infinite too.
+    """
+    if denominator.__class__ is float:
+        if denominator == 0.0:
+            return g * math.inf if g != 0.0 else math.nan
+        return g / denominator
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if isinstance(denominator, Node) and np.any(value_of(denominator) == 0):
+            return g * pow_.bind(denominator, -1.0)
+        return g / denominator
+
+
+def no_second_derivative(zero):
+    """A recorded 0 whose derivative is NaN where the tape value ``zero`` (>= 0) is 0: no derivative there.
+
+    A VJP that picks a finite first derivative at a kink (the norm's 0 at the
+    origin, PyTorch's choice) adds this term in a recorded pass, so the second
+    derivative at the kink is NaN — as PyTorch gives — not the derivative of
+    the branch the first one happened to take. The value is √zero · 0 = 0
+    exactly; its slope 0 · 1/(2√zero) is 0 where ``zero`` > 0 and NaN at 0.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return pow_.bind(zero, 0.5) * 0.0
 
 
 _SUPERSCRIPTS = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
@@ -75,7 +118,7 @@ def _pow_label(params: dict[str, Any]) -> str:
 
 pow_ = unary(
     "pow",
-    lambda x, exponent: x**exponent,
+    _pow_forward,
     _pow_vjp,
     "{g} * {exponent} * {x}**({exponent}-1)",
     r"\bar x = \bar y\, p\, x^{p-1}",
@@ -119,7 +162,7 @@ tanh = unary(
 
 def _relu_forward(x: Value) -> Value:
     if x.__class__ is float:
-        return x if x > 0.0 else 0.0
+        return 0.0 if x <= 0.0 else x  # NaN stays NaN (as np.maximum): NaN <= 0 is False
     return np.maximum(x, 0)
 
 
@@ -142,10 +185,9 @@ relu = unary(
 )
 
 
-def _sqrt_vjp(g: Value, ans: Value, x: Value) -> Grads:
-    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (0.5 * g / ans,)
+def _sqrt_vjp(g, ans, x):
+    # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about (or raised, for a float).
+    return (divide(0.5 * g, ans),)
 
 
 sqrt = unary(

@@ -12,8 +12,7 @@ import math
 
 import numpy as np
 
-from .elementwise import float_or_array, unary
-from .trig import divide
+from .elementwise import divide, float_or_array, unary
 
 __all__ = ["log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal"]
 

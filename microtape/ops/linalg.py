@@ -18,6 +18,7 @@ import numpy as np
 from ..engine.protocols import Value
 from .broadcasting import shape_of, sum_of, tangent_or_zeros, unbroadcast
 from .core import Axis, Grads, Shape, primitive, value_of
+from .elementwise import no_second_derivative
 from .reductions import spread, with_kept_axes
 from .shape import broadcast_to, reshape
 
@@ -194,7 +195,12 @@ def _safe_norm(ans: Value, like: Value) -> Value:
 
 def _norm_vjp(g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Grads:
     shape = shape_of(x)
-    return (spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape),)
+    grad = spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape)
+    if value_of(ans) is not ans and np.any(value_of(ans) == 0):
+        # Recorded (create_graph=True) at the kink: the first derivative 0 is a choice,
+        # no second derivative exists there (PyTorch: NaN).
+        grad = grad + with_kept_axes(no_second_derivative(ans), axis, keepdims, shape)
+    return (grad,)
 
 
 def _norm_jvp(

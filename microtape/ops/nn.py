@@ -78,7 +78,8 @@ softmax = primitive(
 def _log_softmax_forward(x: Value, axis: Axis = -1) -> Value:
     # log softmax(x) = x − logsumexp(x), with the row max taken out first
     # (see logsumexp): finite for any finite x, even where softmax is 0.
-    shifted = x - np.max(x, axis=axis, keepdims=True)
+    with np.errstate(over="ignore"):  # as softmax: the gap of [1.7e308, -1.7e308] overflows to -inf, its log-weight
+        shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 

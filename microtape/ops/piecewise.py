@@ -29,6 +29,9 @@ def _in_dtype_of(condition: Value, like: Value) -> Value:
 
 def _clip_forward(x: Value, lower: float | None = None, upper: float | None = None) -> Value:
     if x.__class__ is float:
+        # A NaN bound gives NaN, as numpy's clip does: comparisons with NaN are all False.
+        if (lower is not None and lower != lower) or (upper is not None and upper != upper):
+            return float("nan")
         if lower is not None and x < lower:
             return float(lower)
         if upper is not None and x > upper:

@@ -135,10 +135,13 @@ def hessian(f: Callable[..., Any], x: Any) -> Any:
         rows = np.zeros((size, size), dtype=leaf.dtype)
         if grad is not None and grad.requires_grad:
             program = Tape.of(grad)
-            for i in range(size):
-                one_hot = np.zeros(size, dtype=leaf.dtype)
-                one_hot[i] = 1.0
-                second = gradients(grad, one_hot.reshape(leaf.shape), tape=program)
-                if leaf in second:
-                    rows[i] = np.ravel(second[leaf])
+            # A one-hot seed multiplies an infinite slope (√x at 0) by 0: NaN, PyTorch's
+            # entry too, and the answer says it — without a warning printed per row.
+            with np.errstate(invalid="ignore"):
+                for i in range(size):
+                    one_hot = np.zeros(size, dtype=leaf.dtype)
+                    one_hot[i] = 1.0
+                    second = gradients(grad, one_hot.reshape(leaf.shape), tape=program)
+                    if leaf in second:
+                        rows[i] = np.ravel(second[leaf])
     return rows.reshape(leaf.shape + leaf.shape)

@@ -100,6 +100,21 @@ class Plain(ArrayMethods):
     def astype(self, dtype, name=None):
         return Plain(self.data.astype(dtype), name)
 
+    # -- products
+
+    # The very forward the tape's matmul op runs: it folds a batch of rows
+    # into one 2-D product (``[B·T, n] @ [n, m]``), whose BLAS summation order
+    # differs from numpy's batched ``@`` in the last bit. Finite differences
+    # and ``forward_plain`` must compute what the tape computed, bit for bit.
+    def __matmul__(self, other):
+        return Plain(ops.matmul.forward(self.data, _data(other)))
+
+    def __rmatmul__(self, other):
+        return Plain(ops.matmul.forward(_data(other), self.data))
+
+    def matmul(self, other, name=None):
+        return Plain(ops.matmul.forward(self.data, _data(other)), name)
+
     # -- reductions
 
     def sum(self, axis=None, keepdims=False, name=None):

@@ -184,7 +184,7 @@ class Scalar(SharedElementwise, Node):
             finite = math.isfinite(self.data**exponent)
         except OverflowError:
             finite = False
-        if not finite:
+        if not finite and math.isfinite(self.data):  # NaN and ±inf in give NaN and ±inf out, as numpy's
             raise ValueError(f"Scalar ** {exponent}: {self.data} ** {exponent} overflows a float")
         return record(ops.pow_, (self,), {"exponent": exponent}, name)
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..ops.core import Op
 
 
+import math
 import numbers
 
 import numpy as np
@@ -464,15 +465,38 @@ class Tensor(SharedElementwise, Node):
     def norm(self, axis: Any = None, keepdims: bool = False, ord: Any = None, name: str | None = None) -> Tensor:
         """The 2-norm ``sqrt(sum(x**2))`` over ``axis`` (all: the Frobenius norm); its gradient at 0 is 0.
 
-        ``ord`` is accepted as None or 2 only (numpy's other norms are not here).
+        ``ord`` follows numpy where it names the 2-norm: None; 2 for a vector
+        (1-D, or one axis); ``'fro'`` for a matrix (2-D, or two axes). numpy's
+        other norms (``ord=2`` of a *matrix* is its largest singular value,
+        not the Frobenius norm) are refused rather than answered wrongly.
         """
-        if ord not in (None, 2, "fro"):
-            raise ValueError(f"Tensor.norm(ord={ord!r}): only the 2-norm is supported (ord=None, 2 or 'fro')")
         axis = self._axis(axis, "norm")
+        if ord is not None:
+            self._check_norm_order(ord, axis)
         keepdims = self._keepdims(keepdims, "norm")
         return record(ops.norm, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def cumsum(self, axis: Any = None, name: str | None = None) -> Tensor:
+    def _check_norm_order(self, ord, axis):  # noqa: A002  (numpy.linalg.norm's name)
+        """Refuse an ``ord`` whose numpy meaning is not the 2-norm over ``axis``, changing nothing."""
+        count = self.ndim if axis is None else len(axis) if isinstance(axis, tuple) else 1
+        if count not in (1, 2):
+            raise ValueError(
+                f"Tensor.norm(ord={ord!r}): numpy's ord needs a vector or a matrix; this norm runs over "
+                f"{count} axes of a tensor of shape {self.shape} (leave ord=None for the 2-norm over them all)"
+            )
+        kind, expected = ("vector", 2) if count == 1 else ("matrix", "fro")
+        if count == 2:
+            matches = isinstance(ord, str) and ord == "fro"
+        else:
+            matches = isinstance(ord, numbers.Real) and not isinstance(ord, bool) and ord == 2
+        if not matches:
+            raise ValueError(
+                f"Tensor.norm(ord={ord!r}): on a {kind} only ord=None or {expected!r} (the 2-norm, "
+                f"{'Frobenius' if count == 2 else 'Euclidean'}) is supported"
+                + ("; numpy's ord=2 of a matrix is its largest singular value, which is not here" if ord == 2 else "")
+            )
+
+    def cumsum(self, axis=None, name=None):
         """Running sums along ``axis`` (None: of the flattened tensor, as numpy)."""
         return record(ops.cumsum, (self,), {"axis": self._scan_axis(axis, "cumsum")}, name=name)
 
@@ -513,25 +537,38 @@ class Tensor(SharedElementwise, Node):
         Not a primitive: it is built from ``mean``, ``sub``, ``mul`` and
         ``mean`` (or ``sum`` and ``scale`` for ``ddof``), so the tape shows its steps.
         """
-        axis = self._axis(axis, "var")
-        self._check_not_empty(axis, "var")
-        count = self._reduced_count(axis)
-        if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real) or ddof < 0:
-            raise ValueError(f"Tensor.var(ddof={ddof!r}): expected a number >= 0 (1 for the sample variance)")
-        if count - ddof <= 0:
-            raise ValueError(
-                f"Tensor.var(ddof={ddof}): {count} value(s) per result, so n - ddof = {count - ddof} <= 0 "
-                "(the variance would divide by it)"
-            )
+        axis, keepdims, count = self._spread_arguments(axis, keepdims, ddof, "var")
         centered = self - self.mean(axis, keepdims=True)
         squares = centered * centered
         if ddof == 0:
             return squares.mean(axis, keepdims=keepdims, name=name)
         return squares.sum(axis, keepdims=keepdims).scale(1.0 / (count - ddof), name=name)
 
-    def std(self, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Tensor:
-        """The standard deviation ``sqrt(var(x, ddof))``: its gradient is infinite where all values are equal."""
-        return self.var(axis, keepdims=keepdims, ddof=ddof).sqrt(name=name)
+    def std(self, axis=None, keepdims=False, ddof=0, name=None):
+        """The standard deviation ``sqrt(var(x, ddof))`` = ``‖x − mean(x)‖ / sqrt(n − ddof)``.
+
+        Built on :meth:`norm`, so it follows the norm's rule at its kink: where
+        all values are equal (zero variance) the gradient is 0, PyTorch's
+        choice, and a second derivative there is NaN (none exists).
+        """
+        axis, keepdims, count = self._spread_arguments(axis, keepdims, ddof, "std")
+        centered = self - self.mean(axis, keepdims=True)
+        return centered.norm(axis, keepdims=keepdims).scale(1.0 / math.sqrt(count - ddof), name=name)
+
+    def _spread_arguments(self, axis, keepdims, ddof, what):
+        """var's and std's arguments checked before any op is recorded: ``(axis, keepdims, count)``."""
+        axis = self._axis(axis, what)
+        keepdims = self._keepdims(keepdims, what)
+        self._check_not_empty(axis, what)
+        count = self._reduced_count(axis)
+        if isinstance(ddof, bool) or not isinstance(ddof, numbers.Real) or ddof < 0:
+            raise ValueError(f"Tensor.{what}(ddof={ddof!r}): expected a number >= 0 (1 for the sample variance)")
+        if count - ddof <= 0:
+            raise ValueError(
+                f"Tensor.{what}(ddof={ddof}): {count} value(s) per result, so n - ddof = {count - ddof} <= 0 "
+                "(the variance would divide by it)"
+            )
+        return axis, keepdims, count
 
     def _reduced_count(self, axis: Any) -> int:
         """How many entries go into each result of a reduction over ``axis``."""
@@ -542,8 +579,9 @@ class Tensor(SharedElementwise, Node):
     def _normalised_axes(self, axis: Any, what: str) -> tuple[int, ...] | None:
         """softmax's axes: one, a tuple, or None (all; the only choice for a 0-d tensor), none of them empty."""
         if self.ndim == 0:
-            if axis not in (None, 0, -1) or isinstance(axis, bool):
-                raise ValueError(f"Tensor.{what}(axis={axis!r}): a 0-d tensor has only axis None (or -1, 0)")
+            # axis=() normalises over no axis, as on any other shape: the entry alone, here the whole tensor.
+            if isinstance(axis, bool) or not (axis is None or axis == () or axis in (0, -1)):
+                raise ValueError(f"Tensor.{what}(axis={axis!r}): a 0-d tensor has only axis None (or -1, 0, ())")
             return None
         if isinstance(axis, bool):
             raise ValueError(f"Tensor.{what}(axis={axis!r}): expected an integer, a tuple of integers or None")
@@ -686,14 +724,15 @@ class Tensor(SharedElementwise, Node):
         """
         if axis is not None and (isinstance(axis, tuple) or self.ndim == 0):
             raise ValueError(f"Tensor.repeat(axis={axis!r}): give one integer axis (or None: the flattened tensor)")
-        source = self.reshape(-1) if axis is None else self
-        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
-        length = source.shape[axis]
+        # Every check before the first op (the flattening reshape): a refused call records nothing.
+        length = self.size if axis is None else self.shape[_axes_in_range(axis, self.ndim, "repeat")[0]]
         counts = np.asarray(repeats)
         if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
             raise ValueError(f"Tensor.repeat(repeats={repeats!r:.40}): expected a count >= 0 or one per entry")
         if counts.ndim == 1 and counts.size != length:
             raise ValueError(f"Tensor.repeat(repeats=...): {counts.size} counts for an axis of length {length}")
+        source = self.reshape(-1) if axis is None else self
+        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
         indices = np.repeat(np.arange(length), counts)
         return record(ops.take, (source,), {"indices": indices, "axis": axis}, name=name)
 

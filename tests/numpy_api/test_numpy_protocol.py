@@ -34,11 +34,13 @@ NUMPY_CALLS = {
     np.maximum: lambda a, b: np.maximum(a, b),
     np.minimum: lambda a, b: np.minimum(a, b),
     np.logaddexp: lambda a, b: np.logaddexp(a, b),
+    np.logaddexp2: lambda a, b: np.logaddexp2(a, b),
+    np.arccosh: lambda a: np.arccosh(a + 1.0),  # its domain is x >= 1
     np.arctan2: lambda a, b: np.arctan2(a, b),
     np.absolute: lambda a: np.abs(a - 0.7),
     **{getattr(np, name): _unary(getattr(np, name)) for name in (
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "square", "reciprocal",
-        "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+        "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arctanh",
     )},
     np.sum: lambda a: np.sum(a, axis=1),
     np.mean: lambda a: np.mean(a, axis=0, keepdims=True),

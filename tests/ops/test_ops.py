@@ -88,7 +88,7 @@ def test_op_is_documented(name):
     assert isinstance(op.formula, str) and op.formula.strip(), f"{name}: empty formula"
     assert isinstance(op.latex, str) and op.latex.strip(), f"{name}: empty latex"
     assert op.arity in (1, 2, 3)
-    assert op.domain in ("real", "positive", "unit")
+    assert op.domain in ("real", "positive", "unit", "above_one")
     assert isinstance(op.example_params, dict)
     assert name in repr(op)
 
@@ -208,6 +208,7 @@ SCALAR_OPS = {
     "sigmoid": 1, "gelu": 1, "abs": 1, "maximum": 2, "minimum": 2, "sin": 1, "cos": 1, "tan": 1, "arcsin": 1,
     "arccos": 1, "arctan": 1, "sinh": 1, "cosh": 1, "log1p": 1, "expm1": 1, "log2": 1, "log10": 1, "exp2": 1,
     "cbrt": 1, "square": 1, "reciprocal": 1, "logaddexp": 2, "arctan2": 2, "power": 2, "clip": 1,
+    "arcsinh": 1, "arccosh": 1, "arctanh": 1, "logaddexp2": 2,
 }  # fmt: skip
 
 
@@ -220,6 +221,8 @@ def test_scalar_path_matches_array_path(name, x):
         x = abs(x)
     if op.domain == "unit":
         x = x / 2
+    if op.domain == "above_one":
+        x = 1 + abs(x)
     inputs = (x, 1.9)[: op.arity]
     params = op.example_params
     ans = op.forward(*inputs, **params)
