@@ -11,6 +11,7 @@ import sys
 from ..checker import CheckResult, check
 from ..registry import get
 from ..scores import ScoreTable
+from .box import BoxStartError
 from .remote import BoxedSubmission
 
 __all__ = ["FileReport", "check_file", "DEFAULT_TIMEOUT", "EXIT_CODES"]
@@ -39,6 +40,7 @@ class FileReport:
         self.not_checked = {}  # name or "import" -> message
         self.output = ""  # what the student's code printed
         self.notes = []  # notebook cells that failed (one line each)
+        self.grader_error = None  # one line when the grader, not the file, failed (no box could start)
 
     def _not_checked_result(self, name, message):
         exercise = get(name)
@@ -110,14 +112,22 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
     except (OSError, ValueError) as error:
         report.not_checked["import"] = str(error)
         return report
-    with submission:
-        if submission.load_error:
-            report.not_checked["import"] = submission.load_error
-        else:
-            report.defined = [name for name in names if name in submission.defined]
-            report.notes = submission.notes
-            for name in report.defined:
-                function = submission.function(name, seconds=timeout)
-                report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
-        report.output = submission.printed()
+    try:
+        with submission:
+            _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret)
+    except BoxStartError as error:
+        report.grader_error = str(error)
+        report.not_checked["import"] = str(error)
     return report
+
+
+def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret):
+    if submission.load_error:
+        report.not_checked["import"] = submission.load_error
+    else:
+        report.defined = [name for name in names if name in submission.defined]
+        report.notes = submission.notes
+        for name in report.defined:
+            function = submission.function(name, seconds=timeout)
+            report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
+    report.output = submission.printed()
