@@ -54,9 +54,18 @@ import hashlib
 
 import numpy as np
 
-from .diagnose import ATOL, PRECISION_RTOL, RTOL, compare_outputs
+from .diagnose import ATOL, PRECISION_RTOL, RTOL, compare_outputs, in_own_words
 from .registry import get
-from .result import STATUSES, CheckResult, Diagnosis, NotAnArray, NotChecked, Problem, TimeLimitExceeded
+from .result import (
+    STATUSES,
+    CheckResult,
+    Diagnosis,
+    NotAnArray,
+    NotChecked,
+    Problem,
+    SubmissionTooLong,
+    TimeLimitExceeded,
+)
 from .student_call import Clock, copies, describe, exception_message, exit_code, signature_problem, time_limit, unpack
 from .verdict import Verdict
 
@@ -121,11 +130,13 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
                 return stopped
             break
 
-        outputs, problem = unpack(exercise, returned)
+        outputs, problem = unpack(exercise, returned, hidden=hidden)
         if problem:
             verdict.crashed(f"✗ {name}: {problem}\n  ({where})", trial, None)
             break
         problems, error = compare_outputs(exercise, args, outputs, expected)
+        if hidden:  # which output failed and why, never a value (the student's values may carry the inputs)
+            problems = [in_own_words(exercise, problem) for problem in problems]
         verdict.trial_done(trial, where, problems, error)
 
     return verdict.finish(trials_run=verdict.trials_run)
@@ -157,8 +168,9 @@ def _raised(verdict, student_fn, error, trial, where, time_limit):
     right.
     """
     name = verdict.exercise.name
+    hidden = verdict.hidden
     if isinstance(error, NotImplementedError) and trial == 0:
-        said = f" ({error})" if str(error) else ""
+        said = f" ({error})" if str(error) and not hidden else ""
         message = (
             f"✗ {name}: not written yet — your function raised NotImplementedError{said}. "
             "Fill in its body and check again."
@@ -168,14 +180,27 @@ def _raised(verdict, student_fn, error, trial, where, time_limit):
         seconds = f"{time_limit:g} s" if time_limit else str(error).removeprefix("no answer within ")
         message = (
             f"✗ {name}: not checked — your function did not return within {seconds} "
-            f"({where}). Look for a loop that never ends."
+            f"({where}). Look for a loop that never ends, or an answer computed entry by entry "
+            "(e.g. numerical differentiation) instead of from the derivation."
         )
+        return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
+    if isinstance(error, SubmissionTooLong):
+        message = f"✗ {name}: not checked — {error} ({where})."
         return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
     if isinstance(error, (SystemExit, NotChecked)):
         how = error if isinstance(error, NotChecked) else (
             f"your function called exit() or sys.exit({exit_code(error)}) instead of returning")  # fmt: skip
+        if hidden:  # an exit code or the way a process ended can carry a hidden input
+            how = "your function ended its process (exit, a crash or a limit) instead of returning"
         message = f"✗ {name}: not checked — {how} ({where}). Return your answer instead."
         return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
+    if hidden:  # the grader's words only: an exception's text can carry the hidden inputs
+        kind = getattr(error, "type_name", type(error).__name__)
+        kind = kind if kind.isidentifier() and len(kind) <= 40 else "an exception"
+        message = (f"✗ {name} raised {kind} ({where}); on hidden trials the text of the error is not shown — "
+                   "run `microtape exercises check` on your file to see it on the visible trials.")  # fmt: skip
+        verdict.crashed(message, trial, error)
+        return None
     verdict.crashed(exception_message(name, student_fn, error, where), trial, error)
     return None
 

@@ -9,10 +9,19 @@ from dataclasses import dataclass, field
 
 from .registry import KINDS
 
-__all__ = ["CheckResult", "Problem", "Diagnosis", "TimeLimitExceeded", "NotChecked", "NotAnArray", "STATUSES"]
+__all__ = [
+    "CheckResult",
+    "Problem",
+    "Diagnosis",
+    "TimeLimitExceeded",
+    "NotChecked",
+    "SubmissionTooLong",
+    "NotAnArray",
+    "STATUSES",
+]
 
 #: The verdicts of a check, from best to worst.
-STATUSES = ("right", "partly right", "wrong", "not started", "not checked")
+STATUSES = ("right", "partly right", "wrong", "not started", "not checked", "not graded")
 
 
 class TimeLimitExceeded(BaseException):
@@ -25,6 +34,10 @@ class TimeLimitExceeded(BaseException):
 
 class NotChecked(Exception):
     """The student's code left without an answer (it exited, or its process ended); ``str`` says how."""
+
+
+class SubmissionTooLong(NotChecked):
+    """The submission used up its whole time budget (loading, every exercise and every rerun together)."""
 
 
 class NotAnArray:

@@ -294,8 +294,8 @@ class Sandbox:
                     # Root that cannot become nobody (Python lies in a private folder) would run
                     # students' code able to rewrite the installed package: refuse instead.
                     raise BoxStartError(
-                        "could not start the box: refusing to run graded code as root without bubblewrap (it could rewrite the "
-                        "installed package): install bubblewrap, or grade as an ordinary user"
+                        "could not start the box: refusing to run graded code as root without bubblewrap "
+                        "(it could rewrite the installed package): install bubblewrap, or grade as an ordinary user"
                     )
                 user = fresh_uid()
             command, self._lib = _plain_command(python)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..result import NotAnArray, NotChecked, TimeLimitExceeded
+from ..result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded
 from .box import BoxTimeout, ChildGone, Sandbox
 from .boxed.wire import loads_limited
 from .untrusted import safe_text, safe_tree
@@ -44,10 +44,6 @@ MAX_SUBMISSION_BYTES = 256 << 10
 MAX_NOTEBOOK_DEPTH = 32
 #: Seconds for starting Python and numpy in a new box, on top of the submission's own budget.
 START_SECONDS = 5.0
-
-
-class SubmissionTooLong(NotChecked):
-    """The submission used up its whole time budget (loading, every exercise and every rerun together)."""
 
 
 class StudentError(Exception):

@@ -96,7 +96,8 @@ class FileReport:
             print(f"| {line}", file=sys.stderr)
 
 
-def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None):
+def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None,
+               total_seconds=None):  # fmt: skip
     """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
     The student's code runs only in a boxed child (see
@@ -108,7 +109,7 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
     """
     report = FileReport(str(file), list(names))
     try:
-        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout)
+        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout, total_seconds=total_seconds)
     except (OSError, ValueError) as error:
         report.not_checked["import"] = str(error)
         return report
@@ -124,10 +125,13 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
 def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret):
     if submission.load_error:
         report.not_checked["import"] = submission.load_error
-    else:
-        report.defined = [name for name in names if name in submission.defined]
-        report.notes = submission.notes
-        for name in report.defined:
-            function = submission.function(name, seconds=timeout)
-            report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
-    report.output = submission.printed()
+        report.output = submission.printed()
+        return
+    report.defined = [name for name in names if name in submission.defined]
+    report.notes = submission.notes
+    at_load = submission.printed()
+    for name in report.defined:
+        function = submission.function(name, seconds=timeout)
+        report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
+    # On hidden trials what the functions printed is not kept: it could carry the hidden inputs.
+    report.output = at_load if hidden else submission.printed()
