@@ -183,7 +183,9 @@ def _values(exercise, returned, hidden=False):
     if count == 1:
         if isinstance(returned, tuple) and len(returned) != 1:
             return None, f"returned {len(returned)} values; expected one array, {names[0]}."
-        return [returned[0] if isinstance(returned, tuple) else returned], None
+        # A VJP's one gradient comes as (grad_x,) or [grad_x]: the sequences mt.ops.define accepts.
+        one = isinstance(returned, tuple) or (exercise.is_vjp and isinstance(returned, list))
+        return [returned[0] if one else returned], None
     if not isinstance(returned, (tuple, list)):
         kind = "value" if hidden else type(returned).__name__
         return None, f"returned one {kind}; expected a tuple of {count}: {listing}."

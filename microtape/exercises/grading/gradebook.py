@@ -41,7 +41,7 @@ from ..registry import get
 from ..scores import ScoreTable
 from .box import isolation
 from .remote import MAX_SUBMISSION_BYTES
-from .submission import check_file
+from .submission import MAX_TIMEOUT, check_file
 from .untrusted import file_stem, safe_text, spreadsheet_cell
 
 __all__ = [
@@ -60,8 +60,6 @@ __all__ = [
 DEFAULT_TIMEOUT = 5.0
 #: The files graded in the folder.
 SUFFIXES = (".py", ".ipynb")
-#: The longest --timeout accepted (an hour per exercise is already far more than any lab needs).
-MAX_TIMEOUT = 3600.0
 #: Bits of randomness a --secret must carry (what `make assignment` writes has 256).
 SECRET_BITS = 128
 #: Seconds on top of the per-exercise budgets for a whole submission (starting boxes, reruns).

@@ -172,7 +172,7 @@ class BoxedSubmission:
         self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
 
     def function(self, name, seconds):
-        """The boxed function ``name`` as a callable, with ``seconds`` for all its calls together."""
+        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
         return BoxedFunction(self, name, seconds, self.defined.get(name))
 
     def call(self, name, args, seconds):
@@ -202,27 +202,26 @@ class BoxedSubmission:
 
 
 class BoxedFunction:
-    """Calls one exercise function in the box; its time budget is shared by all the trials."""
+    """Calls one exercise function in the box; ``seconds`` is the time limit of *each* call.
+
+    Per call, so more trials never make a fast answer too slow; the whole
+    submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
+    """
 
     def __init__(self, submission, name, seconds, signature):
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
-        self.used = 0.0
         if signature is not None:
             self.__signature__ = signature
 
     def __call__(self, *args):
-        remaining = self.seconds - self.used
-        if remaining <= 0:
-            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s")
-        started = time.monotonic()
         try:
-            return self.submission.call(self.__name__, args, remaining)
+            return self.submission.call(self.__name__, args, self.seconds)
+        except SubmissionTooLong:
+            raise
         except TimeLimitExceeded:
-            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s") from None
-        finally:
-            self.used += time.monotonic() - started
+            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
 
 
 def _rebuild(reply, arrays):

@@ -14,7 +14,7 @@ from ..scores import ScoreTable
 from .box import BoxStartError
 from .remote import BoxedSubmission
 
-__all__ = ["FileReport", "check_file", "DEFAULT_TIMEOUT", "EXIT_CODES"]
+__all__ = ["FileReport", "check_file", "DEFAULT_TIMEOUT", "MAX_TIMEOUT", "EXIT_CODES"]
 
 #: What each exit status of `microtape exercises check` means.
 EXIT_CODES = {
@@ -23,8 +23,10 @@ EXIT_CODES = {
     2: "usage error (no such file, unknown --name, bad option)",
     3: "not checked: the student's code exited, was interrupted, ran past the time limit or crashed at load",
 }
-#: Seconds for running the student's file, and again for each exercise's check.
+#: Seconds for running the student's file, and again for each call of an exercise function.
 DEFAULT_TIMEOUT = 10.0
+#: The longest --timeout accepted (an hour per call is already far more than any lab needs).
+MAX_TIMEOUT = 3600.0
 #: How much of the student's own printed output is shown.
 _SHOWN_OUTPUT_LINES = 20
 

@@ -159,6 +159,9 @@ def load(request, namespace):
             notes.append(f"{where}{_how_it_left(error, seconds)} — the rest of the cell skipped")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+    absent = sys.modules.get("microtape._absent")
+    for name in getattr(absent, "USED", [])[:5]:
+        notes.append(f"uses {name}, which is not in the box ({ONLY}): an exercise that calls it fails")
     defined = {}
     for name in request["names"]:
         fn = namespace.get(name)
