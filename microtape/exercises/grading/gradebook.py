@@ -215,7 +215,7 @@ def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT):
 
 
 def fingerprint(path, names, secret, timeout):
-    """What makes a grade reusable by a rerun: the file's bytes, the exercises, the secret and the time limit.
+    """What makes a grade reusable by a rerun: the student, the file's bytes, the exercises, the secret, the time limit.
 
     Keyed by the secret, so the fingerprint tells nothing about it.
     """
@@ -223,7 +223,8 @@ def fingerprint(path, names, secret, timeout):
         content = hashlib.sha256(Path(path).read_bytes()[: MAX_SUBMISSION_BYTES + 1]).hexdigest()
     except OSError:
         content = "unreadable"
-    text = json.dumps([content, list(names), float(timeout), 2])
+    student = Path(path).stem.encode("utf-8", "surrogateescape").hex()
+    text = json.dumps([student, content, list(names), float(timeout), 2])
     key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
