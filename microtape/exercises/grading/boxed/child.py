@@ -29,7 +29,8 @@ import traceback
 
 # `python -I` puts neither the script's folder nor the current one on the path: the
 # helper folder (wire, the stand-in microtape) and numpy's folder are the only additions.
-sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), sys.argv[1]]
+HELPER_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HELPER_DIR, sys.argv[1]]
 
 import numpy as np  # noqa: E402
 import wire  # noqa: E402
@@ -160,8 +161,11 @@ def load(request, namespace):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     absent = sys.modules.get("microtape._absent")
-    for name in getattr(absent, "USED", [])[:5]:
-        notes.append(f"uses {name}, which is not in the box ({ONLY}): an exercise that calls it fails")
+    noted = []
+    for name in getattr(absent, "USED", []):
+        if len(noted) < 5 and not any(name.startswith(f"{parent}.") for parent in noted):  # one line per package
+            noted.append(name)
+            notes.append(f"uses {name}, which is not in the box ({ONLY}): an exercise that calls it fails")
     defined = {}
     for name in request["names"]:
         fn = namespace.get(name)
@@ -233,8 +237,9 @@ def call(request, arrays, namespace):
 def _raised(error):
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
-    student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache]
-    student = [f for f in student if not f.filename.endswith("child.py")]
+    frames = traceback.extract_tb(error.__traceback__)
+    # The student's frames only: not this helper folder's (child.py, the stand-in microtape).
+    student = [f for f in frames if f.filename in linecache.cache and not f.filename.startswith(HELPER_DIR)]
     if student:
         frame = student[-1]
         reply.update(lineno=frame.lineno, function=frame.name, line=_text(frame.line or ""))

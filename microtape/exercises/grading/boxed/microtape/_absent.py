@@ -17,7 +17,7 @@ __all__ = ["Absent", "USED", "install"]
 #: The absent modules graded code imported, in order (the child notes each once).
 USED = []
 
-_WHY = "is not in the box: graded code has only the standard library, numpy and mt.ops.define"
+_WHY = "is not available to graded code (not in the box): only the standard library, numpy and mt.ops.define are"
 
 
 class Absent:
