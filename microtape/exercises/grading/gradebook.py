@@ -171,15 +171,6 @@ def _not_counted(name, status, message):
                        max_score=exercise.max_score)  # fmt: skip
 
 
-def student_secret(secret, student):
-    """The secret one student's hidden trials are drawn from: the class secret and the student's name.
-
-    One student's leaked trials are then no other student's answer key.
-    """
-    key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
-    return hmac.new(key, b"student:" + student.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
-
-
 def _not_graded(path, names, reason, started):
     """The row of a submission the grader could not grade: no points given, and the reason."""
     reason = safe_text(reason, 300)
@@ -196,7 +187,7 @@ def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT):
     started = time.monotonic()
     student = Path(path).stem
     try:
-        report = check_file(path, names, timeout=timeout, hidden=True, secret=student_secret(secret, student),
+        report = check_file(path, names, timeout=timeout, hidden=True, secret=secret, student=student,
                             total_seconds=timeout * (len(names) + 1) + SUBMISSION_MARGIN)  # fmt: skip
     except Exception as error:  # ours, not the student's: this submission is not graded, the class goes on
         return _not_graded(path, names, f"{type(error).__name__}: {error}", started)

@@ -99,7 +99,7 @@ class FileReport:
 
 
 def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None,
-               total_seconds=None):  # fmt: skip
+               total_seconds=None, student=None):  # fmt: skip
     """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
     The student's code runs only in a boxed child (see
@@ -117,14 +117,15 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
         return report
     try:
         with submission:
-            _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret)
+            _check_loaded(report, submission, names, trials, seed, timeout, hidden, (secret, student))
     except BoxStartError as error:
         report.grader_error = str(error)
         report.not_checked["import"] = str(error)
     return report
 
 
-def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret):
+def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret_and_student):
+    secret, student = secret_and_student
     if submission.load_error:
         report.not_checked["import"] = submission.load_error
         report.output = submission.printed()
@@ -134,6 +135,7 @@ def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secr
     at_load = submission.printed()
     for name in report.defined:
         function = submission.function(name, seconds=timeout)
-        report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
+        report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret,
+                                     student=student)  # fmt: skip
     # On hidden trials what the functions printed is not kept: it could carry the hidden inputs.
     report.output = at_load if hidden else submission.printed()
