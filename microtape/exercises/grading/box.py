@@ -11,7 +11,8 @@ scrubbed environment, in its own session, with limits on CPU time, memory
 (address space), file size, processes and open files, its stdin empty and
 its output going to a capped file. On Linux, when bubblewrap (``bwrap``) is
 installed, it also runs inside new user, pid, network, IPC and mount
-namespaces as the unprivileged user ``nobody``: its file system holds only
+namespaces as a user id of its own (no account has it, no other box shares
+it), under a system-call filter (:mod:`.seccomp`): its file system holds only
 the Python standard library, numpy and the helper folder — not microtape,
 not the grader, not the other submissions — plus an empty, size-limited
 working directory; it has no network and cannot see (so cannot signal) any

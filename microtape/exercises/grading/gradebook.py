@@ -17,8 +17,12 @@ one-line reason; the run goes on.
 What it writes, in a new folder per run (``--out``, default ``grades/``;
 nothing is overwritten): ``STUDENT.json`` (every exercise's status, points,
 feedback, and the cells that failed) and ``STUDENT.txt`` (the feedback as the
-student would read it) per submission, and ``gradebook.csv`` (student,
-exercise, points, max, message). It prints a summary table.
+student would read it) per submission, each written as soon as it is known,
+and ``gradebook.csv`` (student, exercise, points, max, message). It prints a
+summary table. A failure of the grader on one submission is that
+submission's "not graded" row (exit status 1); a rerun with the same secret
+skips the students already graded. Each student's hidden trials are drawn
+from the secret and the student's name; the secret must carry 128 bits.
 """
 
 import csv
@@ -56,7 +60,7 @@ __all__ = [
     "SUFFIXES",
 ]
 
-#: Seconds for running a submission, and again for each exercise's trials.
+#: Seconds for running a submission, and again for each call of an exercise function.
 DEFAULT_TIMEOUT = 5.0
 #: The files graded in the folder.
 SUFFIXES = (".py", ".ipynb")
@@ -73,7 +77,7 @@ def add_arguments(parser):
     parser.add_argument("--csv", metavar="FILE", help="also write the gradebook (student, exercise, points, …) here")
     parser.add_argument("--out", default="grades", metavar="DIR", help="results go in a new folder in DIR")
     parser.add_argument("--secret", metavar="FILE", help="the instructor's secret the hidden trials are drawn from")
-    seconds = f"seconds to run a file, and for each exercise (default: {DEFAULT_TIMEOUT:g})"
+    seconds = f"seconds to run a file, and for each call of an exercise (default: {DEFAULT_TIMEOUT:g}, at most 3600)"
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")

@@ -106,7 +106,8 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
     :mod:`microtape.exercises.grading.box`): this process draws the trials,
     computes the tape's answers and compares, and the child only ever gets
     input arrays and sends back output arrays. The child gets ``timeout``
-    seconds to run the file and ``timeout`` more for each exercise; a child
+    seconds to run the file and ``timeout`` for each call of an exercise function
+    (``total_seconds``, when given, bounds the whole submission); a child
     that overstays is killed, and started again for the next exercise.
     """
     report = FileReport(str(file), list(names))
