@@ -24,6 +24,7 @@ with a deadline and size limits; a child that overstays is killed with its
 whole box.
 """
 
+import functools
 import itertools
 import os
 import secrets
@@ -101,6 +102,16 @@ def _bwrap():
     return path
 
 
+@functools.lru_cache(maxsize=8)
+def _bwrap_has(option):
+    """Does the installed bubblewrap know ``option`` (its --help lists it)?"""
+    try:
+        done = subprocess.run([_bwrap(), "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in done.stdout + done.stderr
+
+
 def isolation():
     """One line saying how the child is isolated here (printed by the grading commands)."""
     if _bwrap():
@@ -175,7 +186,9 @@ def _bwrap_command(bwrap, python, limits, uid, filter_fd):
         become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                   "--clear-groups", "--inh-caps=-all", "--"]  # fmt: skip
     else:
-        command += ["--unshare-all", "--disable-userns"]
+        command += ["--unshare-all"]
+        if _bwrap_has("--disable-userns"):  # bubblewrap 0.8 and later; older: the filter refuses unshare
+            command += ["--disable-userns"]
         become = []
     if filter_fd is not None:
         command += ["--seccomp", str(filter_fd)]
@@ -241,13 +254,17 @@ class Sandbox:
         threads, as ``microtape grade -j N`` does.)
         """
         limits = self.limits
+        # The process limit counts every process of the box's user. As root each box has a user of
+        # its own, so it counts the box alone; as an ordinary user the box's processes are the
+        # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
+        processes = limits.processes if os.geteuid() == 0 else max(limits.processes, 64)
         return [
             shutil.which("prlimit") or "/usr/bin/prlimit",
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
             f"--as={limits.memory_bytes}",
             f"--fsize={limits.file_bytes}",
             f"--nofile={limits.open_files}",
-            f"--nproc={limits.processes}",
+            f"--nproc={processes}",
             "--core=0",
             "--",
             *command,
