@@ -304,7 +304,7 @@ def test_a_notebook_that_forges_the_results_file_and_the_assert_helpers_scores_0
 
 def _secret(tmp_path):
     path = tmp_path / "secret.txt"
-    path.write_text("the instructor's own\n")
+    path.write_text("3f6b0c5e9a8d7e21c4b5a6f70819a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3\n")  # 256 random-looking bits
     return path
 
 

@@ -231,14 +231,15 @@ def dropout_backward(grad_y, mask, p):
 
 def test_a_guessable_or_binary_secret_is_refused_naming_secret(tmp_path, capsys):
     (tmp_path / "ada.py").write_text(RIGHT)
-    for text in ("fall2025", "fall2025" * 8, "a" * 64, b"\xff\xfe\x00binary"):
+    phrase = "kept by the teacher, who alone knows it"
+    for text in ("fall2025", "fall2025" * 8, "a" * 64, phrase, b"\xff\xfe\x00binary"):
         path = tmp_path / "weak.txt"
         (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
         assert main(["grade", str(tmp_path), "--secret", str(path), "--out", str(tmp_path / "o")]) == 2
         assert "--secret" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert gradebook.secret_bits(secrets.token_hex(16)) >= 128  # 128 random bits pass
-    assert gradebook.secret_bits(secrets.token_urlsafe(22)) >= 128
+    assert gradebook.secret_bits("xtyxODDKS_zG7bG6xB-Nzw_0RaYHTw") >= 128  # a token_urlsafe(22)
 
 
 def test_each_students_hidden_trials_are_their_own(tmp_path):

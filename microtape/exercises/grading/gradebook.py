@@ -361,19 +361,26 @@ def summary(graded, names):
 def secret_bits(text):
     """A cautious estimate of the bits of randomness in ``text`` (a secret).
 
-    Counted as the length times log2 of the smallest usual alphabet that holds
-    every character (hex 16, base64 64, printable 95), and no more than the
-    distinct characters and a compressed copy allow — so ``fall2025`` or a
-    word repeated to length count for little.
+    A generated token counts by its alphabet: 4 bits a character in hex, 6 in
+    base64 (upper and lower case and digits mixed, no spaces). Anything else
+    — words, a phrase, one case only — counts like English text, 2 bits a
+    character. Never more than a compressed copy's bits, so a repeated
+    pattern counts for little.
     """
+    import string
     import zlib
 
     if not text:
         return 0.0
-    alphabets = ("0123456789abcdef", "0123456789ABCDEF",
-                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_")  # fmt: skip
-    size = next((len(a) for a in alphabets if set(text) <= set(a)), 95 if text.isprintable() else 256)
-    per_char = math.log2(size)
+    chars = set(text)
+    base64 = set(string.ascii_letters + string.digits + "+/=-_")
+    if chars <= set(string.hexdigits) and (text.lower() == text or text.upper() == text):
+        per_char = 4.0
+    elif chars <= base64 and all(chars & set(kind) for kind in (string.ascii_lowercase, string.ascii_uppercase,
+                                                                string.digits)):  # fmt: skip
+        per_char = 6.0
+    else:
+        per_char = 2.0
     compressed = len(zlib.compress(text.encode("utf-8", "surrogateescape"), 9)) - 6  # zlib's header and checksum
     return min(len(text) * per_char, max(compressed, 0) * 8)
 
