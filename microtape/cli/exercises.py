@@ -10,7 +10,8 @@
 
 ``check`` runs the student's file in a *boxed child process* (see
 :mod:`microtape.exercises.grading.box`), never in this one, with a time limit
-(``--timeout`` seconds for running the file, and again for each exercise);
+(``--timeout`` seconds for running the file, and again for each call of an
+exercise function, so ``--trials 5000`` does not share one budget);
 this process alone draws the trials, computes the tape's answers and
 compares. It prints each exercise's feedback, then a score table with
 partial credit. ``--picture OUT.svg`` (or ``.png``, ``.pdf``) writes the
@@ -35,12 +36,13 @@ Exit status of ``check``:
 """
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from ..exercises.catalogue import list_exercises
 from ..exercises.grading.box import isolation
-from ..exercises.grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, check_file
+from ..exercises.grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, MAX_TIMEOUT, check_file
 from ..exercises.registry import EXERCISES, get
 
 __all__ = ["add_arguments", "run"]
@@ -71,7 +73,7 @@ def add_arguments(parser):
         type=float,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help=f"time limit for running the file, and for each exercise (default: {DEFAULT_TIMEOUT:g})",
+        help=f"time limit for running the file, and for each call of an exercise (default: {DEFAULT_TIMEOUT:g})",
     )
     checker.add_argument(
         "--picture",
@@ -127,8 +129,8 @@ def _check(args):
         return _usage(f"--trials must be at least 1, got {args.trials}")
     if args.seed < 0:
         return _usage(f"--seed must be at least 0, got {args.seed}")
-    if not args.timeout > 0:
-        return _usage(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT):
+        return _usage(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g}, got {args.timeout:g}")
     try:
         wanted = None if not args.name else [get(name).name for name in args.name]
     except ValueError as error:

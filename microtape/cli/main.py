@@ -18,6 +18,7 @@ parses arguments and calls it. Exit status: 0 done (and every check passed),
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -260,7 +261,14 @@ def main(argv=None):
     """Run the command line; returns the exit status (0 ok, 1 a check failed, 2 bad usage)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()  # here, so a closed pipe is seen now, not at exit
+        return status
+    except BrokenPipeError:
+        # `microtape exercises list | head -1`: the reader has all it wants — a normal end.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except UsageError as error:
         if args.debug:
             raise

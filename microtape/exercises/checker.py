@@ -51,12 +51,22 @@ one of these comparisons holds — never on a guess.
 
 import functools
 import hashlib
+import hmac
 
 import numpy as np
 
-from .diagnose import ATOL, PRECISION_RTOL, RTOL, compare_outputs
+from .diagnose import ATOL, PRECISION_RTOL, RTOL, compare_outputs, in_own_words
 from .registry import get
-from .result import STATUSES, CheckResult, Diagnosis, NotAnArray, NotChecked, Problem, TimeLimitExceeded
+from .result import (
+    STATUSES,
+    CheckResult,
+    Diagnosis,
+    NotAnArray,
+    NotChecked,
+    Problem,
+    SubmissionTooLong,
+    TimeLimitExceeded,
+)
 from .student_call import Clock, copies, describe, exception_message, exit_code, signature_problem, time_limit, unpack
 from .verdict import Verdict
 
@@ -79,14 +89,17 @@ __all__ = [
 # ---------------------------------------------------------------- the public API
 
 
-def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None):
+def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None, student=None):
     """Check ``student_fn`` against the tape on seeded random inputs.
 
     ``trials`` defaults to the exercise's number of trials (more cycle through
     them with fresh random numbers); ``hidden=True`` uses the hidden trials,
     which differ from the visible ones and whose numbers are drawn from
     ``secret`` (a string or bytes the teacher keeps: nobody without it can
-    know them; ``microtape grade`` always grades with one). ``time_limit`` (seconds, for all the
+    know them; ``microtape grade`` always grades with one). With ``student`` (a name) the hidden
+    trials are drawn from the secret *and* the name, so one student's trials are no other's answer
+    key — all but the one large trial each exercise has (``"shared"``: the same for the class, so
+    the grader computes its answer once; no source file could hold its answer). ``time_limit`` (seconds, for all the
     trials together) stops a function that does not return — it needs the
     main thread of a Unix process, as in a notebook, a script or
     ``microtape exercises check``; elsewhere it is not enforced.
@@ -99,7 +112,9 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     """
     exercise = get(name)
     trials = _checked_arguments(name, student_fn, exercise.cases(hidden), trials, seed, time_limit)
-    key = _trial_key(seed, hidden, secret)
+    key = _trial_key(seed, hidden, secret, student)
+    shared_key = _trial_key(seed, hidden, secret)
+    cases = exercise.cases(hidden)
 
     verdict = Verdict(exercise, hidden)
     verdict.key = key
@@ -110,7 +125,8 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     clock = Clock(time_limit)
     label = "hidden trial" if hidden else "trial"
     for trial in range(trials):
-        args, expected = _trial(name, hidden, key, trial)
+        shared = cases[trial % len(cases)].get("shared", False)
+        args, expected = _trial(name, hidden, shared_key if shared else key, trial)
         where = f"{label} {trial + 1} of {trials}: " + describe(exercise.parameters, args)
 
         try:
@@ -122,11 +138,13 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
                 return stopped
             break
 
-        outputs, problem = unpack(exercise, returned)
+        outputs, problem = unpack(exercise, returned, hidden=hidden)
         if problem:
             verdict.crashed(f"✗ {name}: {problem}\n  ({where})", trial, None)
             break
         problems, error = compare_outputs(exercise, args, outputs, expected)
+        if hidden:  # which output failed and why, never a value (the student's values may carry the inputs)
+            problems = [in_own_words(exercise, problem) for problem in problems]
         verdict.trial_done(trial, where, problems, error)
 
     return verdict.finish(trials_run=verdict.trials_run)
@@ -158,8 +176,9 @@ def _raised(verdict, student_fn, error, trial, where, time_limit):
     right.
     """
     name = verdict.exercise.name
+    hidden = verdict.hidden
     if isinstance(error, NotImplementedError) and trial == 0:
-        said = f" ({error})" if str(error) else ""
+        said = f" ({error})" if str(error) and not hidden else ""
         message = (
             f"✗ {name}: not written yet — your function raised NotImplementedError{said}. "
             "Fill in its body and check again."
@@ -169,20 +188,39 @@ def _raised(verdict, student_fn, error, trial, where, time_limit):
         seconds = f"{time_limit:g} s" if time_limit else str(error).removeprefix("no answer within ")
         message = (
             f"✗ {name}: not checked — your function did not return within {seconds} "
-            f"({where}). Look for a loop that never ends."
+            f"({where}). Look for a loop that never ends, or an answer computed entry by entry "
+            "(e.g. numerical differentiation) instead of from the derivation."
         )
+        return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
+    if isinstance(error, SubmissionTooLong):
+        message = f"✗ {name}: not checked — {error} ({where})."
         return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
     if isinstance(error, (SystemExit, NotChecked)):
         how = error if isinstance(error, NotChecked) else (
             f"your function called exit() or sys.exit({exit_code(error)}) instead of returning")  # fmt: skip
+        if hidden:  # an exit code or the way a process ended can carry a hidden input
+            how = "your function ended its process (exit, a crash or a limit) instead of returning"
         message = f"✗ {name}: not checked — {how} ({where}). Return your answer instead."
         return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
+    if hidden:  # the grader's words only: an exception's text can carry the hidden inputs
+        kind = getattr(error, "type_name", type(error).__name__)
+        kind = kind if kind.isidentifier() and len(kind) <= 40 else "an exception"
+        message = (f"✗ {name} raised {kind} ({where}); on hidden trials the text of the error is not shown — "
+                   "run `microtape exercises check` on your file to see it on the visible trials.")  # fmt: skip
+        verdict.crashed(message, trial, error)
+        return None
     verdict.crashed(exception_message(name, student_fn, error, where), trial, error)
     return None
 
 
-def _trial_key(seed, hidden, secret):
-    """What seeds the trials: the seed, and for hidden trials the instructor's secret too."""
+def student_secret(secret, student):
+    """The secret one student's hidden trials are drawn from: the class secret and the student's name."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+    return hmac.new(key, b"student:" + student.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()
+
+
+def _trial_key(seed, hidden, secret, student=None):
+    """What seeds the trials: the seed, and for hidden trials the instructor's secret (and the student) too."""
     if not hidden:
         return (int(seed),)
     if secret is None:
@@ -194,11 +232,13 @@ def _trial_key(seed, hidden, secret):
         secret = secret.encode("utf-8")
     if not isinstance(secret, bytes) or not secret:
         raise TypeError(f"check(secret=...): expected a non-empty string or bytes, got {type(secret).__name__}")
+    if student is not None:
+        secret = student_secret(secret, str(student))
     digest = hashlib.sha256(secret).digest()
     return (int(seed), *(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _trial(name, hidden, key, trial):
     """``(args, expected)`` of one trial, made once: read-only arrays (the student gets copies).
 
@@ -216,14 +256,16 @@ def _trial(name, hidden, key, trial):
     return args, expected
 
 
-def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None):
+def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None,
+                   student=None):  # fmt: skip
     """Like :func:`check`, but raise ``AssertionError`` with the feedback when wrong.
 
     For hand-written tests (nbgrader-style): ``assert_correct("softmax_backward",
     softmax_backward, hidden=True, secret=...)``. Returns the :class:`CheckResult` when
     correct.
     """
-    result = check(name, student_fn, trials=trials, seed=seed, hidden=hidden, time_limit=time_limit, secret=secret)
+    result = check(name, student_fn, trials=trials, seed=seed, hidden=hidden, time_limit=time_limit, secret=secret,
+                   student=student)  # fmt: skip
     if not result.ok:
         raise AssertionError(result.message)
     return result

@@ -10,7 +10,7 @@ import numpy as np
 from .result import Diagnosis, Problem
 from .student_call import copies
 
-__all__ = ["RTOL", "ATOL", "PRECISION_RTOL", "compare_outputs", "same"]
+__all__ = ["RTOL", "ATOL", "PRECISION_RTOL", "compare_outputs", "same", "in_own_words"]
 
 #: Tolerances of the float64 comparison. A correct formula agrees with the
 #: tape to ~1e-13 even on the large-score trials; float32 arithmetic is off by
@@ -207,3 +207,37 @@ def _generic_slip(exercise, i, got, expected, cast):
 def _relative(got, want):
     size = float(np.max(np.abs(want))) if want.size else 0.0
     return float(np.max(np.abs(got - want), initial=0.0)) / max(size, 1e-300)
+
+
+# On hidden trials a hint carries no number the student's answer chose (a factor, a shape, an error size).
+_HIDDEN_HINTS = {
+    "precision": "agrees only to low precision: compute in float64 throughout.",
+    "placeholder": "is all zeros — is it still a placeholder?",
+    "sign_flipped": "is minus the right answer: a sign is flipped somewhere.",
+    "transposed": "is the transpose of the right answer.",
+    "swapped_outputs": "these outputs hold each other's right answers: check the order you return them in.",
+    "extra_axis": "has the right numbers in the wrong shape: an axis was added or dropped.",
+    "constant_factor": "is a constant multiple of the right answer: a factor is missing or extra.",
+}
+_HIDDEN_TEXT = {
+    "shape": "{name} has the wrong shape (expected the shape of {like})",
+    "not finite": "{name} holds NaN or inf where the tape's answer does not",
+    "values": "{name} differs from the tape's answer",
+    "precision": "{name} is a float32 or float16 array: graded answers are float64",
+}
+
+
+def in_own_words(exercise, problem):
+    """``problem`` told in the grader's words only: which output failed and why, no value, index or shape."""
+    output = next(output for output in exercise.outputs if output.name == problem.output)
+    text = _HIDDEN_TEXT.get(problem.what, "{name} is wrong").format(name=output.name, like=output.like)
+    if problem.what != "precision" and "; your array is float" in problem.text:
+        text += " (and it is not a float64 array: graded answers are float64, never float16 or float32)"
+    known = {mistake.name for mistake in exercise.mistakes}
+    diagnoses = [
+        d
+        if d.name in known
+        else Diagnosis(d.name, d.kind, f"your {output.name} {_HIDDEN_HINTS.get(d.name, 'is wrong.')}")
+        for d in problem.diagnoses
+    ]
+    return Problem(problem.output, problem.what, text + " on a hidden trial", diagnoses=diagnoses)

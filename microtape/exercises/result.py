@@ -16,12 +16,13 @@ __all__ = [
     "Diagnosis",
     "TimeLimitExceeded",
     "NotChecked",
+    "SubmissionTooLong",
     "NotAnArray",
     "STATUSES",
 ]
 
 #: The verdicts of a check, from best to worst.
-STATUSES = ("right", "partly right", "wrong", "not started", "not checked")
+STATUSES = ("right", "partly right", "wrong", "not started", "not checked", "not graded")
 
 
 class TimeLimitExceeded(BaseException):
@@ -34,6 +35,10 @@ class TimeLimitExceeded(BaseException):
 
 class NotChecked(Exception):
     """The student's code left without an answer (it exited, or its process ended); ``str`` says how."""
+
+
+class SubmissionTooLong(NotChecked):
+    """The submission used up its whole time budget (loading, every exercise and every rerun together)."""
 
 
 class NotAnArray:

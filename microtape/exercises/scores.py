@@ -69,7 +69,7 @@ def score_table(results):
 
 
 def _outputs_text(result):
-    if result.status in ("not started", "not checked"):
+    if result.status in ("not started", "not checked", "not graded"):
         return "—"
     if result.status == "partly right":
         return f"right: {', '.join(result.right_outputs)}; not yet: {', '.join(result.wrong_outputs)}"

@@ -152,9 +152,12 @@ def _where_raised(student_fn, error):
     return frame.filename, frame.lineno, frame.name, (frame.line or "").strip()
 
 
-def unpack(exercise, returned):
-    """The returned value as a list of numeric arrays, one per output, or a problem message."""
-    values, problem = _values(exercise, returned)
+def unpack(exercise, returned, *, hidden=False):
+    """The returned value as a list of numeric arrays, one per output, or a problem message.
+
+    With ``hidden=True`` the message names no type or description the student's code chose.
+    """
+    values, problem = _values(exercise, returned, hidden)
     if problem:
         return None, problem
     arrays = []
@@ -162,19 +165,21 @@ def unpack(exercise, returned):
         if value is None:
             return None, f"{output.name} is None; expected an array shaped like {output.like}."
         if isinstance(value, NotAnArray):
-            return None, f"{output.name} is a {value.what}; expected a float array shaped like {output.like}."
+            what = "not an array of numbers" if hidden else f"a {value.what}"
+            return None, f"{output.name} is {what}; expected a float array shaped like {output.like}."
         try:
             array = np.asarray(value)
         except Exception:  # ragged lists and the like
             array = None
         if array is None or array.dtype.kind not in "biuf":
             kind = type(value).__name__ if array is None else f"{type(value).__name__} of dtype {array.dtype}"
-            return None, f"{output.name} is a {kind}; expected a float array shaped like {output.like}."
+            kind = "not an array of real numbers" if hidden else f"a {kind}"
+            return None, f"{output.name} is {kind}; expected a float array shaped like {output.like}."
         arrays.append(array)
     return arrays, None
 
 
-def _values(exercise, returned):
+def _values(exercise, returned, hidden=False):
     """``(one value per output, None)``, or ``(None, a problem message)`` when the count or form is off."""
     names = [output.name for output in exercise.outputs]
     count = len(names)
@@ -188,7 +193,8 @@ def _values(exercise, returned):
         if problem:
             return None, f"{problem} — {listing} (mt.ops.define's op would refuse it when it runs backward)."
     if isinstance(returned, NotAnArray):
-        return None, f"returned {returned.what}; expected {listing if count > 1 else 'one array, ' + names[0]}."
+        what = "something that is not an array of numbers" if hidden else returned.what
+        return None, f"returned {what}; expected {listing if count > 1 else 'one array, ' + names[0]}."
     if isinstance(returned, dict):
         missing = [n for n in names if n not in returned]
         if missing:
@@ -197,9 +203,12 @@ def _values(exercise, returned):
     if count == 1:
         if isinstance(returned, tuple) and len(returned) != 1:
             return None, f"returned {len(returned)} values; expected one array, {names[0]}."
-        return [returned[0] if isinstance(returned, tuple) else returned], None
+        # A VJP's one gradient comes as (grad_x,) or [grad_x]: the sequences mt.ops.define accepts.
+        one = isinstance(returned, tuple) or (exercise.is_vjp and isinstance(returned, list))
+        return [returned[0] if one else returned], None
     if not isinstance(returned, (tuple, list)):
-        return None, f"returned one {type(returned).__name__}; expected a tuple of {count}: {listing}."
+        kind = "value" if hidden else type(returned).__name__
+        return None, f"returned one {kind}; expected a tuple of {count}: {listing}."
     if len(returned) != count:
         return None, f"returned {len(returned)} values; expected {count}: {listing}."
     return list(returned), None

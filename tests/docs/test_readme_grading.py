@@ -50,7 +50,8 @@ def test_the_teachers_grade_command(tmp_path, monkeypatch, capsys):
     (tmp_path / "handed_in" / "ada.py").write_text(
         "import numpy as np\n\ndef dropout_backward(grad_y, mask, p):\n    return grad_y * mask / (1 - p)\n"
     )
-    (tmp_path / "secret.txt").write_text("kept by the teacher\n")
+    # 256 bits in hex, as `make assignment` writes (a fixed one: the test is reproducible)
+    (tmp_path / "secret.txt").write_text("b1946ac92492d2347c6235b4d26111845e1b4f25e37a4e1d9c9f27b2e2d3a7c0\n")
     (line,) = [line for line in _lines() if line.startswith("microtape grade")]
     assert main([*shlex.split(line)[1:], "--name", "dropout_backward"]) == 0
     assert "1 submission graded" in capsys.readouterr().out

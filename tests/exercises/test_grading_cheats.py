@@ -93,11 +93,13 @@ def test_asking_the_engine_for_the_answer_scores_0(tmp_path, cheat):
 
 
 def test_a_forbidden_import_is_named(tmp_path):
+    # Issue #35: an import of microtape's engine costs only the exercises that use it, said in one line.
     report = _grade(tmp_path, "import microtape.engine.tape\n")
-    assert report.not_checked["import"] == (
-        "running the file imports microtape.engine, which is not in the box "
-        "(graded code has only the standard library, numpy and mt.ops.define)"
-    )
+    assert "import" not in report.not_checked
+    assert report.notes == [
+        "uses microtape.engine, which is not in the box (graded code has only the standard library, numpy and "
+        "mt.ops.define): an exercise that calls it fails"
+    ], report.notes
     inside = _grade(tmp_path, "def softmax_backward(p, grad_p):\n    import torch\n")
     message = inside.results["softmax_backward"].message
     assert "No module named 'torch': graded code has only the standard library, numpy" in message, message
@@ -302,7 +304,7 @@ def test_a_notebook_that_forges_the_results_file_and_the_assert_helpers_scores_0
 
 def _secret(tmp_path):
     path = tmp_path / "secret.txt"
-    path.write_text("the instructor's own\n")
+    path.write_text("3f6b0c5e9a8d7e21c4b5a6f70819a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3\n")  # 256 random-looking bits
     return path
 
 

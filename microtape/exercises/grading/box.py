@@ -11,7 +11,8 @@ scrubbed environment, in its own session, with limits on CPU time, memory
 (address space), file size, processes and open files, its stdin empty and
 its output going to a capped file. On Linux, when bubblewrap (``bwrap``) is
 installed, it also runs inside new user, pid, network, IPC and mount
-namespaces as the unprivileged user ``nobody``: its file system holds only
+namespaces as a user id of its own (no account has it, no other box shares
+it), under a system-call filter (:mod:`.seccomp`): its file system holds only
 the Python standard library, numpy and the helper folder — not microtape,
 not the grader, not the other submissions — plus an empty, size-limited
 working directory; it has no network and cannot see (so cannot signal) any
@@ -23,7 +24,10 @@ with a deadline and size limits; a child that overstays is killed with its
 whole box.
 """
 
+import functools
+import itertools
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -37,29 +41,54 @@ from pathlib import Path
 
 import numpy as np
 
+from . import seccomp
 from .boxed import wire
 
-__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "isolation", "HELPER"]
+__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "isolation", "HELPER", "fresh_uid"]
 
 #: The folder the child runs from (on its sys.path): child.py, wire.py, the stand-in microtape.
 HELPER = Path(__file__).resolve().parent / "boxed"
 NOBODY = 65534
+#: Seconds a new box has to start Python and numpy and say it is ready (several may start at once).
+START_SECONDS = 30.0
+#: How many times a box that does not start is tried before the grader gives up (its error, not the student's).
+START_ATTEMPTS = 3
+
+# Each box runs as a user of its own: a uid no account has, drawn from a range far above any real
+# one, from a random start per grader process (two graders on one machine do not meet) plus a counter.
+_UID_BASE = 1_000_000_000 + secrets.randbelow(500_000_000)
+_uid_counter = itertools.count()
+
+
+def fresh_uid():
+    """A uid no other box and no account uses: the kernel's process limit then counts this box alone."""
+    return _UID_BASE + next(_uid_counter) % 500_000_000
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one child may use: CPU seconds, memory, bytes per written file, processes, open files."""
+    """What one box may use: CPU seconds, memory, bytes per written file, processes, open files.
+
+    ``memory_bytes`` is per process, and a box may hold at most ``processes``
+    processes and threads (its user is its own: nothing else counts), so the
+    whole box holds at most ``processes × memory_bytes`` plus its two small
+    scratch folders (``2 × workdir_bytes``). A numpy function needs one process.
+    """
 
     cpu_seconds: int = 120
-    memory_bytes: int = 2 << 30
+    memory_bytes: int = 1 << 30
     file_bytes: int = 16 << 20
-    processes: int = 64
+    processes: int = 3
     open_files: int = 64
     workdir_bytes: int = 32 << 20
 
 
 class ChildGone(Exception):
     """The child ended, closed its pipe or broke the message format; ``str`` says how (one line)."""
+
+
+class BoxStartError(Exception):
+    """No box could be started (after retries): the grader's problem, never the student's."""
 
 
 class BoxTimeout(Exception):
@@ -73,10 +102,24 @@ def _bwrap():
     return path
 
 
+@functools.lru_cache(maxsize=8)
+def _bwrap_has(option):
+    """Does the installed bubblewrap know ``option`` (its --help lists it)?"""
+    try:
+        done = subprocess.run([_bwrap(), "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return option in done.stdout + done.stderr
+
+
 def isolation():
     """One line saying how the child is isolated here (printed by the grading commands)."""
     if _bwrap():
-        return "isolation: bubblewrap (own user, pid, network and mount namespaces; numpy and the stdlib only)"
+        calls = "a system-call filter" if seccomp.supported() else "no system-call filter on this architecture"
+        return (
+            "isolation: bubblewrap (a user of its own, own pid, network and mount namespaces, "
+            f"{calls}; numpy and the stdlib only)"
+        )
     return (
         "isolation: resource limits and an own session only — bubblewrap (bwrap) is not installed, so "
         "graded code can read the file system (as root it is not run at all); install it "
@@ -117,38 +160,55 @@ def _bind_root_links(command):
             command += ["--ro-bind", str(path), str(path)]
 
 
-def _bwrap_command(bwrap, python, limits):
+def _package_folders(prefix):
+    """Every folder of installed Python packages on this machine that the box must not show."""
+    minor = f"python3.{sys.version_info.minor}"
+    folders = {Path("/usr/lib/python3"), Path("/usr/local/lib/python3"), Path("/usr/local/lib") / minor}
+    for root in {Path("/usr"), Path("/usr/local"), prefix}:
+        for name in ("site-packages", "dist-packages"):
+            folders.add(root / "lib" / minor / name)
+    for key in ("purelib", "platlib"):
+        for scheme_vars in ({}, {"base": str(prefix), "platbase": str(prefix)}):
+            folders.add(Path(sysconfig.get_paths(vars=scheme_vars)[key]))
+    return sorted(folder for folder in folders if folder.is_dir())
+
+
+def _bwrap_command(bwrap, python, limits, uid, filter_fd):
     prefix = Path(sys.base_prefix).resolve()
-    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     command = [bwrap, "--die-with-parent", "--new-session", "--clearenv"]
     if os.geteuid() == 0:
-        # As root bwrap makes the namespaces itself, and setpriv then becomes the real user
-        # nobody: a user namespace would map the box's user back to root, whom the kernel
-        # exempts from the process limit (a fork bomb would not be stopped).
+        # As root bwrap makes the namespaces itself, and setpriv then becomes a user of the box's
+        # own (no account has it): a user namespace would map the box's user back to root, whom the
+        # kernel exempts from the process limit, and a shared user (nobody) shares that limit with
+        # every other box and service running as it. Nested user namespaces are refused by the
+        # system-call filter (bwrap's --disable-userns needs a user namespace of its own).
         command += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+        become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                   "--clear-groups", "--inh-caps=-all", "--"]  # fmt: skip
     else:
         command += ["--unshare-all"]
+        if _bwrap_has("--disable-userns"):  # bubblewrap 0.8 and later; older: the filter refuses unshare
+            command += ["--disable-userns"]
         become = []
+    if filter_fd is not None:
+        command += ["--seccomp", str(filter_fd)]
     command += ["--ro-bind", "/usr", "/usr"]
     _bind_root_links(command)
-    for hidden in ("/usr/local", "/usr/lib/python3", f"/usr/lib/python3.{sys.version_info.minor}"):
-        if Path(hidden).is_dir() and not str(prefix).startswith(hidden):
-            command += ["--tmpfs", hidden]  # other Python packages of the system: not in the box
-    for parent in reversed(prefix.parents[:-1]):  # e.g. /root: made readable, or nobody cannot reach Python
+    for parent in reversed(prefix.parents[:-1]):  # e.g. /root: made readable, or the box's user cannot reach Python
         command += ["--perms", "0755", "--dir", str(parent)]
-    command += ["--ro-bind", str(prefix), str(prefix)]
-    site = stdlib / "site-packages"
-    if site.is_dir():
-        command += ["--tmpfs", str(site)]  # the interpreter's own installed packages: not in the box
+    if not prefix.is_relative_to("/usr"):
+        command += ["--ro-bind", str(prefix), str(prefix)]
+    # Every folder of installed packages, the system's and the grader's, emptied *after* the binds
+    # above (a later bind of the prefix would show them again): the standard library stays.
+    for folder in _package_folders(prefix):
+        command += ["--tmpfs", str(folder)]
     lib = "/box/lib"
     command += ["--perms", "0755", "--dir", "/box", "--perms", "0755", "--dir", lib]
     for folder in _numpy_dirs():
         command += ["--ro-bind", str(folder), f"{lib}/{folder.name}"]
     command += ["--ro-bind", str(HELPER), "/box/helper"]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    for scratch in ("/work", "/tmp"):  # writable by nobody, and small: a 10 GB write fails with ENOSPC
+    for scratch in ("/work", "/tmp"):  # writable by the box's user, and small: a 10 GB write fails with ENOSPC
         command += ["--perms", "1777", "--size", str(limits.workdir_bytes), "--tmpfs", scratch]
     command += ["--chdir", "/work"]
     for key, value in _environment().items():
@@ -183,6 +243,7 @@ class Sandbox:
         self.process = None
         self.output = None  # the child's stdout and stderr (a capped temporary file)
         self._lib = None
+        self._requests = self._replies = None
 
     # ---------------------------------------------------------------- starting and stopping
 
@@ -193,35 +254,68 @@ class Sandbox:
         threads, as ``microtape grade -j N`` does.)
         """
         limits = self.limits
+        # The process limit counts every process of the box's user. As root each box has a user of
+        # its own, so it counts the box alone; as an ordinary user the box's processes are the
+        # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
+        processes = limits.processes if os.geteuid() == 0 else max(limits.processes, 64)
         return [
             shutil.which("prlimit") or "/usr/bin/prlimit",
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
             f"--as={limits.memory_bytes}",
             f"--fsize={limits.file_bytes}",
             f"--nofile={limits.open_files}",
-            f"--nproc={limits.processes}",
+            f"--nproc={processes}",
             "--core=0",
             "--",
             *command,
         ]
 
     def start(self):
+        """Start a box and wait for it to say it is ready; retried, then :class:`BoxStartError`."""
+        reason = "it did not start"
+        for attempt in range(START_ATTEMPTS):
+            try:
+                self._start_once()
+                header, _ = wire.read_message(lambda n: self._read_exactly(n, time.monotonic() + START_SECONDS))
+                if header.get("event") == "ready":
+                    return
+                reason = "it sent something else than its ready message"
+            except (ChildGone, BoxTimeout, wire.WireError, OSError) as error:
+                reason = str(error) or type(error).__name__
+                if isinstance(error, BoxTimeout):
+                    reason = f"it was not ready within {START_SECONDS:g} s"
+            printed = self.printed(300).strip()
+            self.close()
+            if printed:
+                reason += f" ({printed.splitlines()[-1][:200]})"
+            time.sleep(0.2 * (attempt + 1))
+        raise BoxStartError(f"could not start the box: {reason}")
+
+    def _start_once(self):
         python = str(Path(sys.executable).resolve())
         bwrap = _bwrap()
         user = None
+        filter_file = None
         if bwrap:
-            command, self._lib = _bwrap_command(bwrap, python, self.limits)
+            program = seccomp.filter_program()
+            if program is not None:
+                filter_file = tempfile.TemporaryFile()
+                filter_file.write(program)
+                filter_file.flush()
+                filter_file.seek(0)
+            filter_fd = None if filter_file is None else filter_file.fileno()
+            command, self._lib = _bwrap_command(bwrap, python, self.limits, fresh_uid(), filter_fd)
             env = {}  # bwrap clears it and sets the box's own
         else:
             if os.geteuid() == 0:
                 if not (_readable_by_all(python) and _readable_by_all(HELPER)):
                     # Root that cannot become nobody (Python lies in a private folder) would run
                     # students' code able to rewrite the installed package: refuse instead.
-                    raise ChildGone(
-                        "refusing to run graded code as root without bubblewrap (it could rewrite the "
-                        "installed package): install bubblewrap, or grade as an ordinary user"
+                    raise BoxStartError(
+                        "could not start the box: refusing to run graded code as root without bubblewrap "
+                        "(it could rewrite the installed package): install bubblewrap, or grade as an ordinary user"
                     )
-                user = NOBODY
+                user = fresh_uid()
             command, self._lib = _plain_command(python)
             env = _environment()
         self.output = tempfile.TemporaryFile()
@@ -229,6 +323,16 @@ class Sandbox:
         self._replies, replies_write = os.pipe()
         # The child is told its two pipe ends by number (they are inherited through bwrap).
         command += ["--fds", str(requests_read), str(replies_write)]
+        inherited = (requests_read, replies_write) + (() if filter_file is None else (filter_file.fileno(),))
+        try:
+            self._popen(command, env, bwrap, inherited, user)
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
+            if filter_file is not None:
+                filter_file.close()
+
+    def _popen(self, command, env, bwrap, inherited, user):
         self.process = subprocess.Popen(
             self._limited(command),
             stdin=subprocess.DEVNULL,
@@ -237,13 +341,11 @@ class Sandbox:
             env=env,
             cwd=tempfile.gettempdir() if not bwrap else "/",
             start_new_session=True,
-            pass_fds=(requests_read, replies_write),
+            pass_fds=inherited,
             user=user,
             group=user,
             extra_groups=[] if user is not None else None,
         )
-        os.close(requests_read)
-        os.close(replies_write)
 
     def close(self):
         """Kill the child (and its whole box) and forget it; safe to call twice."""
@@ -254,9 +356,11 @@ class Sandbox:
                 pass
             self.process.kill()
             self.process.wait()
-            for fd in (self._requests, self._replies):
-                os.close(fd)
             self.process = None
+        for fd in (self._requests, self._replies):
+            if fd is not None:
+                os.close(fd)
+        self._requests = self._replies = None
         if self._lib:
             shutil.rmtree(self._lib, ignore_errors=True)
             self._lib = None

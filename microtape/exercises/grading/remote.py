@@ -18,19 +18,32 @@ it, for the next exercise.
 """
 
 import inspect
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..result import NotAnArray, NotChecked, TimeLimitExceeded
+from ..result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded
 from .box import BoxTimeout, ChildGone, Sandbox
+from .boxed.wire import loads_limited
+from .untrusted import safe_text, safe_tree
 
-__all__ = ["BoxedSubmission", "StudentError", "read_submission", "MAX_SUBMISSION_BYTES"]
+__all__ = [
+    "BoxedSubmission",
+    "StudentError",
+    "SubmissionTooLong",
+    "read_submission",
+    "MAX_SUBMISSION_BYTES",
+    "MAX_NOTEBOOK_DEPTH",
+]
 
-#: A submission file larger than this is not read (no honest answer file is near it).
-MAX_SUBMISSION_BYTES = 4 << 20
+#: A submission file larger than this is not read: a lab's answers are a few KB, and a limit
+#: this low leaves no room to smuggle in a whole library (zipped microtape is ~550 KB).
+MAX_SUBMISSION_BYTES = 256 << 10
+#: A notebook's JSON nests ~5 deep; deeper is refused before it is parsed.
+MAX_NOTEBOOK_DEPTH = 32
+#: Seconds for starting Python and numpy in a new box, on top of the submission's own budget.
+START_SECONDS = 5.0
 
 
 class StudentError(Exception):
@@ -49,20 +62,24 @@ def read_submission(path):
         raise ValueError("the submission is not a plain file (a link, a folder or a device)")
     size = path.stat().st_size
     if size > MAX_SUBMISSION_BYTES:
-        raise ValueError(f"the file is {size >> 20} MB; a submission may be at most {MAX_SUBMISSION_BYTES >> 20} MB")
-    text = path.read_bytes().decode("utf-8", errors="replace")
+        raise ValueError(f"the file is {size >> 10} KB; a submission may be at most {MAX_SUBMISSION_BYTES >> 10} KB")
+    data = path.read_bytes()
     if path.suffix != ".ipynb":
-        return "file", [text]
+        # utf-8-sig: a file saved with a byte-order mark (some Windows editors) reads as Python does.
+        return "file", [data.decode("utf-8-sig", errors="replace")]
     try:
-        notebook = json.loads(text)
+        notebook = loads_limited(data.removeprefix(b"\xef\xbb\xbf"), max_depth=MAX_NOTEBOOK_DEPTH)
         cells = notebook["cells"]
         sources = []
         for cell in cells:
             if cell.get("cell_type") == "code":
                 source = cell.get("source", "")
-                sources.append("".join(source) if isinstance(source, list) else str(source))
+                if isinstance(source, list):
+                    source = "".join(str(line) for line in source)
+                sources.append(str(source))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"the notebook is not valid notebook JSON ({type(error).__name__}: {error})") from None
+        message = safe_text(f"{type(error).__name__}: {error}", 200)
+        raise ValueError(f"the notebook is not valid notebook JSON ({message})") from None
     return "cells", sources
 
 
@@ -85,10 +102,13 @@ def _signature(spec):
 class BoxedSubmission:
     """A student's code, run in a :class:`~microtape.exercises.grading.box.Sandbox` (again after each kill)."""
 
-    def __init__(self, mode, cells, filename, names, *, load_seconds=10.0, limits=None):
+    def __init__(self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, total_seconds=None):
         self.request = {"op": "load", "mode": mode, "cells": cells, "filename": filename, "names": list(names),
-                        "cell_seconds": load_seconds}  # fmt: skip
+                        "load_seconds": load_seconds}  # fmt: skip
         self.load_seconds = load_seconds
+        # The whole submission's time: loading it, every exercise, and every rerun after a kill.
+        self.total_seconds = total_seconds
+        self._deadline = None if total_seconds is None else time.monotonic() + total_seconds
         self.box = Sandbox(limits)
         self.defined = {}  # exercise name -> inspect.Signature (None: unknown)
         self.notes = []  # one line per notebook cell that failed
@@ -111,29 +131,48 @@ class BoxedSubmission:
         self.box.close()
 
     def printed(self):
-        return self.box.printed()
+        return safe_text(self.box.printed(), lines=True)
+
+    def _within_budget(self, seconds):
+        """``seconds``, or what is left of the submission's whole budget when that is less."""
+        if self._deadline is None:
+            return seconds
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise SubmissionTooLong(f"the submission took too long (over {self.total_seconds:g} s in all)")
+        return min(seconds, left)
 
     def load(self):
-        """Run the submission in a (new) child; sets ``defined``, ``notes`` or ``load_error``."""
-        seconds = self.load_seconds * max(1, len(self.request["cells"])) + 5.0  # + starting Python and numpy
+        """Run the submission in a (new) child; sets ``defined``, ``notes`` or ``load_error``.
+
+        Raises :class:`~microtape.exercises.grading.box.BoxStartError` when no box could be
+        started (the grader's problem, not the student's).
+        """
+        # One budget for the whole file, however many cells it has (+ starting Python and numpy).
         try:
+            seconds = self._within_budget(self.load_seconds + START_SECONDS)
             reply, _ = self.box.request(self.request, timeout=seconds)
+        except SubmissionTooLong as error:
+            self.load_error = str(error)
+            return
         except BoxTimeout:
             self.load_error = f"running it did not finish within {self.load_seconds:g} s (the process was stopped)"
             return
         except ChildGone as error:
-            self.load_error = f"running it failed: {error}"
+            self.load_error = f"running it failed: {safe_text(error, 300)}"
             return
+        reply = safe_tree(reply)
         self._loaded = True
         if reply.get("event") != "loaded":
             self.load_error = str(reply.get("message", "it did not load"))[:400]
             return
         defined = reply.get("defined")
         self.defined = {name: _signature(spec) for name, spec in defined.items()} if isinstance(defined, dict) else {}
-        self.notes = [str(note)[:400] for note in reply.get("notes", [])][:20]
+        notes = reply.get("notes")
+        self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
 
     def function(self, name, seconds):
-        """The boxed function ``name`` as a callable, with ``seconds`` for all its calls together."""
+        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
         return BoxedFunction(self, name, seconds, self.defined.get(name))
 
     def call(self, name, args, seconds):
@@ -148,37 +187,41 @@ class BoxedSubmission:
                 arrays.append(np.asarray(arg))
             else:
                 specs.append({"value": arg})
+        limited = self._within_budget(seconds)
         try:
-            reply, returned = self.box.request({"op": "call", "name": name, "args": specs}, arrays, timeout=seconds)
+            reply, returned = self.box.request({"op": "call", "name": name, "args": specs}, arrays, timeout=limited)
         except BoxTimeout:
+            if limited < seconds:
+                raise SubmissionTooLong(
+                    f"the submission took too long (over {self.total_seconds:g} s in all)"
+                ) from None
             raise TimeLimitExceeded(f"no answer within {seconds:g} s") from None
         except ChildGone as error:
-            raise NotChecked(str(error)) from None
-        return _rebuild(reply, returned)
+            raise NotChecked(safe_text(error, 300)) from None
+        return _rebuild(safe_tree(reply), returned)
 
 
 class BoxedFunction:
-    """Calls one exercise function in the box; its time budget is shared by all the trials."""
+    """Calls one exercise function in the box; ``seconds`` is the time limit of *each* call.
+
+    Per call, so more trials never make a fast answer too slow; the whole
+    submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
+    """
 
     def __init__(self, submission, name, seconds, signature):
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
-        self.used = 0.0
         if signature is not None:
             self.__signature__ = signature
 
     def __call__(self, *args):
-        remaining = self.seconds - self.used
-        if remaining <= 0:
-            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s")
-        started = time.monotonic()
         try:
-            return self.submission.call(self.__name__, args, remaining)
+            return self.submission.call(self.__name__, args, self.seconds)
+        except SubmissionTooLong:
+            raise
         except TimeLimitExceeded:
-            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s") from None
-        finally:
-            self.used += time.monotonic() - started
+            raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
 
 
 def _rebuild(reply, arrays):

@@ -11,9 +11,10 @@ import sys
 from ..checker import CheckResult, check
 from ..registry import get
 from ..scores import ScoreTable
+from .box import BoxStartError
 from .remote import BoxedSubmission
 
-__all__ = ["FileReport", "check_file", "DEFAULT_TIMEOUT", "EXIT_CODES"]
+__all__ = ["FileReport", "check_file", "DEFAULT_TIMEOUT", "MAX_TIMEOUT", "EXIT_CODES"]
 
 #: What each exit status of `microtape exercises check` means.
 EXIT_CODES = {
@@ -22,8 +23,10 @@ EXIT_CODES = {
     2: "usage error (no such file, unknown --name, bad option)",
     3: "not checked: the student's code exited, was interrupted, ran past the time limit or crashed at load",
 }
-#: Seconds for running the student's file, and again for each exercise's check.
+#: Seconds for running the student's file, and again for each call of an exercise function.
 DEFAULT_TIMEOUT = 10.0
+#: The longest --timeout accepted (an hour per call is already far more than any lab needs).
+MAX_TIMEOUT = 3600.0
 #: How much of the student's own printed output is shown.
 _SHOWN_OUTPUT_LINES = 20
 
@@ -39,6 +42,7 @@ class FileReport:
         self.not_checked = {}  # name or "import" -> message
         self.output = ""  # what the student's code printed
         self.notes = []  # notebook cells that failed (one line each)
+        self.grader_error = None  # one line when the grader, not the file, failed (no box could start)
 
     def _not_checked_result(self, name, message):
         exercise = get(name)
@@ -94,30 +98,45 @@ class FileReport:
             print(f"| {line}", file=sys.stderr)
 
 
-def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None):
+def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None,
+               total_seconds=None, student=None):  # fmt: skip
     """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
     The student's code runs only in a boxed child (see
     :mod:`microtape.exercises.grading.box`): this process draws the trials,
     computes the tape's answers and compares, and the child only ever gets
     input arrays and sends back output arrays. The child gets ``timeout``
-    seconds to run the file and ``timeout`` more for each exercise; a child
+    seconds to run the file and ``timeout`` for each call of an exercise function
+    (``total_seconds``, when given, bounds the whole submission); a child
     that overstays is killed, and started again for the next exercise.
     """
     report = FileReport(str(file), list(names))
     try:
-        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout)
+        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout, total_seconds=total_seconds)
     except (OSError, ValueError) as error:
         report.not_checked["import"] = str(error)
         return report
-    with submission:
-        if submission.load_error:
-            report.not_checked["import"] = submission.load_error
-        else:
-            report.defined = [name for name in names if name in submission.defined]
-            report.notes = submission.notes
-            for name in report.defined:
-                function = submission.function(name, seconds=timeout)
-                report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret)
-        report.output = submission.printed()
+    try:
+        with submission:
+            _check_loaded(report, submission, names, trials, seed, timeout, hidden, (secret, student))
+    except BoxStartError as error:
+        report.grader_error = str(error)
+        report.not_checked["import"] = str(error)
     return report
+
+
+def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret_and_student):
+    secret, student = secret_and_student
+    if submission.load_error:
+        report.not_checked["import"] = submission.load_error
+        report.output = submission.printed()
+        return
+    report.defined = [name for name in names if name in submission.defined]
+    report.notes = submission.notes
+    at_load = submission.printed()
+    for name in report.defined:
+        function = submission.function(name, seconds=timeout)
+        report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret,
+                                     student=student)  # fmt: skip
+    # On hidden trials what the functions printed is not kept: it could carry the hidden inputs.
+    report.output = at_load if hidden else submission.printed()

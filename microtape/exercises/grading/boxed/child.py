@@ -24,11 +24,13 @@ import linecache
 import os
 import signal
 import sys
+import time
 import traceback
 
 # `python -I` puts neither the script's folder nor the current one on the path: the
 # helper folder (wire, the stand-in microtape) and numpy's folder are the only additions.
-sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), sys.argv[1]]
+HELPER_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HELPER_DIR, sys.argv[1]]
 
 import numpy as np  # noqa: E402
 import wire  # noqa: E402
@@ -52,10 +54,59 @@ def _text(value):
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
+def _statement_starts(source):
+    """The numbers of the lines that begin a new statement: not inside brackets, a string or a ``\\`` line.
+
+    The same rule IPython's input transformers apply: only there can ``%`` or
+    ``!`` begin a magic or shell line; inside parentheses a line starting with
+    ``!=`` or ``%`` (a black-formatted continuation) is Python.
+    """
+    starts, depth, quote, continued = [], 0, None, False
+    for number, line in enumerate(source.splitlines()):
+        if depth == 0 and quote is None and not continued:
+            starts.append(number)
+        continued = False
+        i = 0
+        while i < len(line):
+            char = line[i]
+            if quote is not None:
+                if char == "\\":
+                    i += 2
+                    continue
+                if line.startswith(quote, i):
+                    i += len(quote)
+                    quote = None
+                    continue
+            elif char == "#":
+                break
+            elif char in "\"'":
+                triple = char * 3
+                quote = triple if line.startswith(triple, i) else char
+                i += len(quote)
+                continue
+            elif char in "([{":
+                depth += 1
+            elif char in ")]}":
+                depth = max(0, depth - 1)
+            i += 1
+        if quote is not None and len(quote) == 1:
+            quote = None  # an unclosed one-line string: Python's error, not ours to follow
+        continued = line.endswith("\\") and quote is None
+    return set(starts)
+
+
 def _strip_magics(source):
     """A notebook cell without IPython's ``%magic`` and ``!shell`` lines (they are not Python)."""
     lines = source.splitlines()
-    kept = ["pass  # (an IPython line)" if line.lstrip().startswith(("%", "!")) else line for line in lines]
+    starts = _statement_starts(source)
+    kept = [
+        "pass  # (an IPython line)" if number in starts and line.lstrip().startswith(("%", "!")) else line
+        for number, line in enumerate(lines)
+    ]
+    # An IPython line's own continuation lines (`!ls \` / `  -l`) go with it.
+    for number in range(1, len(lines)):
+        if kept[number - 1].startswith("pass  # (an IPython line)") and lines[number - 1].endswith("\\"):
+            kept[number] = "pass  # (an IPython line)"
     return "\n".join(kept) + "\n"
 
 
@@ -80,9 +131,14 @@ def _compile(source, filename):
 def load(request, namespace):
     """Run the submission into ``namespace``; the reply header."""
     cells, mode = request["cells"], request["mode"]
-    seconds = float(request.get("cell_seconds", 0))
+    seconds = float(request.get("load_seconds", 0))
+    deadline = time.monotonic() + seconds  # one budget for the whole file, however many cells
     notes = []
     for number, source in enumerate(cells, start=1):
+        left = deadline - time.monotonic()
+        if seconds > 0 and left <= 0:
+            notes.append(f"cells {number}–{len(cells)} not run: the notebook used up its {seconds:g} s")
+            break
         filename = request["filename"] if mode == "file" else f"{request['filename']} [cell {number}]"
         where = "" if mode == "file" else f"cell {number}: "
         try:
@@ -95,7 +151,7 @@ def load(request, namespace):
             notes.append(message + " — cell skipped")
             continue
         if seconds > 0:
-            signal.setitimer(signal.ITIMER_REAL, seconds)
+            signal.setitimer(signal.ITIMER_REAL, left)
         try:
             exec(code, namespace)
         except BaseException as error:  # the student's code: any way out is a note, never our crash
@@ -104,6 +160,12 @@ def load(request, namespace):
             notes.append(f"{where}{_how_it_left(error, seconds)} — the rest of the cell skipped")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+    absent = sys.modules.get("microtape._absent")
+    noted = []
+    for name in getattr(absent, "USED", []):
+        if len(noted) < 5 and not any(name.startswith(f"{parent}.") for parent in noted):  # one line per package
+            noted.append(name)
+            notes.append(f"uses {name}, which is not in the box ({ONLY}): an exercise that calls it fails")
     defined = {}
     for name in request["names"]:
         fn = namespace.get(name)
@@ -175,8 +237,9 @@ def call(request, arrays, namespace):
 def _raised(error):
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
-    student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache]
-    student = [f for f in student if not f.filename.endswith("child.py")]
+    frames = traceback.extract_tb(error.__traceback__)
+    # The student's frames only: not this helper folder's (child.py, the stand-in microtape).
+    student = [f for f in frames if f.filename in linecache.cache and not f.filename.startswith(HELPER_DIR)]
     if student:
         frame = student[-1]
         reply.update(filename=_text(frame.filename), lineno=frame.lineno, function=frame.name,
@@ -211,8 +274,10 @@ def main():
         raise CellTimeLimit()
 
     signal.signal(signal.SIGALRM, ring)
+    replies.write(wire.encode({"event": "ready"}))  # Python and numpy are up: the box has started
     builtins.exit = builtins.quit = sys.exit  # what `site` adds (the box runs without it)
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    # Not "__main__": an `if __name__ == "__main__":` self-test does not run, as under `import answers`.
+    namespace = {"__name__": "submission", "__builtins__": builtins}
     while True:
         try:
             request, arrays = wire.read_message(read_exactly)
