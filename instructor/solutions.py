@@ -154,3 +154,7 @@ def logaddexp_vjp(g, ans, a, b):
 
 #: Every solution by exercise name.
 SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
+
+from instructor.solutions_exb import SOLUTIONS as _EXB_SOLUTIONS  # noqa: E402  (the exb batch, merged)
+
+SOLUTIONS.update(_EXB_SOLUTIONS)

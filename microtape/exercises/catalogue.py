@@ -28,6 +28,8 @@ LAB = (
     "op_vjp",
     "logaddexp_vjp",
     "layernorm",
+    "conv1d",
+    "conv2d",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
