@@ -30,6 +30,8 @@ LAB = (
     "layernorm",
     "conv1d",
     "conv2d",
+    "maxpool",
+    "avgpool",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")

@@ -22,7 +22,7 @@ from ..numpy_api.functions import einsum
 from ..numpy_api.joining import pad
 from ..values.tensor import Tensor
 
-__all__ = ["out_size", "draw_conv", "taped_conv", "CONV_MISTAKES", "conv_with_mistake"]
+__all__ = ["out_size", "draw_conv", "taped_windows", "taped_conv", "CONV_MISTAKES", "conv_with_mistake"]
 
 
 def out_size(size, kernel, stride, padding):
@@ -52,6 +52,20 @@ def _window_indices(size, kernel, stride):
     return starts[:, None] + np.arange(kernel)[None, :]
 
 
+def taped_windows(tensor, kernels, stride, first_axis=2):
+    """im2col, recorded: each spatial axis from ``first_axis`` on becomes (window, offset) by ``Tensor.take``.
+
+    ``[N, C, H, W]`` with kernels ``(KH, KW)`` becomes ``[N, C, H_out, KH, W_out, KW]``;
+    the gradient of ``take`` is a scatter-add, so an entry read by two
+    overlapping windows gets both gradients.
+    """
+    windows = tensor
+    for axis, kernel in enumerate(kernels):
+        where = first_axis + 2 * axis
+        windows = windows.take(_window_indices(tensor.shape[first_axis + axis], kernel, stride), axis=where)
+    return windows
+
+
 def taped_conv(inputs):
     """``(grad_x, grad_w, grad_b)`` by the tape: im2col by recorded ``take``, then one ``einsum``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
@@ -61,12 +75,8 @@ def taped_conv(inputs):
     spatial = x.ndim - 2
     with Tape() as tape:
         padded = pad(x, ((0, 0), (0, 0)) + ((padding, padding),) * spatial, name="x_padded")
-        windows = padded
         # Each spatial axis becomes (window, offset): [N, C, H, W] -> [N, C, Ho, KH, Wo, KW].
-        for axis in range(spatial):
-            where = 2 + 2 * axis
-            kernel = inputs["w"].shape[2 + axis]
-            windows = windows.take(_window_indices(padded.shape[2 + axis], kernel, stride), axis=where)
+        windows = taped_windows(padded, inputs["w"].shape[2:], stride)
         if spatial == 1:
             y = einsum("ncak,ock->noa", windows, weight)
             y = y + bias.reshape(-1, 1)
