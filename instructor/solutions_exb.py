@@ -12,6 +12,7 @@ __all__ = [
     "conv2d_backward",
     "maxpool_backward",
     "avgpool_backward",
+    "rnn_bptt",
     "SOLUTIONS",
 ]
 
@@ -68,6 +69,23 @@ def avgpool_backward(x, grad_y, kernel, stride):
                 grad_y / kernel**2
             )
     return grad_x
+
+
+def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
+    states = [h0]  # the forward, every state kept: states[t + 1] is h_t
+    for t in range(x.shape[0]):
+        states.append(np.tanh(x[t] @ W_xh.T + states[-1] @ W_hh.T + b))
+    grad_W_xh, grad_W_hh, grad_b = np.zeros_like(W_xh), np.zeros_like(W_hh), np.zeros_like(b)
+    grad_x = np.zeros_like(x)
+    carry = np.zeros_like(h0)  # what h_t receives from step t + 1
+    for t in reversed(range(x.shape[0])):
+        grad_z = (grad_h[t] + carry) * (1.0 - states[t + 1] ** 2)  # tanh' = 1 − h_t²
+        grad_W_xh += grad_z.T @ x[t]  # the same weights at every step: add up over time
+        grad_W_hh += grad_z.T @ states[t]  # W_hh met the previous state
+        grad_b += grad_z.sum(axis=0)
+        grad_x[t] = grad_z @ W_xh
+        carry = grad_z @ W_hh  # back to h_{t−1}
+    return grad_W_xh, grad_W_hh, grad_b, carry, grad_x
 
 
 #: Every solution by exercise name.

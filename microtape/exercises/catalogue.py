@@ -32,6 +32,7 @@ LAB = (
     "conv2d",
     "maxpool",
     "avgpool",
+    "rnn",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
