@@ -13,6 +13,7 @@ __all__ = [
     "maxpool_backward",
     "avgpool_backward",
     "rnn_bptt",
+    "gru_cell_backward",
     "SOLUTIONS",
 ]
 
@@ -86,6 +87,27 @@ def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
         grad_x[t] = grad_z @ W_xh
         carry = grad_z @ W_hh  # back to h_{t−1}
     return grad_W_xh, grad_W_hh, grad_b, carry, grad_x
+
+
+def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
+    def sigmoid(a):
+        return 0.5 * (1.0 + np.tanh(0.5 * a))  # 1 / (1 + exp(−a)), never overflows
+
+    g = grad_h_next
+    i_r, i_z, i_n = np.split(x @ W_ih.T + b_ih, 3, axis=1)  # the forward, recomputed
+    h_r, h_z, h_n = np.split(h @ W_hh.T + b_hh, 3, axis=1)
+    r, z = sigmoid(i_r + h_r), sigmoid(i_z + h_z)
+    n = np.tanh(i_n + r * h_n)
+    # h_next = (1 − z) n + z h
+    grad_n, grad_z = g * (1.0 - z), g * (h - n)
+    grad_an = grad_n * (1.0 - n**2)  # n = tanh(a_n), a_n = i_n + r h_n
+    grad_ar = grad_an * h_n * r * (1.0 - r)  # r = σ(a_r), reached through r h_n
+    grad_az = grad_z * z * (1.0 - z)
+    grad_gi = np.concatenate([grad_ar, grad_az, grad_an], axis=1)
+    grad_gh = np.concatenate([grad_ar, grad_az, grad_an * r], axis=1)  # h_n was gated by r
+    grad_x = grad_gi @ W_ih
+    grad_h = grad_gh @ W_hh + g * z  # through gh, and straight through z h
+    return grad_x, grad_h, grad_gi.T @ x, grad_gh.T @ h, grad_gi.sum(axis=0), grad_gh.sum(axis=0)
 
 
 #: Every solution by exercise name.

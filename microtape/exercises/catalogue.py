@@ -33,6 +33,7 @@ LAB = (
     "maxpool",
     "avgpool",
     "rnn",
+    "gru",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
