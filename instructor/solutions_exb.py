@@ -14,6 +14,9 @@ __all__ = [
     "avgpool_backward",
     "rnn_bptt",
     "gru_cell_backward",
+    "softmax_jvp",
+    "logsumexp_hvp",
+    "tiled_attention_backward",
     "SOLUTIONS",
 ]
 
@@ -108,6 +111,33 @@ def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
     grad_x = grad_gi @ W_ih
     grad_h = grad_gh @ W_hh + g * z  # through gh, and straight through z h
     return grad_x, grad_h, grad_gi.T @ x, grad_gh.T @ h, grad_gi.sum(axis=0), grad_gh.sum(axis=0)
+
+
+def softmax_jvp(s, ds):
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))  # stable: the row max taken out
+    p = e / np.sum(e, axis=-1, keepdims=True)
+    # dp_j = Σ_i p_j (δ_ij − p_i) ds_i = p_j (ds_j − Σ_i p_i ds_i)
+    return p * (ds - np.sum(p * ds, axis=-1, keepdims=True))
+
+
+def logsumexp_hvp(x, v):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    p = e / np.sum(e, axis=-1, keepdims=True)  # the gradient of each row's logsumexp
+    # H = diag(p) − p pᵀ per row: H v = p ⊙ v − p (p · v)
+    return p * (v - np.sum(p * v, axis=-1, keepdims=True))
+
+
+def tiled_attention_backward(q, k, v, o, lse, grad_o):
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    kt = np.swapaxes(k, -1, -2)
+    weights = np.exp(q @ kt * scale - lse[..., None])  # P = exp(S − L): no max, no row sum
+    grad_v = np.swapaxes(weights, -1, -2) @ grad_o  # dV = Pᵀ dO
+    grad_weights = grad_o @ np.swapaxes(v, -1, -2)  # dP = dO Vᵀ
+    row_delta = np.sum(grad_o * o, axis=-1, keepdims=True)  # D = rowsum(dO ⊙ O) = rowsum(dP ⊙ P)
+    grad_scores = weights * (grad_weights - row_delta)  # dS = P ⊙ (dP − D)
+    grad_q = grad_scores @ k * scale
+    grad_k = np.swapaxes(grad_scores, -1, -2) @ q * scale
+    return grad_q, grad_k, grad_v
 
 
 #: Every solution by exercise name.

@@ -34,6 +34,9 @@ LAB = (
     "avgpool",
     "rnn",
     "gru",
+    "softmax_jvp",
+    "logsumexp_hvp",
+    "tiled_attention_backward",
 )
 for _module in LAB:
     importlib.import_module(f"{__package__}.{_module}")
