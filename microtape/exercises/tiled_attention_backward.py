@@ -116,7 +116,8 @@ def _with_mistake(mistake, q, k, v, o, lse, grad_o):
         grad_scores = weights * (grad_weights - row_delta[..., None])
         back = 1.0 if mistake == "no_scale_in_backward" else scale
         into_k = grad_weights if mistake == "grad_k_from_grad_weights" else grad_scores
-        every = {"grad_q": grad_scores @ k * back, "grad_k": _t(into_k) @ q * back, "grad_v": (weights if mistake == "grad_v_not_transposed" else _t(weights)) @ grad_o}
+        into_v = weights if mistake == "grad_v_not_transposed" else _t(weights)
+        every = {"grad_q": grad_scores @ k * back, "grad_k": _t(into_k) @ q * back, "grad_v": into_v @ grad_o}
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
