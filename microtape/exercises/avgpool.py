@@ -120,20 +120,20 @@ register_lab_exercise(
     mistakes=(
         Mistake(
             "not_divided",
-            "constant_factor",
+            "wrong_divisor",
             "your grad_x gives every entry of a window the whole grad_y: that is sum pooling. "
             "The mean divides by kernel², so each entry gets grad_y / kernel².",
             variant(_with_mistake, "not_divided"),
         ),
         Mistake(
             "divided_by_kernel_side",
-            "constant_factor",
+            "wrong_divisor",
             "your grad_x divides by kernel, not kernel²: a window holds kernel × kernel entries.",
             variant(_with_mistake, "divided_by_kernel_side"),
         ),
         Mistake(
             "divided_by_stride_area",
-            "constant_factor",
+            "wrong_divisor",
             "your grad_x divides by stride², not kernel²: the mean is over the kernel × kernel "
             "window, whatever the step between windows.",
             variant(_with_mistake, "divided_by_stride_area"),

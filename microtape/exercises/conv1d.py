@@ -84,7 +84,7 @@ register_lab_exercise(
         ),
         Mistake(
             "padding_not_cropped",
-            "extra_axis",
+            "padding_kept",
             "your grad_x is the gradient of the *padded* input (padding extra entries at each end). "
             "The zeros were not inputs: drop them, grad_xp[:, :, padding:padding + L].",
             variant(conv_with_mistake, "padding_not_cropped"),

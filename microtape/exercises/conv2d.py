@@ -85,7 +85,7 @@ register_lab_exercise(
         ),
         Mistake(
             "padding_not_cropped",
-            "extra_axis",
+            "padding_kept",
             "your grad_x is the gradient of the *padded* input (padding extra rows and "
             "columns on each side). The zeros were not inputs: crop them, "
             "grad_xp[:, :, padding:padding + H, padding:padding + W].",

@@ -65,6 +65,8 @@ KINDS = {
     "broadcast_not_summed": "a broadcast input's gradient not summed back",
     "missing_keepdims": "keepdims missing",
     "wrong_scale": "1/d instead of 1/√d",
+    "wrong_divisor": "divided by the wrong count",
+    "padding_kept": "padding not cropped",
     # Found by the checker's generic comparisons (no exercise lists these):
     "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",
