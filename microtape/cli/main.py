@@ -72,7 +72,7 @@ def _graph(args):
             detail=args.detail,
             expand=args.expand,
             width=None if args.every_op else NOTEBOOK_WIDTH,
-            seq=args.seq,
+            **_layer_settings(args),
         )
     except GraphvizNotFound as error:
         print(str(error), file=sys.stderr)
@@ -98,7 +98,7 @@ def _heatmap(args):
             "add --dropout P (for example --dropout 0.1)"
         )
     which = tuple(args.which) if len(args.which) > 1 else args.which[0]
-    path = render_heatmap(args.file, which=which, seq=args.seq, dropout=args.dropout)
+    path = render_heatmap(args.file, which=which, **_layer_settings(args))
     print(f"Wrote {path}")
     return 0
 
@@ -152,8 +152,51 @@ def _seq_help():
     return f"sequence length (default: {DEMO['seq']})"
 
 
-def _add_graph(commands):
+def _add_layer_options(parser):
+    """The layer options `graph` and `heatmap` share with `check`: which attention to draw."""
     from ..viz.demo import DEMO
+
+    parser.add_argument(
+        "--embed", type=positive_int, default=DEMO["embed"], help=f"embedding size E (default: {DEMO['embed']})"
+    )
+    parser.add_argument(
+        "--heads",
+        type=positive_int,
+        default=DEMO["heads"],
+        help=f"number of heads H; must divide E (default: {DEMO['heads']})",
+    )
+    parser.add_argument(
+        "--batch", type=positive_int, default=DEMO["batch"], help=f"batch size B (default: {DEMO['batch']})"
+    )
+    parser.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=_seq_help())
+    parser.add_argument(
+        "--causal",
+        action=argparse.BooleanOptionalAction,
+        default=DEMO["causal"],
+        help="causal mask (query i sees keys 0..i); --no-causal for full attention (default: causal)",
+    )
+    parser.add_argument(
+        "--dropout",
+        type=probability,
+        default=DEMO["dropout"],
+        help=f"dropout probability of the attention weights (default: {DEMO['dropout']})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        default=DEMO["seed"],
+        help=f"seed for weights, inputs, dy (default: {DEMO['seed']})",
+    )
+
+
+def _layer_settings(args):
+    """The demo settings the layer options chose, checked before any work (heads must divide embed)."""
+    if args.embed % args.heads:
+        raise UsageError(f"--heads {args.heads} must divide --embed {args.embed}")
+    return {name: getattr(args, name) for name in ("embed", "heads", "batch", "seq", "causal", "dropout", "seed")}
+
+
+def _add_graph(commands):
 
     graph = commands.add_parser("graph", help="draw the default attention's computational graph")
     graph.add_argument(
@@ -170,7 +213,7 @@ def _add_graph(commands):
     graph.add_argument(
         "--detail", choices=("auto", "full", "summary"), default="auto", help="collapse view/reshape noise"
     )
-    graph.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=_seq_help())
+    _add_layer_options(graph)
     graph.add_argument(
         "--expand",
         metavar="MODULE",
@@ -186,7 +229,6 @@ def _add_graph(commands):
 
 
 def _add_heatmap(commands):
-    from ..viz.demo import DEMO
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
     heatmap.add_argument(
@@ -203,13 +245,7 @@ def _add_heatmap(commands):
         choices=("weights", "dropped", "grad_scores", "grad_weights"),
         help="what to draw (several: one row each)",
     )
-    heatmap.add_argument("--seq", type=positive_int, default=DEMO["seq"], help=_seq_help())
-    heatmap.add_argument(
-        "--dropout",
-        type=probability,
-        default=DEMO["dropout"],
-        help=f"dropout probability of the attention weights (default: {DEMO['dropout']}; --which dropped needs > 0)",
-    )
+    _add_layer_options(heatmap)
     heatmap.set_defaults(run=_heatmap)
 
 

@@ -65,6 +65,9 @@ KINDS = {
     "broadcast_not_summed": "a broadcast input's gradient not summed back",
     "missing_keepdims": "keepdims missing",
     "wrong_scale": "1/d instead of 1/√d",
+    "missing_mean": "the mean's 1/N wrong or left out",
+    "repeats_dropped": "repeated indices' gradients not added up",
+    "missing_path": "a path through the graph left out",
     "wrong_divisor": "divided by the wrong count",
     "padding_kept": "padding not cropped",
     # Found by the checker's generic comparisons (no exercise lists these):

@@ -115,6 +115,28 @@ def test_console_script_is_the_same_program():
     assert done.returncode == 0 and "exercises" in done.stdout
 
 
+def test_graph_and_heatmap_take_the_layer_options_of_check(tmp_path):
+    """--embed/--heads/--batch/--seq/--causal/--dropout/--seed choose the layer drawn, as for `check`."""
+    import microtape as mt
+    from microtape.viz.demo import demo_attention
+
+    options = ["--embed", "8", "--heads", "2", "--seq", "3"]
+    done = microtape("graph", str(tmp_path / "full.dot"), *options, "--no-causal")
+    assert done.returncode == 0, done.stderr
+    assert microtape("graph", str(tmp_path / "causal.dot"), *options).returncode == 0
+    full, causal = (tmp_path / "full.dot").read_text(), (tmp_path / "causal.dot").read_text()
+    assert "[1,3,8]" in full, "the drawn input has the chosen [batch, seq, embed]"
+    assert "causal_mask" in causal and "causal_mask" not in full, "--no-causal draws attention without the mask"
+    attn, _, _ = demo_attention(embed=8, heads=2, seq=3, causal=False)
+    weights = tmp_path / "w.png"
+    done = microtape("heatmap", str(weights), "--heads", "2", "--seq", "4", "--batch", "2", "--seed", "5")
+    assert done.returncode == 0, done.stderr
+    default = tmp_path / "d.png"
+    assert microtape("heatmap", str(default), "--heads", "2", "--seq", "4", "--batch", "2").returncode == 0
+    assert weights.read_bytes() != default.read_bytes(), "--seed changes the layer drawn"
+    assert isinstance(attn, mt.nn.MultiHeadAttention)
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -129,6 +151,9 @@ def test_console_script_is_the_same_program():
         (["heatmap", "picture.dot"], "file"),
         (["heatmap", "--which", "dropped"], "no dropout"),
         (["heatmap", "--dropout", "1.5"], "--dropout"),
+        (["graph", "--embed", "8", "--heads", "3"], "--heads"),
+        (["heatmap", "--heads", "0"], "--heads"),
+        (["heatmap", "--seed", "-2"], "--seed"),
         (["check", "--seed", "-1"], "--seed"),
         (["check", "--embed", "100000", "--heads", "1"], "embed"),
         (["train", "--steps", "0"], "--steps"),

@@ -249,3 +249,90 @@ def test_named_gradients_write_nothing_and_backward_accumulates():
     ff.backward(g)
     np.testing.assert_allclose(ff.linear1.weight.grad, 2 * first, rtol=1e-12)
     assert set(ff.last_gradients) == set(ff.gradient_names())
+
+
+# ---------------------------------------------------------------- masked arrays and ragged ids
+
+
+def test_cross_entropy_refuses_masked_targets():
+    logits = mt.Tensor(np.zeros((2, 3)), requires_grad=True)
+    targets = np.ma.masked_array([0, 2], mask=[False, True])
+    with pytest.raises(TypeError, match=r"cross_entropy: targets is a numpy masked array; its mask would be dropped"):
+        mt.nn.cross_entropy(logits, targets)
+
+
+def test_embedding_refuses_masked_and_ragged_ids():
+    embed = mt.nn.Embedding(5, 2, seed=0)
+    with pytest.raises(TypeError, match=r"Embedding.forward: ids is a numpy masked array"):
+        embed(np.ma.masked_array([[1, 2]], mask=[[False, True]]))
+    with pytest.raises(ValueError, match=r"Embedding.forward: ids is ragged \(rows of different lengths\)"):
+        embed([[1, 2], [3]])
+    assert embed._last_ids is None  # nothing was remembered
+
+
+def test_cross_entropy_refuses_ragged_targets():
+    with pytest.raises(ValueError, match=r"cross_entropy: targets is ragged"):
+        mt.nn.cross_entropy(np.zeros((2, 3)), [[0, 1], [2]])
+
+
+# ---------------------------------------------------------------- assigning over a parameter
+
+
+def test_assigning_a_computed_tensor_over_a_parameter_is_refused():
+    lin = mt.nn.Linear(2, 3, seed=0)
+    weight = lin.weight
+    with pytest.raises(
+        TypeError, match=r"Linear\.weight = \.\.\.: 'weight' is a parameter and cannot be replaced by a computed Tensor"
+    ):
+        lin.weight = lin.weight * 2
+    assert lin.weight is weight and [name for name, _ in lin.named_parameters()] == ["weight", "bias"]
+    with pytest.raises(TypeError, match="a Tensor that does not require a gradient"):
+        lin.bias = mt.Tensor(np.zeros(3))
+    with pytest.raises(TypeError, match="cannot be replaced by a ndarray"):
+        lin.bias = np.zeros(3)
+
+
+def test_assigning_a_parameter_or_none_follows_pytorch():
+    lin = mt.nn.Linear(2, 3, seed=0)
+    fresh = mt.Tensor(lin.weight.data * 2, requires_grad=True)
+    lin.weight = fresh
+    assert lin.parameters()[0] is fresh and fresh.name == "weight"
+    lin.bias = None
+    assert [name for name, _ in lin.named_parameters()] == ["weight"]
+
+
+def test_assigning_over_a_child_module_needs_a_module():
+    attn = mt.nn.MultiHeadAttention(4, 2, seed=0)
+    with pytest.raises(TypeError, match=r"'q_proj' is a child module and cannot be replaced by a Tensor"):
+        attn.q_proj = mt.Tensor(np.zeros((4, 4)), requires_grad=True)
+    assert isinstance(attn.q_proj, mt.nn.Linear) and len(attn.parameters()) == 8
+
+
+# ---------------------------------------------------------------- a layer's backward: all or nothing
+
+
+def test_linear_backward_writes_both_gradients_or_neither():
+    lin = mt.nn.Linear(2, 3, seed=0)
+    lin(np.ones((4, 2)))
+    lin.bias.grad = "junk"
+    with pytest.raises(TypeError, match=r"has \.grad = a str \('junk'\)"):
+        lin.backward(np.ones((4, 3)))
+    assert lin.weight.grad is None and lin.bias.grad == "junk"
+
+
+def test_a_checked_layer_backward_writes_all_gradients_or_none():
+    layer = mt.nn.TransformerEncoderLayer(4, 2, 8, seed=0)
+    layer(np.ones((1, 3, 4)))
+    layer.linear2.bias.grad = np.zeros(5)  # the wrong shape: cannot take the sum
+    with pytest.raises(TypeError, match=r"cannot take a gradient"):
+        layer.backward(np.ones((1, 3, 4)))
+    assert all(p.grad is None for name, p in layer.named_parameters() if name != "linear2.bias")
+
+
+def test_embedding_backward_checks_the_grad_it_adds_into():
+    embed = mt.nn.Embedding(5, 2, seed=0)
+    embed(np.array([1, 2]))
+    embed.weight.grad = np.zeros((2, 2))
+    with pytest.raises(TypeError, match=r"expected a real array of shape \(5, 2\)"):
+        embed.backward(np.ones((2, 2)))
+    assert embed.weight.grad.shape == (2, 2)

@@ -256,3 +256,36 @@ def test_a_dropped_layer_is_freed_without_the_cyclic_collector():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+# ---------------------------------------------------------------- decoder masks are named
+
+
+@pytest.mark.parametrize(
+    "masks, words",
+    [
+        (
+            {"tgt_mask": np.zeros((3, 5))},
+            r"TransformerDecoderLayer\.forward: tgt_mask has shape \(3, 5\); expected \[Tq, Tk\] = \[3, 3\]",
+        ),
+        (
+            {"memory_mask": np.zeros((3, 3))},
+            r"TransformerDecoderLayer\.forward: memory_mask has shape \(3, 3\); expected \[Tq, Tk\] = \[3, 5\]",
+        ),
+        ({"memory_mask": np.zeros((3, 5), bool)}, r"memory_mask is boolean"),
+        ({"tgt_mask": np.full((3, 3), -np.inf)}, r"every entry of tgt_mask row 0"),
+        ({"memory_mask": np.full((3, 5), np.nan)}, r"memory_mask contains NaN"),
+    ],
+    ids=["tgt-shape", "memory-shape", "memory-bool", "tgt-row", "memory-nan"],
+)
+def test_decoder_mask_errors_say_which_mask(masks, words):
+    layer = mt.nn.TransformerDecoderLayer(4, 2, 8, seed=0)
+    with pytest.raises((ValueError, TypeError), match=words):
+        layer(np.ones((1, 3, 4)), np.ones((1, 5, 4)), **masks)
+    assert layer.last_output is None
+
+
+def test_encoder_mask_errors_name_the_encoder():
+    layer = mt.nn.TransformerEncoderLayer(4, 2, 8, seed=0)
+    with pytest.raises(ValueError, match=r"TransformerEncoderLayer\.forward: mask has shape"):
+        layer(np.ones((1, 3, 4)), mask=np.zeros((3, 4)))

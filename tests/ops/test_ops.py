@@ -334,3 +334,75 @@ def test_softmax_rows_sum_to_one_for_extreme_inputs():
     np.testing.assert_allclose(p[0], [1.0, 0.0, 0.0])
     np.testing.assert_allclose(p[1], [1 / 3] * 3)
     assert math.isclose(p[1].sum(), 1.0)
+
+
+# ---------------------------------------------------------------- logsumexp at its infinite edges
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize(
+    "row, value",
+    [
+        # What torch.logsumexp gives (PyTorch 2.13, float64).
+        ([-np.inf, -np.inf], -np.inf),
+        ([np.inf, 1.0], np.inf),
+        ([np.inf, -np.inf], np.inf),
+        ([np.inf, np.inf], np.inf),
+        ([-np.inf, 1.0], 1.0),
+        ([np.nan, 1.0], np.nan),
+    ],
+)
+def test_logsumexp_edge_values_are_pytorchs(row, value):
+    x = mt.Tensor(np.array(row), requires_grad=True)
+    result = x.logsumexp(axis=-1)
+    np.testing.assert_array_equal(result.data, value)
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_logsumexp_gradient_at_an_infinite_result_goes_to_the_max_entries():
+    """Softmax's limit there: the entries equal to the max share g (PyTorch gives NaN; we say what it is)."""
+    rows = np.array([[np.inf, 1.0, np.inf], [-np.inf, -np.inf, -np.inf], [0.5, -np.inf, 2.0]])
+    x = mt.Tensor(rows, requires_grad=True)
+    g = np.array([2.0, 3.0, 1.0])
+    grads = mt.gradients(x.logsumexp(axis=1), g)[x]
+    np.testing.assert_array_equal(grads[0], [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(grads[1], [1.0, 1.0, 1.0])
+    finite = np.exp(rows[2] - np.log(np.exp(0.5) + np.exp(2.0)))  # the ordinary softmax, -inf gets 0
+    np.testing.assert_allclose(grads[2], finite, rtol=1e-15)
+    assert grads[2][1] == 0.0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_logsumexp_recorded_gradient_at_an_infinite_result_is_the_plain_one_and_differentiates():
+    """create_graph=True gives the same max-share (not NaN), and a second derivative that is finite everywhere."""
+    rows = np.array([[np.inf, 1.0, np.inf], [-np.inf, -np.inf, -np.inf], [0.5, -np.inf, 2.0]])
+    x = mt.Tensor(rows, requires_grad=True)
+    g = np.array([2.0, 3.0, 1.0])
+    plain = mt.gradients(x.logsumexp(axis=1), g)[x]
+    with np.errstate(all="raise"):  # not even an intermediate inf - inf on the tape
+        recorded = mt.gradients(x.logsumexp(axis=1), g, create_graph=True)[x]
+        np.testing.assert_array_equal(recorded.data, plain)
+        v = np.array([[1.0, 2.0, 3.0]] * 3)
+        second = mt.gradients((recorded * v).sum())[x]
+    # The share is a constant of x in the infinite rows; the finite row is g · (diag(p) − p pᵀ) v.
+    np.testing.assert_array_equal(second[:2], 0.0)
+    p = plain[2] / g[2]
+    np.testing.assert_allclose(second[2], g[2] * (p * v[2] - p * (p @ v[2])), rtol=1e-13, atol=1e-15)
+    assert second[2][1] == 0.0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_logsumexp_edges_in_float32_keep_the_dtype_and_stay_quiet():
+    x = mt.Tensor(np.array([[-np.inf, -np.inf], [np.inf, 3.0], [1.0, 2.0]], dtype=np.float32), requires_grad=True)
+    y = x.logsumexp(axis=-1, keepdims=True)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y.data[:2, 0], [-np.inf, np.inf])
+    y.backward(np.ones((3, 1)))
+    assert x.grad.dtype == np.float32 and np.all(np.isfinite(x.grad))
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_logsumexp_keepdims_must_be_a_bool():
+    x = mt.Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(TypeError, match=r"logsumexp\(keepdims='x'\)"):
+        x.logsumexp(keepdims="x")

@@ -5,6 +5,8 @@ differences; a wrong VJP must be caught.
 """
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,3 +113,117 @@ def test_redefining_your_own_op_replaces_it(define):
     first = _logistic(define)
     second = _logistic(define, vjp=lambda g, s, x: (g * s * (1 - s) * 1.0,))
     assert OPS["logistic"] is second and first is not second
+
+
+# ---------------------------------------------------------------- user-defined ops: checked at the boundary
+
+
+def _identity_op(define, forward=None, vjp=None, name="ident"):
+    return define(
+        name,
+        forward=forward or (lambda x: x),
+        vjp=vjp or (lambda g, y, x: (g,)),
+        formula="{g}",
+    )
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize(
+    "junk",
+    [
+        None,
+        "abc",
+        np.array([1 + 2j, 3j]),
+        np.array(["a", "b"]),
+        np.array([object(), object()], dtype=object),
+        [1.0, 2.0],
+    ],
+    ids=["None", "str", "complex", "str-array", "object-array", "list"],
+)
+def test_a_user_forward_returning_junk_is_refused_naming_the_op_and_not_recorded(define, junk):
+    op = _identity_op(define, forward=lambda x: junk)
+    x = mt.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with mt.Tape() as tape:
+        with pytest.raises(TypeError, match=r"op 'ident': its forward returned .*real"):
+            op(x)
+    assert len(tape) == 0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize("junk", [None, "abc", 1 + 2j, np.array([1.0, 2.0]), True], ids=str)
+def test_a_scalar_user_forward_returning_junk_names_the_op(define, junk):
+    op = _identity_op(define, forward=lambda x: junk)
+    with mt.Tape() as tape:
+        with pytest.raises(TypeError, match=r"op 'ident': its forward returned .*on Scalars .* real number"):
+            op(mt.Scalar(1.0))
+    assert len(tape) == 0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_a_user_forward_returning_integers_gives_floats(define):
+    op = _identity_op(define, forward=lambda x: np.round(x).astype(np.int64), name="rounded")
+    y = op(mt.Tensor(np.array([1.4, 2.6], dtype=np.float32), requires_grad=True))
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y.data, [1.0, 3.0])
+    assert op(mt.Scalar(1.6)).data == 2.0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize(
+    "junk, error",
+    [
+        (lambda g: g.astype(complex), TypeError),
+        (lambda g: "a gradient", TypeError),
+        (lambda g: g.astype(object), TypeError),
+        (lambda g: mt.Tensor(g), TypeError),
+        (lambda g: list(g), TypeError),
+        (lambda g: g[:1], ValueError),
+        (lambda g: g > 0, TypeError),
+    ],
+    ids=["complex", "str", "object", "Tensor", "list", "shape", "bool"],
+)
+def test_a_user_vjp_returning_junk_is_refused_naming_op_and_input_and_writes_nothing(define, junk, error):
+    op = _identity_op(define, vjp=lambda g, y, x: (junk(g),))
+    x = mt.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    before = np.array([5.0, 6.0])
+    x.grad = before
+    y = op(x).sum()
+    with pytest.raises(error, match=r"op 'ident': its vjp returned .* input 'x'"):
+        y.backward()
+    assert x.grad is before and before.tolist() == [5.0, 6.0]
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize("junk", ["a gradient", 1j, np.ones(2), None], ids=str)
+def test_a_scalar_user_vjp_returning_junk_is_refused(define, junk):
+    op = _identity_op(define, vjp=lambda g, y, x: (junk,))
+    a = mt.Scalar(1.0, name="a")
+    with pytest.raises(TypeError, match=r"op 'ident'.* input 'x'"):
+        op(a).backward()
+    assert a.grad is None
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_a_user_vjp_gradient_takes_its_inputs_dtype(define):
+    op = _identity_op(define, vjp=lambda g, y, x: (np.asarray(g, dtype=np.float64) * 2,))
+    x = mt.Tensor(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    op(x).sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_builtin_names_are_reserved_before_their_module_is_imported():
+    """``tiled_attention`` is a built-in op: right after ``import microtape`` define() refuses its name."""
+    script = (
+        "import sys, microtape as mt\n"
+        "try:\n"
+        "    mt.ops.define('tiled_attention', forward=lambda x: x, vjp=lambda g, y, x: (g,), formula='{g}')\n"
+        "except ValueError as error:\n"
+        "    print('refused:', error)\n"
+        "import microtape.nn.attention.tiled\n"
+        "print(mt.ops.OPS['tiled_attention'].builtin)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "refused: define('tiled_attention')" in done.stdout and "built-in" in done.stdout
+    assert done.stdout.strip().endswith("True")

@@ -205,3 +205,49 @@ def test_optimizers_train_a_model():
             losses.append(loss.item())
         best = np.linalg.lstsq(np.c_[x, np.ones(32)], y, rcond=None)[1][0] / 32
         assert losses[-1] < 1.01 * best < losses[0]
+
+
+# ---------------------------------------------------------------- optimizers
+
+
+def _parameter():
+    return mt.Tensor(np.array([1.0, 2.0]), requires_grad=True, name="w")
+
+
+@pytest.mark.parametrize("optimizer", [mt.optim.SGD, mt.optim.Adam])
+@pytest.mark.parametrize(
+    "grad, words",
+    [
+        (np.array([1 + 1j, 2.0]), r"w\.grad is dtype complex128 \(its imaginary part would be lost\)"),
+        ("zero", r"w\.grad is a str \('zero'\)"),
+        (np.array(["a", "b"]), r"w\.grad is dtype <U1"),
+        ([0.1, 0.2], r"w\.grad is a list"),
+    ],
+    ids=["complex", "str", "str-array", "list"],
+)
+def test_a_step_refuses_a_gradient_that_is_not_a_real_array_and_moves_nothing(optimizer, grad, words):
+    w, v = _parameter(), mt.Tensor(np.array([3.0]), requires_grad=True, name="v")
+    opt = optimizer([v, w], lr=0.1)
+    v.grad, w.grad = np.array([1.0]), grad
+    with pytest.raises(TypeError, match=words + r".*no parameter was changed"):
+        opt.step()
+    assert w.data.tolist() == [1.0, 2.0] and v.data.tolist() == [3.0]
+    assert opt.state == [{}, {}]
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda p: mt.optim.Adam(p, weight_decay=math.inf), r"Adam\(weight_decay=inf\): expected a finite number >= 0"),
+        (lambda p: mt.optim.Adam(p, weight_decay=math.nan), r"Adam\(weight_decay=nan\)"),
+        (lambda p: mt.optim.Adam(p, lr=math.inf), r"Adam\(lr\): expected a finite positive number, got inf"),
+        (lambda p: mt.optim.Adam(p, eps=math.inf), r"Adam\(eps\)"),
+        (lambda p: mt.optim.SGD(p, lr=10**400), r"SGD\(lr\): expected a finite positive number, got 1000.*too large"),
+        (lambda p: mt.optim.Adam(p, lr=10**400), r"Adam\(lr\): .*too large for a float"),
+        (lambda p: mt.optim.SGD(p, lr=0.1, momentum=math.nan), r"SGD\(momentum\)"),
+    ],
+    ids=["decay-inf", "decay-nan", "lr-inf", "eps-inf", "sgd-lr-huge-int", "adam-lr-huge-int", "momentum-nan"],
+)
+def test_hyper_parameters_must_be_finite(make, words):
+    with pytest.raises(ValueError, match=words):
+        make([_parameter()])

@@ -8,6 +8,7 @@ Everything else runs a tiny configuration for a few dozen steps.
 
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from microtape.train import TASKS, TrainConfig, train
+from microtape.cli.main import main as cli_main
+from microtape.train import TASKS, TrainConfig, loop, train
+from microtape.train.loop import ConfigError, Diverged
 from microtape.train.tasks import HeldOut, training_batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,3 +183,88 @@ def test_the_readme_python_runs_and_prints_what_it_says():
         exec(block, namespace)
     assert printed.getvalue().strip() == "d_residual1"
     np.testing.assert_allclose(namespace["dx"], namespace["dx2"], rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- microtape train
+
+
+TINY_CONFIG = {
+    "steps": 6,
+    "length": 4,
+    "embed": 8,
+    "heads": 2,
+    "ff_dim": 8,
+    "batch": 4,
+    "held_out": 20,
+    "eval_every": 3,
+}
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("length", 100_000_000), ("steps", 10**9), ("embed", 10**6), ("batch", 10**7), ("lr", 1e30), ("lr", math.nan)],
+)
+def test_train_config_ranges_are_checked_before_any_work(field, value):
+    with pytest.raises(ConfigError, match=rf"TrainConfig\({field}=") as caught:
+        TrainConfig(**{**TINY_CONFIG, field: value})
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--lr", "1e30"], "--lr 1e+30: expected a learning rate with 0 < lr <= 1"),
+        (["--length", "100000000"], "--length 100000000: expected a positive integer, at most 256"),
+        (["--held-out", "1000000"], "--held-out 1000000: expected a positive integer, at most 100000"),
+    ],
+)
+def test_train_command_refuses_out_of_range_options_at_once(args, words, tmp_path, capsys):
+    assert cli_main(["train", "--out", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "history.json").exists()
+
+
+def _diverging_loss(monkeypatch, at_step):
+    """cross_entropy that turns NaN at one step (the run must stop there, naming it)."""
+    calls = []
+    real = loop.nn.cross_entropy
+
+    def loss(logits, targets):
+        calls.append(1)
+        value = real(logits, targets)
+        return value * np.nan if len(calls) == at_step else value
+
+    monkeypatch.setattr(loop.nn, "cross_entropy", loss)
+
+
+def test_a_diverging_run_stops_saying_at_which_step(monkeypatch):
+    _diverging_loss(monkeypatch, at_step=4)
+    with pytest.raises(Diverged, match=r"training diverged at step 4 of 6: the loss is nan; try a smaller") as caught:
+        train(TrainConfig(**TINY_CONFIG))
+    assert caught.value.step == 4
+
+
+def test_the_train_command_reports_divergence_in_one_line(monkeypatch, tmp_path, capsys):
+    _diverging_loss(monkeypatch, at_step=2)
+    args = [f"--{name.replace('_', '-')}={value}" for name, value in TINY_CONFIG.items()]
+    assert cli_main(["train", "--out", str(tmp_path), *args]) == 1
+    err = capsys.readouterr().err
+    assert "microtape train: training diverged at step 2 of 6: the loss is nan" in err and "Traceback" not in err
+    assert not (tmp_path / "history.json").exists()
+
+
+def test_an_overflow_inside_the_model_is_a_divergence_too(monkeypatch):
+    """A layer that refuses an overflow (FloatingPointError) mid-run: reported as the step's divergence."""
+    real = loop.TinyTransformer.__call__
+    steps = []
+
+    def call(self, ids):
+        steps.append(self.training)  # training steps only (the held-out checks run in eval mode)
+        if sum(steps) == 3:
+            raise FloatingPointError("layer0.self_attn.q_proj overflowed float32")
+        return real(self, ids)
+
+    monkeypatch.setattr(loop.TinyTransformer, "__call__", call)
+    with pytest.raises(Diverged, match=r"diverged at step 3 of 6: layer0.self_attn.q_proj overflowed"):
+        train(TrainConfig(**TINY_CONFIG))

@@ -4,6 +4,8 @@ Values are checked against numpy; gradients against central finite
 differences of the same computation written in plain numpy.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -300,3 +302,417 @@ def test_tensor_from_tensor_shares_data():
     x = mt.Tensor(np.ones(2), requires_grad=True)
     y = mt.Tensor(x)
     assert y.data is x.data and y.is_leaf and not y.requires_grad
+
+
+# ---------------------------------------------------------------- small but user-visible
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_indexing_with_an_empty_list_picks_nothing_as_numpy_does():
+    data = np.arange(6.0).reshape(3, 2)
+    x = mt.Tensor(data, requires_grad=True)
+    picked = x[[]]
+    assert picked.shape == data[[]].shape == (0, 2)
+    picked.sum().backward()
+    np.testing.assert_array_equal(x.grad, np.zeros((3, 2)))
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_masked_index_arrays_are_refused():
+    x = mt.Tensor(np.ones((3, 2)), requires_grad=True)
+    masked = np.ma.masked_array([0, 1], mask=[False, True])
+    with pytest.raises(TypeError, match="masked array"):
+        x[masked]
+    with pytest.raises(TypeError, match="masked array"):
+        x[:, masked]
+    with pytest.raises(TypeError, match="masked array"):
+        x.take(masked)
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_concatenate_of_one_tensor_takes_the_name_and_leaves_the_input_alone():
+    x = mt.Tensor(np.ones(2), requires_grad=True, name="x")
+    joined = mt.concatenate([x], name="joined")
+    assert joined.name == "joined" and x.name == "x" and joined is not x
+    np.testing.assert_array_equal(mt.gradients((joined * 3.0).sum())[x], [3.0, 3.0])
+    assert mt.stack([x], name="stacked").name == "stacked"
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": lambda a, b: a.maximum(b),
+    "minimum": lambda a, b: a.minimum(b),
+    "matmul": lambda a, b: a @ b,
+    "concatenate": lambda a, b: mt.concatenate([a, b]),
+}
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize("name", BINARY)
+def test_the_dtype_rule_a_gradient_has_the_dtype_of_its_value(name):
+    """float32 with float64 computes in float64 (numpy's and PyTorch's promotion); each gradient keeps its own dtype."""
+    rng = np.random.default_rng(0)
+    small = mt.Tensor(rng.uniform(1, 2, (2, 2)).astype(np.float32), requires_grad=True)
+    big = mt.Tensor(rng.uniform(1, 2, (2, 2)), requires_grad=True)
+    result = BINARY[name](small, big)
+    assert result.dtype == np.float64
+    grads = mt.gradients(result.sum())
+    assert grads[small].dtype == np.float32 and grads[big].dtype == np.float64
+    # The same numbers as the all-float64 computation, rounded once.
+    wide = mt.Tensor(small.data.astype(np.float64), requires_grad=True)
+    expected = mt.gradients(BINARY[name](wide, big).sum())[wide]
+    np.testing.assert_allclose(grads[small], expected, rtol=1e-7)
+    result.sum().backward()
+    assert small.grad.dtype == np.float32
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_a_zero_dimensional_tensor_gets_an_array_gradient():
+    x = mt.Tensor(np.array(2.0, dtype=np.float32), requires_grad=True)
+    y = x * np.array(3.0) + x
+    assert isinstance(mt.gradients(y)[x], np.ndarray)
+    y.backward()
+    assert isinstance(x.grad, np.ndarray) and x.grad.dtype == np.float32 and x.grad == 4.0
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelu_far_out_is_x_or_zero_without_warnings(dtype):
+    huge = [1e104, -1e104, 1e200, -1e300, 1.7e308] if dtype == np.float64 else [1e13, -1e13, 3e38, -3e38]
+    data = np.array([*huge, 25.0, -25.0], dtype=dtype)
+    x = mt.Tensor(data, requires_grad=True)
+    y = x.gelu()
+    np.testing.assert_array_equal(y.data, np.where(data > 0, data, 0.0))
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, (data > 0).astype(dtype))
+    big = mt.Scalar(1e200)
+    out = big.gelu()
+    out.backward()
+    assert out.data == 1e200 and big.grad == 1.0 and big.grad.__class__ is float
+
+
+@pytest.mark.filterwarnings("error")  # a value or a clear exception, never a numpy warning
+def test_gelu_inside_the_clip_is_the_formula_unchanged():
+    data = np.linspace(-19.5, 19.5, 41)
+    x = mt.Tensor(data, requires_grad=True)
+    c, k = np.sqrt(2 / np.pi), 0.044715
+    t = np.tanh(c * (data + k * data**3))
+    np.testing.assert_allclose(x.gelu().data, 0.5 * data * (1 + t), rtol=1e-15, atol=1e-300)
+    result = mt.check.gradcheck(lambda v: v.gelu().sum(), data[::4] / 4)
+    assert result.ok
+
+
+# ---------------------------------------------------------------- unsupported types
+
+
+@pytest.mark.parametrize(
+    "data, named",
+    [
+        (["a", "b"], "<U1"),
+        ([object(), object()], "object"),
+        (None, "object"),
+        (np.array([1 + 2j]), "complex"),
+    ],
+    ids=["strings", "objects", "None", "complex"],
+)
+def test_tensor_of_non_numbers(data, named):
+    """Tensor(strings / objects / None / complex) is a TypeError naming the dtype it got."""
+    with pytest.raises(TypeError, match="Tensor") as info:
+        mt.Tensor(data)
+    assert named in str(info.value)
+
+
+def test_tensor_bad_arguments():
+    """requires_grad must be a bool; a Scalar is not array data."""
+    with pytest.raises(TypeError, match="requires_grad"):
+        mt.Tensor([1.0], requires_grad="yes")
+    with pytest.raises(TypeError, match="Scalar"):
+        mt.Tensor(mt.Scalar(1.0))
+
+
+@pytest.mark.parametrize("value, named", [("a", "str"), (True, "bool"), ([1.0], "list"), (None, "NoneType")])
+def test_scalar_of_non_numbers(value, named):
+    """Scalar(non-number) is a TypeError naming the type."""
+    with pytest.raises(TypeError, match="Scalar") as info:
+        mt.Scalar(value)
+    assert named in str(info.value)
+
+
+def test_tensor_arithmetic_with_unsupported_types():
+    """Tensor + "x", "x" + Tensor, Tensor * None, Tensor + Scalar: TypeError naming the other type."""
+    t = mt.Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(TypeError, match="str"):
+        t + "x"
+    with pytest.raises(TypeError, match="str"):
+        "x" + t
+    with pytest.raises(TypeError, match="NoneType"):
+        t * None
+    with pytest.raises(TypeError, match="Scalar"):
+        t + mt.Scalar(1.0)
+    with pytest.raises(TypeError, match="str"):
+        t ** "2"  # (a Tensor exponent is an op of its own: power)
+    with pytest.raises(TypeError, match="str"):
+        t.scale("2")
+    with pytest.raises(TypeError, match="dtype"):
+        t + ["a", "b", "c"]
+
+
+def test_scalar_arithmetic_with_unsupported_types():
+    """Scalar + "x", Scalar + Tensor, Scalar ** "2": TypeError naming what was wrong."""
+    a = mt.Scalar(1.0)
+    with pytest.raises(TypeError, match="str"):
+        a + "x"
+    with pytest.raises(TypeError, match="str"):
+        "x" * a
+    with pytest.raises(TypeError, match="Tensor"):
+        a + mt.Tensor(np.ones(2))
+    with pytest.raises(TypeError, match="exponent"):
+        a ** "2"  # (a Scalar exponent is the power op: tests/numpy_api/test_numpy_surface.py)
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_shape_mismatch_in_add():
+    """(2, 3) + (4,) is a ValueError naming both shapes, either way round."""
+    a = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    b = mt.Tensor(np.ones(4), requires_grad=True)
+    for fn in (lambda: a + b, lambda: b + a, lambda: a * np.ones(4), lambda: np.ones(4) - a):
+        with pytest.raises(ValueError) as info:
+            fn()
+        message = str(info.value)
+        assert "(2, 3)" in message and "(4,)" in message
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b",
+    [((2, 3), (2, 3)), ((2, 3, 4), (3, 5)), ((4,), (3,)), ((2, 3, 4), (3, 4, 5)), ((), (3,))],
+    ids=str,
+)
+def test_shape_mismatch_in_matmul(shape_a, shape_b):
+    """a @ b with incompatible shapes is a ValueError naming both shapes."""
+    a = mt.Tensor(np.ones(shape_a), requires_grad=True)
+    b = mt.Tensor(np.ones(shape_b), requires_grad=True)
+    with pytest.raises(ValueError) as info:
+        a @ b
+    message = str(info.value)
+    assert str(shape_a) in message and str(shape_b) in message
+
+
+def test_constant_shape_mismatch():
+    """add_constant and dropout with a constant of the wrong shape: ValueError naming both shapes."""
+    x = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    with pytest.raises(ValueError) as info:
+        x.add_constant(np.zeros((4, 4)))
+    assert "(4, 4)" in str(info.value) and "(2, 3)" in str(info.value)
+    with pytest.raises(ValueError) as info:
+        x.dropout(np.ones(3))
+    assert "(3,)" in str(info.value) and "(2, 3)" in str(info.value)
+
+
+def test_add_constant_mask_must_not_require_grad():
+    """The mask of add_constant must be a constant: ValueError up front."""
+    x = mt.Tensor(np.ones(3), requires_grad=True)
+    mask = mt.Tensor(np.zeros(3), requires_grad=True)
+    with pytest.raises(ValueError, match="constant"):
+        x.add_constant(mask)
+
+
+def test_dropout_keep_mask_must_not_require_grad():
+    """The keep mask of dropout must be a constant: ValueError up front, as for add_constant.
+
+    (Otherwise the call succeeds and the error only surfaces later, inside backward.)
+    """
+    x = mt.Tensor(np.ones(3), requires_grad=True)
+    keep = mt.Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(ValueError, match="keep"):
+        x.dropout(keep)
+
+
+@pytest.mark.parametrize("shape", [(4, -1), (5,), (-1, -1), (2, -2), (7, 1)], ids=str)
+def test_reshape_to_an_impossible_shape(shape):
+    """reshape to a shape that cannot hold the values is a ValueError naming both shapes."""
+    t = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    with pytest.raises(ValueError) as info:
+        t.reshape(shape)
+    message = str(info.value)
+    assert "(2, 3)" in message and str(shape[0]) in message
+
+
+def test_reshape_with_a_non_integer_size():
+    """reshape(2.5, 2) is a TypeError naming the bad size (not silently rounded to (2, 2))."""
+    t = mt.Tensor(np.ones(4), requires_grad=True)
+    with pytest.raises(TypeError, match="2.5"):
+        t.reshape(2.5, 2)
+
+
+@pytest.mark.parametrize(
+    "call, named",
+    [
+        (lambda t: t.sum(axis=2), "axis=2"),
+        (lambda t: t.mean(axis=-3), "axis=-3"),
+        (lambda t: t.max(axis=(0, 5)), "(0, 5)"),
+        (lambda t: t.softmax(axis=2), "axis=2"),
+        (lambda t: t.swapaxes(0, 2), "2"),
+        (lambda t: t.transpose(0, 2), "(0, 2)"),
+        (lambda t: t.transpose(0, 3), "(0, 3)"),
+        (lambda t: t.transpose(0, -3), "(0, -3)"),
+        (lambda t: t.transpose(1, 1), "(1, 1)"),
+        (lambda t: t.transpose(0), "(0,)"),
+    ],
+    ids=[
+        "sum",
+        "mean",
+        "max",
+        "softmax",
+        "swapaxes",
+        "transpose-2",
+        "transpose-3",
+        "transpose-neg3",
+        "transpose-dup",
+        "transpose-short",
+    ],
+)
+def test_bad_axis(call, named):
+    """An axis out of range (or not a permutation) is a ValueError naming the axis and the shape."""
+    t = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    with pytest.raises(ValueError) as info:
+        call(t)
+    message = str(info.value)
+    assert named in message and "(2, 3)" in message
+
+
+# ---------------------------------------------------------------- values outside the domain
+
+
+def test_scalar_values_outside_the_domain():
+    """Scalar.log(0) and (-1) ** 0.5 are ValueErrors naming the value, not NaN."""
+    with pytest.raises(ValueError, match="0.0"):
+        mt.Scalar(0.0).log()
+    with pytest.raises(ValueError, match="-1.0"):
+        mt.Scalar(-1.0) ** 0.5
+
+
+def test_tensor_log_of_non_positive_values():
+    """Tensor.log of an array with a non-positive entry is a ValueError, not NaNs passed on silently."""
+    t = mt.Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    with pytest.raises(ValueError, match="log"):
+        t.log()
+
+
+def test_tensor_fractional_power_of_negative_values():
+    """Tensor ** 0.5 of an array with a negative entry is a ValueError, like Scalar's."""
+    t = mt.Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    with pytest.raises(ValueError, match="0.5"):
+        t**0.5
+
+
+# ---------------------------------------------------------------- edges the peers' suites found (micrograd, MyGrad…)
+
+
+def test_x_to_the_zero_has_gradient_zero_even_at_zero():
+    """d/dx x**0 = 0 everywhere (torch and MyGrad agree); 0 * 0**-1 would give NaN."""
+    x = mt.Tensor(np.array([0.0, 2.0]), requires_grad=True)
+    assert np.array_equal(mt.gradients((x**0).sum())[x], [0.0, 0.0])
+    a = mt.Scalar(0.0)
+    (a**0).backward()
+    assert a.grad == 0.0
+
+
+def test_scalar_and_tensor_agree_on_powers_of_zero():
+    """0 ** 0.5 is a real number (0) for both kinds; its gradient is +inf for both; 0 ** -1 is refused by both."""
+    assert mt.Scalar(0.0).sqrt().data == 0.0 and (mt.Scalar(0.0) ** 0.5).data == 0.0
+    assert mt.Tensor(0.0).sqrt().data == 0.0
+    a = mt.Scalar(0.0)
+    a.sqrt().backward()
+    t = mt.Tensor(np.array(0.0), requires_grad=True)
+    assert a.grad == np.inf and mt.gradients(t.sqrt())[t] == np.inf
+    for zero in (mt.Scalar(0.0), mt.Tensor(np.zeros(2))):
+        with pytest.raises(ValueError, match="negative power of 0"):
+            zero**-1.0
+
+
+@pytest.mark.parametrize("axis", [True, 2.0, (0, 0), 2])
+def test_softmax_refuses_a_bad_axis_before_recording(axis):
+    """A bool, a float, a repeated axis or one out of range is refused before anything is recorded."""
+    x = mt.Tensor(np.ones((2, 3)), requires_grad=True)
+    with mt.Tape() as tape, pytest.raises((ValueError, TypeError), match="axis"):
+        x.softmax(axis=axis)
+    assert len(tape) == 0
+
+
+@pytest.mark.parametrize("method", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("axis", [None, (0, 1), (1, 0), (-1,)])
+def test_softmax_over_several_axes_or_all(method, axis):
+    """Over a tuple of axes or None: normalised over all those entries together (numpy by the definition)."""
+    x0 = np.random.default_rng(3).standard_normal((2, 3, 2))[:, :, 0]
+    got = getattr(mt.Tensor(x0), method)(axis=axis).data
+    e = np.exp(x0 - x0.max(axis=axis, keepdims=True))
+    expected = e / e.sum(axis=axis, keepdims=True)
+    np.testing.assert_allclose(got, expected if method == "softmax" else np.log(expected), rtol=1e-12)
+
+
+def test_softmax_of_a_0d_tensor_is_one_with_gradient_zero():
+    x = mt.Tensor(np.array(2.5), requires_grad=True)
+    for axis in (-1, 0, None):
+        assert x.softmax(axis=axis).data == 1.0 and x.log_softmax(axis=axis).data == 0.0
+    x.softmax().backward()
+    assert x.grad == 0.0
+    with pytest.raises(ValueError, match="axis"):
+        x.softmax(axis=1)
+
+
+def test_empty_reductions_are_refused_by_name():
+    empty = mt.Tensor(np.zeros((2, 0)), requires_grad=True)
+    for call in (lambda: empty.softmax(-1), lambda: empty.max(), lambda: empty.mean(axis=1)):
+        with pytest.raises(ValueError, match="empty"):
+            call()
+    assert empty.sum(axis=1).data.tolist() == [0.0, 0.0]  # a sum over nothing is 0: allowed
+
+
+@pytest.mark.parametrize(
+    ("axis", "error"), [((0, 0), ValueError), (True, TypeError), (2.0, TypeError), (5, ValueError)]
+)
+def test_bad_axes_are_named(axis, error):
+    x = mt.Tensor(np.ones((2, 3)))
+    with pytest.raises(error, match="axis"):
+        x.sum(axis=axis)
+
+
+def test_keepdims_must_be_a_bool():
+    with pytest.raises(TypeError, match="keepdims"):
+        mt.Tensor(np.ones(3)).sum(keepdims="yes")
+
+
+def test_comparisons_are_elementwise_and_not_recorded():
+    x = mt.Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    y = mt.Tensor(np.array([1.0, 0.0, 3.0]))
+    with mt.Tape() as tape:
+        equal, less, greater = x == y, x < 2.5, x >= y
+    assert len(tape) == 0
+    assert equal.tolist() == [True, False, True] and less.tolist() == [True, True, False]
+    assert greater.dtype == np.bool_ and greater.all()
+    assert (x != y).tolist() == [False, True, False]
+    assert len({x, y}) == 2  # hashing stays by identity
+
+
+def test_numbers_too_large_and_ragged_lists_are_named():
+    with pytest.raises(ValueError, match="too large"):
+        mt.Scalar(10**400)
+    with pytest.raises(ValueError, match="rectangular"):
+        mt.Tensor([[1.0, 2.0], [3.0]])
+    with pytest.raises(TypeError, match="masked"):
+        mt.Tensor(np.ma.masked_invalid([1.0, np.nan]))
+
+
+def test_no_runtime_warning_leaks():
+    """softmax over [1.7e308, -1.7e308] (the gap overflows) gives [1, 0] quietly."""
+    x = mt.Tensor(np.array([1.7e308, -1.7e308]), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = x.softmax()
+        grad = mt.gradients(weights, np.array([1.0, 0.0]))[x]
+    assert weights.data.tolist() == [1.0, 0.0] and np.all(np.isfinite(grad))

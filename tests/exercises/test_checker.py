@@ -1,8 +1,4 @@
-"""Verdicts a course can trust: fragile answers rejected, one float32 policy, partial credit, time limits.
-
-Each test impersonates a student whose answer the old checker let through
-(or judged inconsistently) and checks the verdict now.
-"""
+"""The checker: numerically fragile answers, one float32 policy, partial credit, ways out other than returning."""
 
 import numpy as np
 import pytest
@@ -13,7 +9,6 @@ from instructor.solutions import SOLUTIONS
 
 NAMES = ex.list_exercises()
 SOFTMAX_INSIDE = ["attention_backward", "masked_softmax_backward", "masked_attention", "attention_dropout_backward"]
-
 
 # ---------------------------------------------------------------- numerically fragile answers
 

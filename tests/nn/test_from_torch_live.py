@@ -1,4 +1,4 @@
-"""Trust, round 3 (issue 21), against PyTorch live: from_torch converts exactly or refuses naming the field.
+"""from_torch against PyTorch live: it converts exactly or refuses naming the field.
 
 Needs torch (`make test-torch`); skipped when it is missing, unless
 ``MICROTAPE_REQUIRE_TORCH=1``. Also: logsumexp's infinite edge values are
