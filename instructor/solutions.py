@@ -159,7 +159,9 @@ SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 # student's file in the box, each instructor/solutions*.py file runs on its own: there is no package there).
 if __name__ != "__main__":
     from .solutions_exa import SOLUTIONS as _EXA  # from the chain rule to a residual block
+    from .solutions_exb import SOLUTIONS as _EXB  # convolution, recurrent nets, forward mode, second order, tiled
     from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises
 
     SOLUTIONS.update(_EXA)
+    SOLUTIONS.update(_EXB)
     SOLUTIONS.update(_STEPS)

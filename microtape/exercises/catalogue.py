@@ -39,9 +39,19 @@ LAB = (
     "masked_attention",
     "dropout",
     "attention_dropout",
+    "tiled_attention_backward",
+    # 4. Convolution, pooling and recurrent nets
+    "conv1d",
+    "conv2d",
+    "maxpool",
+    "avgpool",
+    "rnn",
+    "gru",
     # 5. Ops of your own, and beyond the first derivative
     "op_vjp",
     "logaddexp_vjp",
+    "softmax_jvp",
+    "logsumexp_hvp",
     # The stretch exercise, last
     "layernorm",
 )

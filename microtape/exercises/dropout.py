@@ -97,6 +97,10 @@ def _scaled_by_p(grad_y, mask, p):
     return {"grad_x": grad_y * mask / p}
 
 
+def _mask_inverted(grad_y, mask, p):
+    return {"grad_x": grad_y * ~mask / (1.0 - p)}
+
+
 register_lab_exercise(
     dropout_backward,
     title="Dropout backward: grad_x from the saved mask",
@@ -129,6 +133,13 @@ register_lab_exercise(
             "your grad_x divides by p. p is the probability of *dropping*; the kept entries "
             "are divided by the probability of keeping, 1 − p.",
             _scaled_by_p,
+        ),
+        Mistake(
+            "mask_inverted",
+            "mask_not_applied",
+            "your grad_x flows to the *dropped* entries: the mask is True where an entry was kept. "
+            "Multiply by mask itself (not ~mask or 1 − mask): grad_y * mask / (1 − p).",
+            _mask_inverted,
         ),
     ),
 )

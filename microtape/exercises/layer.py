@@ -112,6 +112,8 @@ _CHANGES = {
     "derivative_missing": NODES,
     "weight_grad_transposed": ("weight",),
     "bias_not_summed": ("bias",),
+    "derivative_not_squared": NODES,
+    "input_grad_with_weight_transposed": ("x",),
 }
 
 
@@ -123,11 +125,13 @@ def _with_mistake(mistake, x, weight, bias, grad_h):
         grad_z = grad_h * (1.0 - z**2)
     elif mistake == "derivative_missing":
         grad_z = grad_h
+    elif mistake == "derivative_not_squared":
+        grad_z = grad_h * (1.0 - np.tanh(z))
     else:
         grad_z = grad_h * (1.0 - np.tanh(z) ** 2)
     every = {
         "z": grad_z,
-        "x": grad_z @ weight,
+        "x": grad_z @ (weight.T if mistake == "input_grad_with_weight_transposed" else weight),
         "weight": x.T @ grad_z if mistake == "weight_grad_transposed" else grad_z.T @ x,
         "bias": grad_z if mistake == "bias_not_summed" else grad_z.sum(axis=0),
     }
@@ -171,6 +175,20 @@ register_lab_exercise(
             "your bias gradient is dL/dz itself, one row per input. The bias is shared by every row, "
             "so add the rows up: dz.sum(axis=0), shape [out].",
             variant(_with_mistake, "bias_not_summed"),
+        ),
+        Mistake(
+            "derivative_not_squared",
+            "wrong_derivative",
+            "your dL/dz uses 1 − h as tanh's derivative: it is 1 − h² (h = tanh(z)). "
+            "Everything after z (x, weight, bias) inherits the error.",
+            variant(_with_mistake, "derivative_not_squared"),
+        ),
+        Mistake(
+            "input_grad_with_weight_transposed",
+            "transposed",
+            "your x gradient is dz @ weight.T. The forward multiplied by weight.T, so the backward "
+            "multiplies by its transpose, the weight itself: dz @ weight (shape [N, in]).",
+            variant(_with_mistake, "input_grad_with_weight_transposed"),
         ),
     ),
 )

@@ -130,6 +130,10 @@ def _exp_not_stabilised(g, ans, a, b):
         return {"grad_a": g * np.exp(a) / total, "grad_b": _summed_to(g * np.exp(b) / total, b)}
 
 
+def _g_forgotten(g, ans, a, b):
+    return {"grad_a": np.exp(a - ans), "grad_b": _summed_to(np.exp(b - ans), b)}
+
+
 register_lab_exercise(
     logaddexp_vjp,
     title="Derive and register the VJP of logaddexp (two inputs, one broadcast)",
@@ -161,6 +165,13 @@ register_lab_exercise(
             "your grad_a or grad_b overflows on entries near ±1000 (np.exp(1000) is inf, inf / inf is NaN). "
             "Use exp(a − y) and exp(b − y): y, the output you are given, is at least max(a, b).",
             _exp_not_stabilised,
+        ),
+        Mistake(
+            "g_forgotten",
+            "skipped_step",
+            "your grad_a and grad_b are exp(a − y) and exp(b − y): the local derivatives. A VJP "
+            "multiplies them by the incoming g: g * exp(a − y), and g * exp(b − y) summed back to b's shape.",
+            _g_forgotten,
         ),
     ),
     is_vjp=True,

@@ -118,6 +118,10 @@ def _exp_not_stabilised(g, ans, x):
         return {"grad_x": g[..., None] * e / np.sum(e, axis=-1, keepdims=True)}
 
 
+def _g_forgotten(g, ans, x):
+    return {"grad_x": _softmax(x)}
+
+
 register_lab_exercise(
     logsumexp_vjp,
     title="An op's VJP: logsumexp, registered with mt.ops.define and gradchecked",
@@ -150,6 +154,13 @@ register_lab_exercise(
             "your softmax overflows on rows of size ±1000 (np.exp(1000) is inf, inf / inf is NaN). "
             "Use exp(x − y[..., None]) — y, the output you are given, is at least the row max.",
             _exp_not_stabilised,
+        ),
+        Mistake(
+            "g_forgotten",
+            "skipped_step",
+            "your grad_x is the softmax alone: that is ∂y/∂x, the local derivative. A VJP multiplies "
+            "it by the incoming g: g[..., None] * exp(x − y[..., None]).",
+            _g_forgotten,
         ),
     ),
     is_vjp=True,

@@ -76,6 +76,8 @@ KINDS = {
     "missing_path": "a path through the graph left out",
     "wrong_source": "a step computed from the wrong gradient",
     "wrong_count": "divided by the wrong count",
+    "wrong_divisor": "divided by the wrong count",
+    "padding_kept": "padding not cropped",
     # Found by the checker's generic comparisons (no exercise lists these):
     "precision": "a precision problem, not the maths",
     "sign_flipped": "sign flipped",

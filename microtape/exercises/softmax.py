@@ -94,6 +94,15 @@ def _rowsum_without_keepdims(p, grad_p):
     return {"grad_s": ops.softmax_backward(grad_p, p, row_sum=np.sum(grad_p * p, axis=-1))}
 
 
+def _rowsum_unweighted(p, grad_p):
+    return {"grad_s": p * (grad_p - np.sum(grad_p, axis=-1, keepdims=True))}
+
+
+def _rowsum_not_times_p(p, grad_p):
+    # The bracket left out: p multiplies grad_p only, the row sum is subtracted bare.
+    return {"grad_s": p * grad_p - np.sum(grad_p * p, axis=-1, keepdims=True)}
+
+
 register_lab_exercise(
     softmax_backward,
     title="Softmax backward: grad_s from p and grad_p",
@@ -121,6 +130,20 @@ register_lab_exercise(
             "the wrong axis: entry (i, j) subtracted the sum of row j. Use "
             "np.sum(grad_p * p, axis=-1, keepdims=True).",
             _rowsum_without_keepdims,
+        ),
+        Mistake(
+            "rowsum_unweighted",
+            "wrong_derivative",
+            "your row sum adds grad_p alone. The −p pᵀ part of the Jacobian weights each entry by "
+            "its p_j: subtract rowsum(grad_p * p), so grad_s = p * (grad_p − rowsum(grad_p * p)).",
+            _rowsum_unweighted,
+        ),
+        Mistake(
+            "rowsum_not_times_p",
+            "missing_rowsum",
+            "your grad_s subtracts the row sum without multiplying it by p: the Jacobian's −p pᵀ "
+            "gives −p_i · rowsum(grad_p * p). Bracket it: p * (grad_p − rowsum(grad_p * p)).",
+            _rowsum_not_times_p,
         ),
     ),
 )

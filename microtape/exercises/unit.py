@@ -49,7 +49,7 @@ SESSIONS = (
         ),
     ),
     (
-        "3 · Attention's backward, step by step: scores, masks, dropout",
+        "3 · Attention's backward, step by step: scores, masks, dropout, and in tiles",
         (
             "attention_backward",
             "attention_backward_steps",
@@ -57,11 +57,16 @@ SESSIONS = (
             "masked_attention",
             "dropout_backward",
             "attention_dropout_backward",
+            "tiled_attention_backward",
         ),
     ),
     (
-        "5 · Ops of your own, and beyond the first derivative",
-        ("logsumexp_vjp", "logaddexp_vjp", "layernorm_backward"),
+        "4 · Convolution, pooling and recurrent nets: the flipped kernel, the arg-max, through time",
+        ("conv1d_backward", "conv2d_backward", "maxpool_backward", "avgpool_backward", "rnn_bptt", "gru_cell_backward"),
+    ),
+    (
+        "5 · Ops of your own, forward mode and second order",
+        ("logsumexp_vjp", "logaddexp_vjp", "softmax_jvp", "logsumexp_hvp", "layernorm_backward"),
     ),
 )
 

@@ -397,7 +397,7 @@ def test_inputs_are_not_shared_with_the_student():
 
 def test_bad_arguments_to_check():
     with pytest.raises(ValueError, match="Did you mean 'softmax_backward'"):
-        ex.check("softmax", SOLUTIONS["softmax_backward"])
+        ex.check("softmax_backwrd", SOLUTIONS["softmax_backward"])
     with pytest.raises(TypeError, match="must be a function"):
         ex.check("softmax_backward", 3)
     with pytest.raises(ValueError, match=r"check\(trials=0\)"):
