@@ -194,7 +194,7 @@ def check_seed(root: NodeLike, grad: Value, caller: str = "gradients") -> Value:
 
 def sum_into_grad(node: NodeLike, g: Value) -> Value:
     """``node.grad + g``, after checking that ``node.grad`` can take it (a number, or an array of the node's shape)."""
-    old = node.grad
+    old: Value = node.grad  # a number, an array, a tape value (told apart at run time) or None
     if _is_node(g) or _is_node(old):
         # A recorded pass (create_graph=True): the sum is recorded too, after the
         # same check as below (on the value inside a tape value), so a wrong
@@ -207,7 +207,7 @@ def sum_into_grad(node: NodeLike, g: Value) -> Value:
     return np.asarray(old + g, dtype=node.data.dtype)  # 0-d sums come back as arrays, in the value's dtype
 
 
-def _check_grad_can_take(node, old, shown):
+def _check_grad_can_take(node: NodeLike, old: Value, shown: Value) -> None:
     """Refuse a ``.grad`` (``old``: its number or array) that a gradient of ``node`` cannot be added into."""
     if node.data.__class__ is float:
         if not _is_real_number(old):

@@ -10,19 +10,30 @@ The input gradient of a convolution is a full correlation of the output's
 gradient with the flipped kernel (see ``mt.ops.OPS["conv"].formula``).
 """
 
+from __future__ import annotations
+
 import numbers
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import ops
 from ..engine import Node, record
 from ..ops.convolution import output_size
+from ..ops.core import Op, Shape
 from ..values.tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "max_pool2d", "avg_pool2d"]
 
+#: What these functions take: a Tensor, or anything numpy reads as a real array (a constant; a Scalar is refused).
+ArrayOperand: TypeAlias = "Tensor | npt.ArrayLike"
+#: A stride, padding or kernel: one int for every spatial axis, or one int per axis.
+IntOrInts: TypeAlias = "int | Sequence[int]"
 
-def _as_tensor(x, what, where):
+
+def _as_tensor(x: Any, what: str, where: str) -> Tensor:
     if isinstance(x, Tensor):
         return x
     if isinstance(x, Node):
@@ -36,7 +47,7 @@ def _as_tensor(x, what, where):
     return Tensor(array.astype(np.float64) if array.dtype.kind != "f" else array)
 
 
-def _tuple(value, n, what, where, smallest):
+def _tuple(value: Any, n: int, what: str, where: str, smallest: int) -> tuple[int, ...]:
     """An int or a tuple of ``n`` ints, each at least ``smallest``, as a tuple of ``n`` Python ints."""
     values = (value,) * n if isinstance(value, (numbers.Integral, np.integer)) else value
     if (
@@ -46,7 +57,7 @@ def _tuple(value, n, what, where, smallest):
     ):
         expected = "an int" if n == 1 else "an int or a pair of ints"
         raise TypeError(f"{where}({what}={value!r}): expected {expected}")
-    if not all(v >= smallest for v in values):
+    if not all(v >= smallest for v in values):  # type: ignore[operator]  # stubs: numbers.Integral has no __ge__
         rule = "positive" if smallest == 1 else "non-negative"
         raise ValueError(f"{where}({what}={value!r}): must be {rule}")
     return tuple(int(v) for v in values)
@@ -56,7 +67,9 @@ def _tuple(value, n, what, where, smallest):
 WINDOWS_MEMORY_LIMIT = 4 * 2**30
 
 
-def _check_windows(shape, kernel, stride, padding, where, itemsize=8):
+def _check_windows(
+    shape: Shape, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int], where: str, itemsize: int = 8
+) -> None:
     """Refuse a kernel larger than the (padded) input along some axis (no window), or windows too large to lay out."""
     axes = "L" if len(kernel) == 1 else "HW"
     sizes = []
@@ -74,7 +87,15 @@ def _check_windows(shape, kernel, stride, padding, where, itemsize=8):
         )
 
 
-def _conv(x, weight, bias, stride, padding, n, name):
+def _conv(
+    x: ArrayOperand,
+    weight: ArrayOperand,
+    bias: ArrayOperand | None,
+    stride: IntOrInts,
+    padding: IntOrInts,
+    n: int,
+    name: str | None,
+) -> Tensor:
     where = f"conv{n}d"
     layout = "[B, C_in, L]" if n == 1 else "[B, C_in, H, W]"
     kernel_layout = "[C_out, C_in, K]" if n == 1 else "[C_out, C_in, kH, kW]"
@@ -104,7 +125,14 @@ def _conv(x, weight, bias, stride, padding, n, name):
     return out
 
 
-def conv1d(x, weight, bias=None, stride=1, padding=0, name=None):
+def conv1d(
+    x: ArrayOperand,
+    weight: ArrayOperand,
+    bias: ArrayOperand | None = None,
+    stride: IntOrInts = 1,
+    padding: IntOrInts = 0,
+    name: str | None = None,
+) -> Tensor:
     """1-D convolution (PyTorch's ``F.conv1d``): ``x [B, C_in, L]``, ``weight [C_out, C_in, K]`` → ``[B, C_out, L']``.
 
     ``L' = (L + 2·padding − K) // stride + 1``; zeros are padded on both
@@ -115,7 +143,14 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, name=None):
     return _conv(x, weight, bias, stride, padding, 1, name)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, name=None):
+def conv2d(
+    x: ArrayOperand,
+    weight: ArrayOperand,
+    bias: ArrayOperand | None = None,
+    stride: IntOrInts = 1,
+    padding: IntOrInts = 0,
+    name: str | None = None,
+) -> Tensor:
     """2-D convolution (PyTorch's ``F.conv2d``): ``x [B, C_in, H, W]``, ``weight [C_out, C_in, kH, kW]``.
 
     ``stride`` and ``padding`` are an int or a pair (rows, columns). The input
@@ -125,7 +160,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, name=None):
     return _conv(x, weight, bias, stride, padding, 2, name)
 
 
-def _pool(op, x, kernel, stride, name):
+def _pool(op: Op, x: ArrayOperand, kernel: IntOrInts, stride: IntOrInts | None, name: str | None) -> Tensor:
     where = op.name
     x = _as_tensor(x, "x", where)
     if x.ndim != 4:
@@ -136,7 +171,7 @@ def _pool(op, x, kernel, stride, name):
     return record(op, (x,), {"kernel": kernel, "stride": stride}, name)
 
 
-def max_pool2d(x, kernel, stride=None, name=None):
+def max_pool2d(x: ArrayOperand, kernel: IntOrInts, stride: IntOrInts | None = None, name: str | None = None) -> Tensor:
     """The largest entry of each ``kernel`` window of ``x [B, C, H, W]`` (PyTorch's ``F.max_pool2d``, no padding).
 
     ``stride`` defaults to ``kernel`` (windows side by side). The gradient goes
@@ -145,7 +180,7 @@ def max_pool2d(x, kernel, stride=None, name=None):
     return _pool(ops.max_pool2d, x, kernel, stride, name)
 
 
-def avg_pool2d(x, kernel, stride=None, name=None):
+def avg_pool2d(x: ArrayOperand, kernel: IntOrInts, stride: IntOrInts | None = None, name: str | None = None) -> Tensor:
     """The mean of each ``kernel`` window of ``x [B, C, H, W]`` (PyTorch's ``F.avg_pool2d``, no padding).
 
     ``stride`` defaults to ``kernel``. The gradient spreads ``g / (kH·kW)`` over each window.

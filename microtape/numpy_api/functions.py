@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import string
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -160,24 +161,24 @@ def logaddexp(a: Operand, b: Operand, name: str | None = None) -> Result:
     return node(a).logaddexp(b, name=name)
 
 
-def logaddexp2(a, b, name=None):
+def logaddexp2(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).logaddexp2(b, name=name)
 
 
-def arcsinh(x, name=None):
+def arcsinh(x: Operand, name: str | None = None) -> Result:
     return node(x).arcsinh(name=name)
 
 
-def arccosh(x, name=None):
+def arccosh(x: Operand, name: str | None = None) -> Result:
     return node(x).arccosh(name=name)
 
 
-def arctanh(x, name=None):
+def arctanh(x: Operand, name: str | None = None) -> Result:
     return node(x).arctanh(name=name)
 
 
-def arctan2(a, b, name=None):
+def arctan2(a: Operand, b: Operand, name: str | None = None) -> Result:
     a, b = _pair(a, b)
     return node(a).arctan2(b, name=name)
 
@@ -309,7 +310,7 @@ def matmul(a: Operand, b: Operand, name: str | None = None) -> Result:
     return node(a).matmul(b, name=name)
 
 
-def einsum(*arguments, optimize=False, name=None):
+def einsum(*arguments: Any, optimize: Any = False, name: str | None = None) -> Result:
     """``numpy.einsum`` on Tensors: ``einsum("ij,jk->ik", a, b)``, recorded as two-operand ``einsum`` ops.
 
     One operand is paired with the constant 1 (``"ij,->ji"``); three or more
@@ -350,7 +351,7 @@ def einsum(*arguments, optimize=False, name=None):
     return result
 
 
-def _diagonal(tensor, letters):
+def _diagonal(tensor: Tensor, letters: str) -> tuple[Tensor, str]:
     """The entries of ``tensor`` whose axes named by the same letter share one index: ``"ii"`` → the diagonal.
 
     Returns the recorded ``index`` and its letters (each once, in first-seen order).
@@ -362,7 +363,7 @@ def _diagonal(tensor, letters):
     return record(ops.index, (tensor,), {"key": key}), unique
 
 
-def _einsum_arguments(arguments):
+def _einsum_arguments(arguments: tuple[Any, ...]) -> tuple[str, list[Any]]:
     """``(subscripts, operands)`` from numpy's two forms: ``("ij,j", a, b)`` or ``(a, [0, 1], b, [1], [0])``."""
     if not arguments:
         raise TypeError("einsum(): expected subscripts like 'ij,jk->ik' and the operands")
@@ -381,7 +382,7 @@ def _einsum_arguments(arguments):
     return inputs + ("" if output is None else "->" + _sublist_letters(output)), operands
 
 
-def _sublist_letters(sublist):
+def _sublist_letters(sublist: Any) -> str:
     """numpy's sublist ``[0, 1, Ellipsis]`` as letters ``"ab..."``: integer k is the k-th of a-z, A-Z."""
     try:
         items = list(sublist)
@@ -398,7 +399,7 @@ def _sublist_letters(sublist):
     return "".join(letters)
 
 
-def _checked_subscripts(subscripts, ndims):
+def _checked_subscripts(subscripts: str, ndims: Sequence[int]) -> tuple[list[str], str]:
     """Parse and check ``subscripts`` for operands of ``ndims`` axes; ``...`` is spelled out in fresh letters."""
     text = subscripts.replace(" ", "")
     allowed = set(string.ascii_letters) | set(",->.")
@@ -418,7 +419,7 @@ def _checked_subscripts(subscripts, ndims):
     return inputs, output
 
 
-def _spell_out_ellipsis(text, subscripts, ndims):
+def _spell_out_ellipsis(text: str, subscripts: str, ndims: Sequence[int]) -> str:
     """``"...i,...i->..."`` with the axes ``...`` stands for named by letters the subscripts do not use."""
     inputs, arrow, output = text.partition("->")
     parts = inputs.split(",")
@@ -452,8 +453,8 @@ def _spell_out_ellipsis(text, subscripts, ndims):
     return ",".join(parts) + "->" + output
 
 
-def _check_sizes(inputs, tensors, subscripts):
-    sizes = {}
+def _check_sizes(inputs: Sequence[str], tensors: Sequence[Tensor], subscripts: str) -> None:
+    sizes: dict[str, int] = {}
     for position, (letters, tensor) in enumerate(zip(inputs, tensors)):
         if len(letters) != tensor.ndim:
             raise ValueError(

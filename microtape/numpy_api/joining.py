@@ -23,7 +23,7 @@ from .functions import Operand
 __all__ = ["concatenate", "stack", "split", "pad"]
 
 
-def concatenate(tensors, axis=0, name=None):
+def concatenate(tensors: Any, axis: Any = 0, name: str | None = None) -> Tensor:
     """Join tensors along an existing ``axis`` (``numpy.concatenate``; None: flattened first), recorded on the tape.
 
     The primitive joins two at a time, so three tensors are two tape rows:
@@ -122,7 +122,7 @@ def split(tensor: Operand, indices_or_sections: Any, axis: Any = 0) -> list[Tens
     ]
 
 
-def _whole_number(value):
+def _whole_number(value: Any) -> bool:
     """An int, or a float with no fraction (numpy's split takes 3.0 as 3 sections); never a bool."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False

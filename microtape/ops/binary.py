@@ -76,7 +76,7 @@ def _logaddexp_forward(a: Value, b: Value) -> Value:
     return np.logaddexp(a, b)
 
 
-def _logaddexp_partials(ans, a, b):
+def _logaddexp_partials(ans: Value, a: Value, b: Value) -> Grads:
     # At a = b = -inf, a − y is -inf − (-inf): NaN, as PyTorch gives, without numpy's warning.
     with np.errstate(invalid="ignore"):
         return exp.bind(a - ans), exp.bind(b - ans)
@@ -97,20 +97,20 @@ logaddexp = elementwise_pair(
 # ---------------------------------------------------------------- logaddexp2
 
 
-def _logaddexp2_float(a, b):
+def _logaddexp2_float(a: Value, b: Value) -> float:
     if a == b:  # also ±inf twice
         return a + 1.0
     top = max(a, b)
     return top + math.log1p(2.0 ** -abs(a - b)) / math.log(2.0)
 
 
-def _logaddexp2_forward(a, b):
+def _logaddexp2_forward(a: Value, b: Value) -> Value:
     if a.__class__ is float and b.__class__ is float:
         return _logaddexp2_float(a, b)
     return np.logaddexp2(a, b)
 
 
-def _logaddexp2_partials(ans, a, b):
+def _logaddexp2_partials(ans: Value, a: Value, b: Value) -> Grads:
     # y = log₂(2^a + 2^b): ∂y/∂a = 2^a / (2^a + 2^b) = 2^(a − y), and the same for b (NaN at a = b = -inf).
     with np.errstate(invalid="ignore"):
         return exp2.bind(a - ans), exp2.bind(b - ans)
@@ -130,7 +130,7 @@ logaddexp2 = elementwise_pair(
 # ---------------------------------------------------------------- arctan2
 
 
-def _arctan2_partials(ans, a, b):
+def _arctan2_partials(ans: Value, a: Value, b: Value) -> Grads:
     """y = atan2(a, b), the angle of the point (b, a): ∂y/∂a = b / r², ∂y/∂b = −a / r².
 
     At the origin r² = 0 and both are 0 / 0; PyTorch's slopes there are 0 and −0,

@@ -38,27 +38,33 @@ Pooling (2-D, no padding, stride defaulting to the kernel as in PyTorch):
     VJP are then a ``take`` and a ``scatter_add`` at those positions.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..engine.protocols import Value
 from .broadcasting import shape_of, sum_of
-from .core import primitive, value_of
+from .core import Grads, Shape, primitive, value_of
 from .shape import reshape, scatter_add
 
 __all__ = ["conv", "conv_transpose", "conv_weight_grad", "max_pool2d", "avg_pool2d", "windows", "output_size"]
 
 
-def output_size(length, kernel, stride, padding):
+def output_size(length: int, kernel: int, stride: int, padding: int) -> int:
     """How many windows fit along one axis: ``(length + 2·padding − kernel) // stride + 1``."""
     return (length + 2 * padding - kernel) // stride + 1
 
 
-def _spatial(n):
+def _spatial(n: int) -> tuple[int, ...]:
     """The spatial axes of a ``[B, C, *spatial]`` array with ``n`` of them."""
     return tuple(range(2, 2 + n))
 
 
-def windows(x, kernel, stride, padding):
+def windows(x: Value, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int]) -> Value:
     """im2col: ``x [B, C, *spatial]`` as ``[B, C, *out, *kernel]``, every window a view (no copy but the padding).
 
     ``windows(x)[b, c, i, j, p, q] = x_padded[b, c, i·sH + p, j·sW + q]``.
@@ -67,13 +73,14 @@ def windows(x, kernel, stride, padding):
     if any(padding):
         x = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in padding)))
     view = sliding_window_view(x, tuple(kernel), axis=_spatial(n))
-    return view[(slice(None), slice(None), *(slice(None, None, s) for s in stride))]
+    every_stride = (slice(None), slice(None), *(slice(None, None, s) for s in stride))
+    return view[every_stride]
 
 
 # ---------------------------------------------------------------- the three convolutions (forward on numpy)
 
 
-def _conv_forward(x, weight, stride, padding):
+def _conv_forward(x: Value, weight: Value, stride: Sequence[int], padding: Sequence[int]) -> Value:
     n = weight.ndim - 2
     cols = windows(x, weight.shape[2:], stride, padding)  # [B, C, *out, *k]
     kernel_axes = tuple(range(2 + n, 2 + 2 * n))
@@ -82,7 +89,9 @@ def _conv_forward(x, weight, stride, padding):
     return np.ascontiguousarray(np.moveaxis(y, -1, 1))
 
 
-def _conv_transpose_forward(z, weight, input_shape, stride, padding):
+def _conv_transpose_forward(
+    z: Value, weight: Value, input_shape: Shape, stride: Sequence[int], padding: Sequence[int]
+) -> Value:
     """``x̄ = crop(full_correlation(dilate(z), flip(weight)ᵀ))``: the input gradient of a convolution.
 
     Each output position i saw the inputs i·s … i·s + K − 1; sending ``z[i]``
@@ -94,7 +103,8 @@ def _conv_transpose_forward(z, weight, input_shape, stride, padding):
     n = weight.ndim - 2
     dtype = np.result_type(z, weight)
     dilated = np.zeros((*z.shape[:2], *((o - 1) * s + 1 for o, s in zip(z.shape[2:], stride))), dtype=dtype)
-    dilated[(slice(None), slice(None), *(slice(None, None, s) for s in stride))] = z
+    every_stride = (slice(None), slice(None), *(slice(None, None, s) for s in stride))
+    dilated[every_stride] = z
     widths = [(0, 0), (0, 0)]
     for length, k, s, p, o in zip(input_shape[2:], weight.shape[2:], stride, padding, z.shape[2:]):
         unreached = length + 2 * p - ((o - 1) * s + k)
@@ -102,10 +112,13 @@ def _conv_transpose_forward(z, weight, input_shape, stride, padding):
     flipped = np.flip(weight, axis=_spatial(n)).swapaxes(0, 1)  # [C_in, C_out, *k], each kernel back to front
     grad_padded = _conv_forward(np.pad(dilated, widths), flipped, (1,) * n, (0,) * n)
     crop = tuple(slice(p, p + length) for p, length in zip(padding, input_shape[2:]))
-    return np.ascontiguousarray(grad_padded[(slice(None), slice(None), *crop)])
+    cropped = (slice(None), slice(None), *crop)
+    return np.ascontiguousarray(grad_padded[cropped])
 
 
-def _conv_weight_grad_forward(x, z, kernel_size, stride, padding):
+def _conv_weight_grad_forward(
+    x: Value, z: Value, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int]
+) -> Value:
     """``w̄[o, c, k] = Σ_b Σ_i windows(x)[b, c, i, k] · z[b, o, i]``: each kernel entry met these inputs."""
     n = len(kernel_size)
     cols = windows(x, kernel_size, stride, padding)  # [B, C, *out, *k]
@@ -116,18 +129,20 @@ def _conv_weight_grad_forward(x, z, kernel_size, stride, padding):
 # ---------------------------------------------------------------- their derivatives: each is the other two
 
 
-def _kernel_of(weight):
+def _kernel_of(weight: Value) -> Shape:
     return tuple(shape_of(weight)[2:])
 
 
-def _conv_vjp(g, ans, x, weight, stride, padding):
+def _conv_vjp(g: Value, ans: Value, x: Value, weight: Value, stride: Shape, padding: Shape) -> Grads:
     return (
         conv_transpose.bind(g, weight, input_shape=shape_of(x), stride=stride, padding=padding),
         conv_weight_grad.bind(x, g, kernel_size=_kernel_of(weight), stride=stride, padding=padding),
     )
 
 
-def _conv_jvp(tangents, ans, x, weight, stride, padding):
+def _conv_jvp(
+    tangents: Sequence[Value | None], ans: Value, x: Value, weight: Value, stride: Shape, padding: Shape
+) -> Value:
     tx, tw = tangents
     return sum_of(
         None if tx is None else _conv_forward(tx, weight, stride, padding),
@@ -135,14 +150,24 @@ def _conv_jvp(tangents, ans, x, weight, stride, padding):
     )
 
 
-def _conv_transpose_vjp(g, ans, z, weight, input_shape, stride, padding):
+def _conv_transpose_vjp(
+    g: Value, ans: Value, z: Value, weight: Value, input_shape: Shape, stride: Shape, padding: Shape
+) -> Grads:
     return (
         conv.bind(g, weight, stride=stride, padding=padding),
         conv_weight_grad.bind(g, z, kernel_size=_kernel_of(weight), stride=stride, padding=padding),
     )
 
 
-def _conv_transpose_jvp(tangents, ans, z, weight, input_shape, stride, padding):
+def _conv_transpose_jvp(
+    tangents: Sequence[Value | None],
+    ans: Value,
+    z: Value,
+    weight: Value,
+    input_shape: Shape,
+    stride: Shape,
+    padding: Shape,
+) -> Value:
     tz, tw = tangents
     return sum_of(
         None if tz is None else _conv_transpose_forward(tz, weight, input_shape, stride, padding),
@@ -150,14 +175,24 @@ def _conv_transpose_jvp(tangents, ans, z, weight, input_shape, stride, padding):
     )
 
 
-def _conv_weight_grad_vjp(g, ans, x, z, kernel_size, stride, padding):
+def _conv_weight_grad_vjp(
+    g: Value, ans: Value, x: Value, z: Value, kernel_size: Shape, stride: Shape, padding: Shape
+) -> Grads:
     return (
         conv_transpose.bind(z, g, input_shape=shape_of(x), stride=stride, padding=padding),
         conv.bind(x, g, stride=stride, padding=padding),
     )
 
 
-def _conv_weight_grad_jvp(tangents, ans, x, z, kernel_size, stride, padding):
+def _conv_weight_grad_jvp(
+    tangents: Sequence[Value | None],
+    ans: Value,
+    x: Value,
+    z: Value,
+    kernel_size: Shape,
+    stride: Shape,
+    padding: Shape,
+) -> Value:
     tx, tz = tangents
     return sum_of(
         None if tx is None else _conv_weight_grad_forward(tx, z, kernel_size, stride, padding),
@@ -165,7 +200,7 @@ def _conv_weight_grad_jvp(tangents, ans, x, z, kernel_size, stride, padding):
     )
 
 
-def _conv_label(params):
+def _conv_label(params: dict[str, Any]) -> str:
     """What a graph's box says: ``2-D``, then the stride and padding when they are not 1 and 0."""
     stride, padding = params.get("stride", (1,)), params.get("padding", (0,))
     text = f"{len(stride)}-D"
@@ -176,7 +211,7 @@ def _conv_label(params):
     return text
 
 
-def _pair_text(values):
+def _pair_text(values: Sequence[int]) -> str:
     return str(values[0]) if len(set(values)) == 1 else "×".join(str(v) for v in values)
 
 
@@ -232,15 +267,15 @@ conv_weight_grad = primitive(
 # ---------------------------------------------------------------- pooling
 
 
-def _pool_windows(x, kernel, stride):
+def _pool_windows(x: Value, kernel: Shape, stride: Shape) -> Value:
     return windows(x, kernel, stride, (0, 0))  # [B, C, oH, oW, kH, kW]
 
 
-def _avg_pool2d_forward(x, kernel, stride):
+def _avg_pool2d_forward(x: Value, kernel: Shape, stride: Shape) -> Value:
     return _pool_windows(x, kernel, stride).mean(axis=(-2, -1))
 
 
-def _avg_pool2d_vjp(g, ans, x, kernel, stride):
+def _avg_pool2d_vjp(g: Value, ans: Value, x: Value, kernel: Shape, stride: Shape) -> Grads:
     # Each window's mean sends g / (kH·kW) to each of its entries: a transposed convolution of every
     # channel alone with the constant kernel 1/(kH·kW). Channels are folded into the batch for it.
     batch, channels, height, width = shape_of(x)
@@ -253,7 +288,7 @@ def _avg_pool2d_vjp(g, ans, x, kernel, stride):
     return (reshape.bind(grad, shape=(batch, channels, height, width)),)
 
 
-def _pool_label(params):
+def _pool_label(params: dict[str, Any]) -> str:
     kernel, stride = params.get("kernel", (2, 2)), params.get("stride", (2, 2))
     text = _pair_text(kernel) if len(set(kernel)) > 1 else f"{kernel[0]}×{kernel[0]}"
     return text if tuple(stride) == tuple(kernel) else f"{text} stride {_pair_text(stride)}"
@@ -272,7 +307,7 @@ avg_pool2d = primitive(
 )
 
 
-def _max_positions(x, kernel, stride):
+def _max_positions(x: Value, kernel: Shape, stride: Shape) -> Value:
     """Where each window's maximum is, as flat indices into ``x``: the first maximum, row by row (ties)."""
     batch, channels, height, width = x.shape
     cols = _pool_windows(x, kernel, stride)
@@ -284,11 +319,11 @@ def _max_positions(x, kernel, stride):
     return (planes * height + rows) * width + columns
 
 
-def _max_pool2d_forward(x, kernel, stride):
+def _max_pool2d_forward(x: Value, kernel: Shape, stride: Shape) -> Value:
     return _pool_windows(x, kernel, stride).max(axis=(-2, -1))
 
 
-def _max_pool2d_vjp(g, ans, x, kernel, stride):
+def _max_pool2d_vjp(g: Value, ans: Value, x: Value, kernel: Shape, stride: Shape) -> Grads:
     # Only the maximum of each window moved y, so g goes there (and adds up where windows share it).
     positions = _max_positions(value_of(x), kernel, stride)
     size = int(np.prod(shape_of(x)))
@@ -296,7 +331,8 @@ def _max_pool2d_vjp(g, ans, x, kernel, stride):
     return (reshape.bind(grad, shape=shape_of(x)),)
 
 
-def _max_pool2d_jvp(tangents, ans, x, kernel, stride):
+# One input: forward mode calls a JVP only when some input has a tangent, so tangents[0] is never None.
+def _max_pool2d_jvp(tangents: Sequence[Value], ans: Value, x: Value, kernel: Shape, stride: Shape) -> Value:
     return np.take(tangents[0].reshape(-1), _max_positions(x, kernel, stride))
 
 

@@ -65,7 +65,7 @@ def _pow_vjp(g: Value, ans: Value, x: Value, exponent: float) -> Grads:
         return (g * exponent * pow_.bind(x, exponent - 1),)
 
 
-def _pow_forward(x, exponent):
+def _pow_forward(x: Value, exponent: float) -> Value:
     if x.__class__ is float and x == 0.0 and exponent < 0:
         # numpy's value, ±inf (Python floats raise ZeroDivisionError): reached by a
         # derivative at 0, such as d/dx x**0.5 = 0.5 x**-0.5 in a recorded pass.
@@ -74,7 +74,7 @@ def _pow_forward(x, exponent):
     return x**exponent
 
 
-def divide(g, denominator):
+def divide(g: Value, denominator: Value) -> Value:
     """``g / denominator``, infinite (not an error) where the denominator is 0: numpy's and PyTorch's answer.
 
     A Python float divided by 0.0 raises ZeroDivisionError, an array warns,
@@ -93,7 +93,7 @@ def divide(g, denominator):
         return g / denominator
 
 
-def no_second_derivative(zero):
+def no_second_derivative(zero: Value) -> Value:
     """A recorded 0 whose derivative is NaN where the tape value ``zero`` (>= 0) is 0: no derivative there.
 
     A VJP that picks a finite first derivative at a kink (the norm's 0 at the
@@ -185,7 +185,7 @@ relu = unary(
 )
 
 
-def _sqrt_vjp(g, ans, x):
+def _sqrt_vjp(g: Value, ans: Value, x: Value) -> Grads:
     # d√x/dx = 1 / (2√x): infinite at 0, said so rather than warned about (or raised, for a float).
     return (divide(0.5 * g, ans),)
 

@@ -13,11 +13,12 @@ Domains follow numpy's forward and PyTorch's backward: ``arcsin`` and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from ..engine.protocols import Value
-from .core import Op
+from .core import Grads, Op
 from .elementwise import divide, float_or_array, sqrt, unary
 
 __all__ = [
@@ -25,10 +26,10 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _nan_at_infinity(math_fn):
+def _nan_at_infinity(math_fn: Callable[[float], float]) -> Callable[[float], float]:
     """``math_fn`` on a float, NaN where it raises for ±inf (numpy's sin(inf) is NaN; math's raises)."""
 
-    def fn(x):
+    def fn(x: float) -> float:
         try:
             return math_fn(x)
         except ValueError:
@@ -98,7 +99,7 @@ arccos = unary(
 )
 
 
-def _over_one_plus_square(g, x):
+def _over_one_plus_square(g: Value, x: Value) -> Value:
     # For |x| > 1e154, x² overflows to inf and g / inf = 0: the right slope, not worth a warning.
     if x.__class__ is float:
         return g / (1.0 + x * x)  # a float product overflows to inf silently
@@ -139,7 +140,7 @@ cosh: Op = unary(
 # ---------------------------------------------------------------- the inverse hyperbolic functions
 
 
-def _arcsinh_vjp(g, ans, x):
+def _arcsinh_vjp(g: Value, ans: Value, x: Value) -> Grads:
     # asinh' = 1 / √(1 + x²); for |x| > 1e154, x² overflows to inf and the slope is 0: right, and silent.
     if x.__class__ is float:
         return (g / math.sqrt(1.0 + x * x),)
@@ -157,7 +158,7 @@ arcsinh = unary(
 )
 
 
-def _acosh(x):
+def _acosh(x: float) -> float:
     return math.acosh(x) if x >= 1.0 or x != x else math.nan  # NaN below 1, as numpy (math raises)
 
 
@@ -174,7 +175,7 @@ arccosh = unary(
 )
 
 
-def _atanh(x):
+def _atanh(x: float) -> float:
     if x == 1.0 or x == -1.0:
         return math.copysign(math.inf, x)  # numpy's value (math raises)
     return math.atanh(x) if -1.0 < x < 1.0 else math.nan

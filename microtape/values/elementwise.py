@@ -78,21 +78,21 @@ class SharedElementwise(_Host):
         self._refuse_overflow("cosh", lambda: np.abs(self.data) > 710.47)
         return self._unary(ops.cosh, name)
 
-    def arcsinh(self, name=None):
+    def arcsinh(self, name: str | None = None) -> Self:
         """The inverse hyperbolic sine."""
         return self._unary(ops.arcsinh, name)
 
-    def arccosh(self, name=None):
+    def arccosh(self, name: str | None = None) -> Self:
         """The inverse hyperbolic cosine (values >= 1; the slope is infinite at 1)."""
         self._refuse(self.data < 1, "arccosh", "values >= 1")
         return self._unary(ops.arccosh, name)
 
-    def arctanh(self, name=None):
+    def arctanh(self, name: str | None = None) -> Self:
         """The inverse hyperbolic tangent (values in [-1, 1]: ±inf at the ends, where the slope is infinite)."""
         self._refuse(np.abs(self.data) > 1, "arctanh", "values in [-1, 1]")
         return self._unary(ops.arctanh, name)
 
-    def arctan2(self, other, name=None):
+    def arctan2(self, other: Any, name: str | None = None) -> Self:
         """The angle of the point (other, self), entry by entry: ``numpy.arctan2(self, other)``."""
         return self._with(ops.arctan2, other, "arctan2", name)
 
@@ -138,11 +138,11 @@ class SharedElementwise(_Host):
         """``log(exp(self) + exp(other))`` without overflow (broadcasting)."""
         return self._with(ops.logaddexp, other, "logaddexp", name)
 
-    def logaddexp2(self, other, name=None):
+    def logaddexp2(self, other: Any, name: str | None = None) -> Self:
         """``log2(2**self + 2**other)`` without overflow (broadcasting)."""
         return self._with(ops.logaddexp2, other, "logaddexp2", name)
 
-    def clip(self, lower=None, upper=None, name=None):
+    def clip(self, lower: float | None = None, upper: float | None = None, name: str | None = None) -> Self:
         """Values below ``lower`` raised to it, above ``upper`` lowered to it (numbers; either may be None).
 
         The gradient passes where ``lower <= x <= upper`` (the ends included, as

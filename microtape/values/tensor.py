@@ -476,7 +476,7 @@ class Tensor(SharedElementwise, Node):
         keepdims = self._keepdims(keepdims, "norm")
         return record(ops.norm, (self,), {"axis": axis, "keepdims": keepdims}, name=name)
 
-    def _check_norm_order(self, ord, axis):  # noqa: A002  (numpy.linalg.norm's name)
+    def _check_norm_order(self, ord: Any, axis: Any) -> None:  # noqa: A002  (numpy.linalg.norm's name)
         """Refuse an ``ord`` whose numpy meaning is not the 2-norm over ``axis``, changing nothing."""
         count = self.ndim if axis is None else len(axis) if isinstance(axis, tuple) else 1
         if count not in (1, 2):
@@ -496,7 +496,7 @@ class Tensor(SharedElementwise, Node):
                 + ("; numpy's ord=2 of a matrix is its largest singular value, which is not here" if ord == 2 else "")
             )
 
-    def cumsum(self, axis=None, name=None):
+    def cumsum(self, axis: Any = None, name: str | None = None) -> Tensor:
         """Running sums along ``axis`` (None: of the flattened tensor, as numpy)."""
         return record(ops.cumsum, (self,), {"axis": self._scan_axis(axis, "cumsum")}, name=name)
 
@@ -544,7 +544,7 @@ class Tensor(SharedElementwise, Node):
             return squares.mean(axis, keepdims=keepdims, name=name)
         return squares.sum(axis, keepdims=keepdims).scale(1.0 / (count - ddof), name=name)
 
-    def std(self, axis=None, keepdims=False, ddof=0, name=None):
+    def std(self, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Tensor:
         """The standard deviation ``sqrt(var(x, ddof))`` = ``‖x − mean(x)‖ / sqrt(n − ddof)``.
 
         Built on :meth:`norm`, so it follows the norm's rule at its kink: where
@@ -555,7 +555,7 @@ class Tensor(SharedElementwise, Node):
         centered = self - self.mean(axis, keepdims=True)
         return centered.norm(axis, keepdims=keepdims).scale(1.0 / math.sqrt(count - ddof), name=name)
 
-    def _spread_arguments(self, axis, keepdims, ddof, what):
+    def _spread_arguments(self, axis: Any, keepdims: bool, ddof: int, what: str) -> tuple[Any, bool, int]:
         """var's and std's arguments checked before any op is recorded: ``(axis, keepdims, count)``."""
         axis = self._axis(axis, what)
         keepdims = self._keepdims(keepdims, what)
