@@ -157,7 +157,7 @@ SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 
 # The other solution files' exercises, merged when this is imported as instructor.solutions (checked as a
 # student's file in the box, each instructor/solutions*.py file runs on its own: there is no package there).
-if __name__ != "__main__":
+if __package__:  # imported as instructor.solutions (in the box, a file runs with no package)
     from .solutions_exa import SOLUTIONS as _EXA  # from the chain rule to a residual block
     from .solutions_exb import SOLUTIONS as _EXB  # convolution, recurrent nets, forward mode, second order, tiled
     from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises

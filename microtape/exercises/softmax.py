@@ -100,7 +100,8 @@ def _rowsum_unweighted(p, grad_p):
 
 def _rowsum_not_times_p(p, grad_p):
     # The bracket left out: p multiplies grad_p only, the row sum is subtracted bare.
-    return {"grad_s": p * grad_p - np.sum(grad_p * p, axis=-1, keepdims=True)}
+    row_sum = np.sum(grad_p * p, axis=-1, keepdims=True)
+    return {"grad_s": p * grad_p - row_sum}
 
 
 register_lab_exercise(

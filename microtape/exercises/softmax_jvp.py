@@ -85,12 +85,12 @@ def _no_rowsum(s, ds):
 
 def _rowsum_wrong_axis(s, ds):
     p = _weights(s)
-    return {"dp": p * (ds - np.sum(p * ds, axis=-2, keepdims=True))}
+    return {"dp": ops.softmax_backward(ds, p, axis=-2)}
 
 
 def _rowsum_without_keepdims(s, ds):
     p = _weights(s)
-    return {"dp": p * (ds - np.sum(p * ds, axis=-1))}  # only runs on square inputs
+    return {"dp": ops.softmax_backward(ds, p, row_sum=np.sum(p * ds, axis=-1))}  # only runs on square inputs
 
 
 def _rowsum_unweighted(s, ds):
@@ -100,14 +100,15 @@ def _rowsum_unweighted(s, ds):
 
 def _log_softmax_tangent(s, ds):
     p = _weights(s)
-    return {"dp": ds - np.sum(p * ds, axis=-1, keepdims=True)}
+    row_sum = np.sum(p * ds, axis=-1, keepdims=True)
+    return {"dp": ds - row_sum}  # the tangent of log p, not of p
 
 
 def _unstable_exp(s, ds):
     with np.errstate(all="ignore"):
         e = np.exp(s)
         p = e / np.sum(e, axis=-1, keepdims=True)
-    return {"dp": p * (ds - np.sum(p * ds, axis=-1, keepdims=True))}
+    return {"dp": ops.softmax_backward(ds, p)}
 
 
 register_lab_exercise(

@@ -24,6 +24,7 @@ def test_the_section_shows_the_commands_we_run():
         ["microtape", "demo"],
         ["microtape", "graph"],
         ["microtape", "heatmap"],
+        ["microtape", "memory"],
         ["python", "-m"],
     ]
 
@@ -44,6 +45,7 @@ def test_each_command_runs(command, tmp_path):
         "demo": {"demo/graph_forward.svg", "demo/graph_backward.svg", "demo/backward_frames/index.html"},
         "graph": {"graph.svg"},
         "heatmap": {"h.png"},
+        "memory": {"demo/memory_timeline.png", "demo/saved_values.svg", "demo/memory_compare.png"},
         "-m": {"docs/images/attention_backward_graph.png", "docs/images/attention_heatmaps.png"},
     }[shlex.split(command)[1]]
     assert expected <= written

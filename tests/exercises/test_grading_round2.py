@@ -20,6 +20,7 @@ from microtape.cli.main import main
 from microtape.exercises.checker import _trial, _trial_key
 from microtape.exercises.grading import box, gradebook, remote
 from microtape.exercises.grading.boxed import wire
+from microtape.exercises.grading.gradebook import TOTAL
 
 pytestmark = pytest.mark.skipif(box._bwrap() is None, reason="needs bubblewrap (make sandbox)")
 
@@ -67,13 +68,15 @@ def _grade_folder(tmp_path, files, *extra, timeout="2"):
     status = main(argv)
     run = sorted(out.iterdir())[-1]
     rows = list(csv.DictReader((run / "gradebook.csv").open(encoding="utf-8")))
-    return status, run, rows
+    return status, run, [row for row in rows if row["exercise"] != TOTAL]  # the exercise rows, not the totals
 
 
 def _points(rows):
+    """Each student's points, from the gradebook's exercise rows (not its per-student total row)."""
     points = {}
     for row in rows:
-        points[row["student"]] = points.get(row["student"], 0) + int(row["points"])
+        if row["exercise"] != TOTAL:
+            points[row["student"]] = points.get(row["student"], 0) + int(row["points"])
     return points
 
 

@@ -50,11 +50,9 @@ def _numeric_gradient(f, x, eps=1e-6):
     return grad
 
 
-def test_the_new_exercises_are_in_the_lab_in_order_after_the_first_eleven():
+def test_the_new_exercises_are_in_the_lab():
     names = ex.list_exercises()
-    start = names.index(NEW[0])
-    assert names[start : start + len(NEW)] == NEW
-    assert start > names.index("layernorm_backward")
+    assert set(NEW) <= set(names)
     assert len(names) >= 25
 
 

@@ -156,10 +156,14 @@ def _more_op_cases():
         ("cbrt", ops.cbrt, lambda torch, x: torch.sign(x) * x.abs() ** (1 / 3), "real"),
         ("square", ops.square, lambda torch, x: torch.square(x), "real"),
         ("reciprocal", ops.reciprocal, lambda torch, x: torch.reciprocal(x), "positive"),
+        ("arcsinh", ops.arcsinh, lambda torch, x: torch.asinh(x), "real"),
+        ("arccosh", ops.arccosh, lambda torch, x: torch.acosh(x), "above_one"),
+        ("arctanh", ops.arctanh, lambda torch, x: torch.atanh(x), "unit"),
     ]
     cases = [c(name, ((2, 3),), lambda x, op=op: op(x), fn, (domain,)) for name, op, fn, domain in unary]
     return cases + [
         c("logaddexp", ((2, 3), (3,)), ops.logaddexp, lambda torch, a, b: torch.logaddexp(a, b)),
+        c("logaddexp2", ((2, 3), (3,)), ops.logaddexp2, lambda torch, a, b: torch.logaddexp2(a, b)),
         c("arctan2", ((2, 3), (3,)), ops.arctan2, lambda torch, a, b: torch.atan2(a, b)),
         c("power", ((2, 3), (3,)), ops.power, lambda torch, a, b: torch.pow(a, b), ("positive", "real")),
         c(
@@ -325,6 +329,7 @@ def make_arrays(case, seed=23):
     draw = {
         "positive": lambda shape: rng.uniform(0.5, 2.0, shape),
         "unit": lambda shape: rng.uniform(-0.9, 0.9, shape),
+        "above_one": lambda shape: rng.uniform(1.5, 3.0, shape),
         "real": rng.standard_normal,
     }
     inputs = [draw[domain](shape) for shape, domain in zip(case.shapes, domains)]

@@ -249,7 +249,7 @@ def _gelu(function):
 def _score_scale(function):
     """``1 / sqrt(d)`` of a head depth: a division by ``sqrt`` of a ``.shape[-1]`` or of a depth."""
     for n in ast.walk(function):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and _is_call_to(n.right, {"sqrt"}):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and _is_call_to(n.right, {"sqrt"}) and n.right.args:
             text = ast.unparse(n.right.args[0])
             if "shape[-1]" in text or "depth" in text or "head_dim" in text:
                 return True

@@ -89,6 +89,8 @@ def _sample(op, rng):
             inputs.append(rng.uniform(0.5, 2.0, size=SHAPE))
         elif op.domain == "unit":
             inputs.append(rng.uniform(-0.9, 0.9, size=SHAPE))
+        elif op.domain == "above_one":
+            inputs.append(rng.uniform(1.5, 3.0, size=SHAPE))
         else:
             inputs.append(rng.standard_normal(SHAPE))
     return inputs

@@ -338,7 +338,7 @@ def write_gradebook(graded, path):
         writer.writerow(["student", "exercise", "points", "max", "message"])
         for grade in graded:
             for name, result in grade.results.items():
-                message = safe_text(result.message or "")
+                message = safe_text(result.message or "", lines=True)  # the whole feedback, on its lines
                 cells = [safe_text(grade.student), name, result.score, result.max_score, message]
                 writer.writerow([spreadsheet_cell(cell) for cell in cells])
             writer.writerow([spreadsheet_cell(safe_text(grade.student)), TOTAL, grade.total, grade.max_total, ""])
