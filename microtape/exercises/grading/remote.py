@@ -85,11 +85,11 @@ def _signature(spec):
 class BoxedSubmission:
     """A student's code, run in a :class:`~microtape.exercises.grading.box.Sandbox` (again after each kill)."""
 
-    def __init__(self, mode, cells, filename, names, *, load_seconds=10.0, limits=None):
+    def __init__(self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, self_check=False):
         self.request = {"op": "load", "mode": mode, "cells": cells, "filename": filename, "names": list(names),
                         "cell_seconds": load_seconds}  # fmt: skip
         self.load_seconds = load_seconds
-        self.box = Sandbox(limits)
+        self.box = Sandbox(limits, self_check=self_check)
         self.defined = {}  # exercise name -> inspect.Signature (None: unknown)
         self.notes = []  # one line per notebook cell that failed
         self.load_error = None  # one line when the submission did not load at all
