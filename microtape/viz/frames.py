@@ -259,7 +259,9 @@ class BackwardFrames:
         stores only the frame on show (the HTML player embeds them all). When
         ipywidgets is not installed (it comes with ``pip install
         microtape[notebooks]``), this returns the frames object itself, whose
-        plain-HTML player needs no kernel: the static fallback.
+        plain-HTML player needs no kernel: the static fallback. The widget's
+        output carries that player too (as ``text/html``), so a page built from
+        the executed notebook, where no kernel runs, still plays the frames.
         """
         try:
             import ipywidgets
@@ -278,7 +280,19 @@ class BackwardFrames:
         slider.observe(show, names="value")
         back.on_click(lambda _: setattr(slider, "value", max(0, slider.value - 1)))
         forward.on_click(lambda _: setattr(slider, "value", min(len(self) - 1, slider.value + 1)))
-        return ipywidgets.VBox([ipywidgets.HBox([back, slider, forward]), caption, view])
+        frames = self
+
+        class FlipBook(ipywidgets.VBox):
+            # The widget needs a running kernel; a page built from the executed notebook (the
+            # site) has none, so the output also carries the plain-HTML player, which a static
+            # page shows instead (the site's conf.py ranks it above the widget's view).
+            def _repr_mimebundle_(self, **kwargs):
+                bundle = super()._repr_mimebundle_(**kwargs)
+                if bundle is not None:
+                    bundle = {**bundle, "text/html": frames._repr_html_()}
+                return bundle
+
+        return FlipBook([ipywidgets.HBox([back, slider, forward]), caption, view])
 
     def picture(self, k):
         """Frame ``k`` as an SVG that fits its container (drawn once, when first asked for)."""
