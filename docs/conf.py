@@ -98,6 +98,7 @@ nb_ipywidgets_js = {}
 # So a widget's output shows its static alternative (the flip-book's plain-HTML player, which
 # frames.widget() puts beside the widget's view): a static page has no kernel to drive a widget.
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+os.environ["MICROTAPE_STATIC_PAGES"] = "1"  # the executing kernel inherits it (microtape.viz.frames)
 
 # ---------------------------------------------------------------- API reference
 # Inherited members too: MultiHeadAttention's grad_key_input() lives in a shared base class.

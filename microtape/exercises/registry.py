@@ -36,6 +36,7 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
 
 import difflib
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,8 +149,12 @@ class Exercise:
 
     @property
     def prompt(self):
-        """The stub's docstring: the maths the student works from."""
-        return inspect.getdoc(self.stub)
+        """The stub's docstring: the maths the student works from, as it reads when printed.
+
+        The docstring marks code the reST way (````p````); printed, one backquote reads better
+        (```p```), as in the notebooks' Markdown.
+        """
+        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub))
 
     @property
     def max_score(self):
