@@ -217,15 +217,7 @@ class View:
             shared = key[0] != "summary" and kinds[j] == "parameter" and self._fed_through_junctions(leaves)
             if key[0] == "summary":
                 # Inputs at the top level; a summary's own parameters and constants next to it.
-                clusters, homes, seen = self.clusters, set(), set()
-                for k in leaves:
-                    for i, _ in program.uses[k]:
-                        group = group_of[i]
-                        if group is None:
-                            homes.add(clusters[i])
-                        elif group not in seen:  # one summary_cluster per summary, not one per use
-                            seen.add(group)
-                            homes.add(summary_cluster(group))
+                homes = self._homes(leaves)
                 cluster = homes.pop() if kinds[j] != "input" and len(homes) == 1 else ""
                 box = self._add(Box(f"xs{j}", kinds[j], cluster, leaves=leaves, group=key[2]))
             else:
@@ -246,6 +238,19 @@ class View:
             else:
                 for k in leaves:
                     self.leaf_boxes[k] = [box.id]
+
+    def _homes(self, leaves):
+        """The clusters of the boxes that use ``leaves``: a summary's, or an equation's own."""
+        clusters, group_of, homes, seen = self.clusters, self.group_of, set(), set()
+        for k in leaves:
+            for i, _ in self.program.uses[k]:
+                group = group_of[i]
+                if group is None:
+                    homes.add(clusters[i])
+                elif group not in seen:  # one summary_cluster per summary, not one per use
+                    seen.add(group)
+                    homes.add(summary_cluster(group))
+        return homes
 
     def _fed_through_junctions(self, leaves):
         """True for a parameter's leaves used in 2 to 64 sibling modules, at most 16 times in each.
