@@ -99,7 +99,7 @@ def isolation(self_check=False):
     ``self_check``: the line for a student's local check, which also runs
     without ``prlimit`` (see :class:`Sandbox`).
     """
-    if self_check and not _prlimit():
+    if self_check and not _prlimit() and not _bwrap():
         if _resource_module() is None:
             how = "with no limits but the time limit (this system has neither prlimit nor Python's resource module)"
         else:
