@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,11 +59,20 @@ WHEEL_DIR = HERE / "_build" / "wheel"
 def _build_wheel():
     shutil.rmtree(WHEEL_DIR, ignore_errors=True)
     WHEEL_DIR.mkdir(parents=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(HERE.parent), "--no-deps", "--no-build-isolation",
-         "--quiet", "--wheel-dir", str(WHEEL_DIR)],
-        check=True,
-    )  # fmt: skip
+    # From a fresh copy of what the wheel is made of: setuptools' build/ folder in the repository
+    # would keep files since deleted from the source, and they would ship.
+    with tempfile.TemporaryDirectory(prefix="microtape-wheel-") as copy:
+        for name in ("pyproject.toml", "README.md", "LICENSE", "microtape"):
+            source = HERE.parent / name
+            if source.is_dir():
+                shutil.copytree(source, Path(copy) / name, ignore=shutil.ignore_patterns("__pycache__"))
+            elif source.exists():
+                shutil.copy(source, Path(copy) / name)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", copy, "--no-deps", "--no-build-isolation",
+             "--quiet", "--wheel-dir", str(WHEEL_DIR)],
+            check=True,
+        )  # fmt: skip
     (wheel,) = WHEEL_DIR.glob("microtape-*.whl")
     return wheel.name
 

@@ -13,6 +13,7 @@ browser: only its presence in the [notebooks] extra is checked.
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,9 +78,12 @@ def test_the_wheel_line_installs_a_wheel_of_this_source_and_the_venv_line_makes_
     venv = next(posix(line) for line in shown if " -m venv " in line)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / venv.split()[-1])], check=True)
     assert (tmp_path / venv.split()[-1] / "bin" / "python").exists()
-    wheels = tmp_path / "wheels"
+    wheels, source = tmp_path / "wheels", tmp_path / "source"  # built from a copy: no build/ left in the repository
+    shutil.copytree(ROOT / "microtape", source / "microtape", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, source],
         check=True,
     )
     (wheel,) = wheels.glob("microtape-*.whl")
