@@ -10,7 +10,9 @@ anything from the network. `-W` turns every warning into an error.
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +48,38 @@ def _copy_notebooks():
 _copy_notebooks()
 suppress_warnings = []
 
+# ---------------------------------------------------------------- get the code from the site
+# The install page links a wheel of this very source, built here (offline: no build isolation,
+# no dependency downloaded) and copied to the site's root; the page names it through the token
+# MICROTAPE_WHEEL (replaced in setup() below). Each notebook page links its .ipynb (stored without
+# outputs, as in the repository), copied beside the page.
+WHEEL_DIR = HERE / "_build" / "wheel"
+
+
+def _build_wheel():
+    shutil.rmtree(WHEEL_DIR, ignore_errors=True)
+    WHEEL_DIR.mkdir(parents=True)
+    # From a fresh copy of what the wheel is made of: setuptools' build/ folder in the repository
+    # would keep files since deleted from the source, and they would ship.
+    with tempfile.TemporaryDirectory(prefix="microtape-wheel-") as copy:
+        for name in ("pyproject.toml", "README.md", "LICENSE", "microtape"):
+            source = HERE.parent / name
+            if source.is_dir():
+                shutil.copytree(source, Path(copy) / name, ignore=shutil.ignore_patterns("__pycache__"))
+            elif source.exists():
+                shutil.copy(source, Path(copy) / name)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", copy, "--no-deps", "--no-build-isolation",
+             "--quiet", "--wheel-dir", str(WHEEL_DIR)],
+            check=True,
+        )  # fmt: skip
+    (wheel,) = WHEEL_DIR.glob("microtape-*.whl")
+    return wheel.name
+
+
+microtape_wheel = _build_wheel()
+html_extra_path = [str(WHEEL_DIR)]
+
 # ---------------------------------------------------------------- MyST and the notebooks
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
@@ -71,6 +105,10 @@ nb_merge_streams = True
 nb_render_markdown_format = "myst"  # Markdown from a cell (the primitives' table) gets tables and $maths$
 # Widgets would load their JavaScript from a CDN: the site loads nothing from the network.
 nb_ipywidgets_js = {}
+# So a widget's output shows its static alternative (the flip-book's plain-HTML player, which
+# frames.widget() puts beside the widget's view): a static page has no kernel to drive a widget.
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+os.environ["MICROTAPE_STATIC_PAGES"] = "1"  # the executing kernel inherits it (microtape.viz.frames)
 
 # ---------------------------------------------------------------- API reference
 # Inherited members too: MultiHeadAttention's grad_key_input() lives in a shared base class.
@@ -109,6 +147,7 @@ html_static_path = ["_static"]
 html_css_files = ["microtape.css"]
 html_theme_options = {
     "navigation_with_keys": False,
+    "header_links_before_dropdown": 4,
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": [],
@@ -126,7 +165,38 @@ def _copy_mathjax(app, exception):
     shutil.copytree(bundled, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
 
 
+def _name_the_wheel(app, docname, source):
+    source[0] = source[0].replace("MICROTAPE_WHEEL", app.config.microtape_wheel)
+
+
+def _offer_the_notebook(app, pagename, templatename, context, doctree):
+    # A notebook page: a link to its .ipynb under the title (the file is copied beside the page).
+    if doctree is None or not str(app.env.doc2path(pagename)).endswith(".ipynb"):
+        return
+    name = pagename.rsplit("/", 1)[-1] + ".ipynb"
+    link = (
+        f'<p class="mt-download">Download this notebook: <a class="reference download" href="{name}" '
+        f'download="{name}"><code>{name}</code></a> (to run it, see <a href="../install.html">install</a>)</p>'
+    )
+    body = context.get("body", "")
+    at = body.find("</h1>")
+    context["body"] = body[: at + 5] + link + body[at + 5 :] if at >= 0 else link + body
+
+
+def _copy_notebook_files(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    target = Path(app.outdir) / "notebooks"
+    target.mkdir(parents=True, exist_ok=True)
+    for source in sorted((HERE.parent / "notebooks").glob("*.ipynb")):
+        shutil.copyfile(source, target / source.name)
+
+
 def setup(app):
     # A config value that rebuilds the environment when it changes: the package's digest.
     app.add_config_value("microtape_source", "", "env")
+    app.add_config_value("microtape_wheel", "", "env")
+    app.connect("source-read", _name_the_wheel)
+    app.connect("html-page-context", _offer_the_notebook)
     app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _copy_notebook_files)

@@ -208,6 +208,20 @@ def svg_positions(svg_text):
     return found
 
 
+def median_text_px(svg_text, width):
+    """The median height of a Graphviz SVG's texts, in pixels, once shown at most ``width`` pixels wide.
+
+    (``microtape.viz.fit.smallest_text_px`` measures the smallest; the median is what most of the
+    picture reads like.) A drawing at another ``dpi`` (a slide) is scaled by its top group's transform.
+    """
+    import statistics
+
+    natural = float(re.search(r'<svg width="([\d.]+)pt"', svg_text).group(1)) * 4 / 3
+    zoom = re.search(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)', svg_text)
+    sizes = [float(size) for size in re.findall(r'<text[^>]*font-size="([\d.]+)"', svg_text)]
+    return statistics.median(sizes) * (float(zoom.group(1)) if zoom else 1.0) * 4 / 3 * min(1.0, width / natural)
+
+
 def svg_size(svg_text):
     return re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg_text).groups()
 

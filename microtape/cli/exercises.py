@@ -139,8 +139,9 @@ def _check(args):
         return _usage(f"no such file: {args.file}")
 
     names = wanted or list_exercises()
-    if not isolation().startswith("isolation: bubblewrap"):  # say it when the box is only the limits
-        print(isolation(), file=sys.stderr)
+    how = isolation(self_check=True)
+    if not how.startswith("isolation: bubblewrap"):  # said once, when the box is only the limits (or less)
+        print(how, file=sys.stderr)
     report = check_file(args.file, names, trials=args.trials, seed=args.seed, timeout=args.timeout)
     status = report.print(explicit=wanted is not None)
     if getattr(args, "picture", None):

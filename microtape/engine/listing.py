@@ -32,15 +32,16 @@ def variable_names(nodes: Sequence[Node], leaves: Sequence[Node]) -> dict[Node, 
     wanted = Counter(node.name for node in variables if node.name)
     names = {}
     for i, leaf in enumerate(leaves):
-        names[leaf] = _own_name(leaf, wanted) or f"in{i}"
+        names[leaf] = (leaf.name and _own_name(leaf, wanted)) or f"in{i}"
     for i, node in enumerate(nodes):
-        names[node] = _own_name(node, wanted) or f"%{i}"
-    taken = Counter(names.values())
-    numbered: Counter[str] = Counter()
-    for node, name in names.items():
-        if taken[name] > 1:
-            numbered[name] += 1
-            names[node] = f"{name}#{numbered[name]}"
+        names[node] = (node.name and _own_name(node, wanted)) or f"%{i}"
+    shared = {name for name, count in Counter(names.values()).items() if count > 1}
+    if shared:  # numbered in tape order (only these: a long tape has 100,000 names and no repeats)
+        numbered: Counter[str] = Counter()
+        for node, name in names.items():
+            if name in shared:
+                numbered[name] += 1
+                names[node] = f"{name}#{numbered[name]}"
     return names
 
 

@@ -42,6 +42,7 @@ first wrong step and does not blame the ones computed from it.
 
 import difflib
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -180,8 +181,12 @@ class Exercise:
 
     @property
     def prompt(self):
-        """The stub's docstring: the maths the student works from."""
-        return inspect.getdoc(self.stub)
+        """The stub's docstring: the maths the student works from, as it reads when printed.
+
+        The docstring marks code the reST way (````p````); printed, one backquote reads better
+        (```p```), as in the notebooks' Markdown.
+        """
+        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub))
 
     @property
     def max_score(self):

@@ -8,7 +8,7 @@ This module lets you build the masks ``MultiHeadAttention.forward`` takes::
            [ 0.e+00,  0.e+00, -1.e+09],
            [ 0.e+00,  0.e+00,  0.e+00]])
 
-The convention (from the seed's C++ library): a mask is *added* to the
+The convention (the layer's contract, written out on the site's attention-contract page): a mask is *added* to the
 scaled scores before the softmax. ``0`` allows a query to look at a key; a
 large negative number (``-1e9``, or ``-inf``) suppresses it, because
 ``exp(-1e9)`` is exactly 0 in floating point. A boolean array is *not* a

@@ -21,6 +21,8 @@ def equation_clusters(program, group):
     if group != "module":
         return [""] * len(equations)
     paths = [node.module for node in equations]
+    if not any(paths):
+        return paths  # no module anywhere: nothing to join (a long chain's 50,000 equations)
     top = [path.split(".")[0] for path in paths]
     joins, merges = {}, False
     for i, node in enumerate(equations):

@@ -53,6 +53,11 @@ __all__ = ["backward_frames", "BackwardFrames"]
 LEGEND = (("state", "done"), ("state", "partial"), ("state", "current"), ("state", "pending"), ("state", "off"))
 
 
+#: Set (to anything) by a build of static pages from executed notebooks (docs/conf.py): the
+#: widget's output then also holds the plain-HTML player, every frame in it.
+STATIC_PAGES = "MICROTAPE_STATIC_PAGES"
+
+
 @takes_drawing_options
 def backward_frames(
     tape_or_output: Any,
@@ -276,7 +281,11 @@ class BackwardFrames:
         stores only the frame on show (the HTML player embeds them all). When
         ipywidgets is not installed (it comes with ``pip install
         microtape[notebooks]``), this returns the frames object itself, whose
-        plain-HTML player needs no kernel: the static fallback.
+        plain-HTML player needs no kernel: the static fallback. When the
+        environment variable ``MICROTAPE_STATIC_PAGES`` is set (the site's build
+        sets it), the widget's output carries that player too (as ``text/html``),
+        so a page built from the executed notebook, where no kernel runs, still
+        plays the frames; otherwise the notebook stores only the frame on show.
         """
         try:
             import ipywidgets
@@ -295,7 +304,22 @@ class BackwardFrames:
         slider.observe(show, names="value")
         back.on_click(lambda _: setattr(slider, "value", max(0, slider.value - 1)))
         forward.on_click(lambda _: setattr(slider, "value", min(len(self) - 1, slider.value + 1)))
-        return ipywidgets.VBox([ipywidgets.HBox([back, slider, forward]), caption, view])
+        box = ipywidgets.VBox([ipywidgets.HBox([back, slider, forward]), caption, view])
+        if not os.environ.get(STATIC_PAGES):
+            return box
+        frames = self
+
+        class FlipBook(ipywidgets.VBox):
+            # The widget needs a running kernel; a page built from the executed notebook (the
+            # site) has none, so there the output also carries the plain-HTML player, which the
+            # static page shows instead (the site's conf.py ranks it above the widget's view).
+            def _repr_mimebundle_(self, **kwargs):
+                bundle = super()._repr_mimebundle_(**kwargs)
+                if bundle is not None:
+                    bundle = {**bundle, "text/html": frames._repr_html_()}
+                return bundle
+
+        return FlipBook(box.children)
 
     def picture(self, k):
         """Frame ``k`` as an SVG that fits its container (drawn once, when first asked for)."""

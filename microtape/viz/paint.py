@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ops import OPS
 from .edges import Edges
-from .picture import Fork, Picture, Shape
+from .picture import Fork, Picture, Shape, spine
 from .text import flatten, fmt, grad_lines, norm_text, shape_text, step_text, value_lines
 
 __all__ = ["paint", "Painter", "describe"]
@@ -87,7 +87,11 @@ class Painter(Edges):
             note = f"{said}; {note}" if note else said
         keys = self.legend(shapes) if legend else []
         forks = [self.fork(junction, arrows) for junction in view.junctions]
-        return Picture(shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below)
+        # A collapsed picture (one box per module) draws its main path straight: a layer's residual path.
+        straight = spine(shapes, arrows) if any(shape.kind == "summary" for shape in shapes) else []
+        return Picture(
+            shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below, straight
+        )
 
     def fork(self, junction, arrows):
         """A junction's point; backward, its line into the parameter is done when every arrow from it is."""

@@ -33,7 +33,19 @@ from dataclasses import dataclass, field, replace
 from .render import graph_class
 from .text import visible
 
-__all__ = ["Shape", "Arrow", "Fork", "Picture", "to_digraph", "KIND", "STATE", "EDGE", "PENDING_TEXT", "graph_class"]
+__all__ = [
+    "Shape",
+    "Arrow",
+    "Fork",
+    "Picture",
+    "spine",
+    "to_digraph",
+    "KIND",
+    "STATE",
+    "EDGE",
+    "PENDING_TEXT",
+    "graph_class",
+]
 
 # Colours (fill, border), chosen to stay apart for common colour-blindness.
 KIND = {
@@ -145,6 +157,57 @@ class Picture:
     orders: list = field(default_factory=list)  # rows of box ids to keep left to right, on one rank
     forks: list = field(default_factory=list)
     below: list = field(default_factory=list)  # (upper, lower) ids: lower is drawn below upper
+    spine: list = field(default_factory=list)  # box ids drawn in one straight line (see spine())
+
+
+def spine(shapes, arrows):
+    """The ids of the shortest chain of boxes from an input to the result (parameters and constants aside).
+
+    In a residual block that chain is the residual path (input, sum, norm, sum, norm): drawn
+    straight down the page, with each sublayer hanging beside it, instead of the diagonal ``dot``
+    drifts into when every sublayer pulls the chain sideways. Empty when there is no such chain,
+    or when it skips nothing (no box on it is also reached another way from the box before).
+    """
+    kinds = {shape.id: shape.kind for shape in shapes}
+    after = {}
+    for arrow in arrows:
+        if kinds.get(arrow.tail) not in (None, "parameter", "constant") and arrow.head in kinds:
+            after.setdefault(arrow.tail, []).append(arrow.head)
+    leaves = ("input", "parameter", "constant")
+    ends = {shape.id for shape in shapes if shape.result or (shape.kind not in leaves and shape.id not in after)}
+    came_from = {shape.id: None for shape in shapes if shape.kind == "input"}
+    frontier = list(came_from)
+    while frontier:  # breadth first: the first result reached is reached by a shortest chain
+        reached = []
+        for box in frontier:
+            for head in after.get(box, ()):
+                if head not in came_from:
+                    came_from[head] = box
+                    reached.append(head)
+        found = [box for box in reached if box in ends]
+        if found:
+            chain, box = [], found[0]
+            while box is not None:
+                chain.append(box)
+                box = came_from[box]
+            chain.reverse()
+            # Only a chain that skips something is a residual path (attention's q, k, v have none).
+            return chain if any(_also_reached(after, a, b) for a, b in zip(chain, chain[1:])) else []
+        frontier = reached
+    return []
+
+
+def _also_reached(after, tail, head):
+    """Whether ``head`` is reached from ``tail`` other than by their own arrow (a skip connection's sum)."""
+    seen, stack = set(), [box for box in after.get(tail, ()) if box != head]
+    while stack:
+        box = stack.pop()
+        if box == head:
+            return True
+        if box not in seen:
+            seen.add(box)
+            stack.extend(after.get(box, ()))
+    return False
 
 
 def to_digraph(picture, layout=None):
@@ -192,6 +255,8 @@ def _add_boxes(dot, bodies, picture, layout):
     """Every shape and fork point, in its cluster's body; returns ``{arrow index: the fork it leaves from}``."""
     for shape in picture.shapes:
         attrs = _shape_attrs(shape, picture.backward)
+        if shape.id in picture.spine:
+            attrs["group"] = "spine"  # dot keeps the edges between one group's boxes straight
         if layout is not None:
             attrs.update(layout.node(shape.id))
         (bodies[shape.cluster] if shape.cluster else dot).node(shape.id, _label(shape), **attrs)

@@ -12,7 +12,8 @@ focus). The slider, the caption and the picture always change together, and
 they count the same steps (``step k of steps 0–N``). The layout is pinned:
 the caption keeps the height of the tallest caption, so stepping never moves
 the picture, and the picture sits in a stage that fills the window below the
-controls and scrolls by itself, so the controls never scroll away. "Fit"
+controls (or, when the frames are smaller, is as tall as the tallest frame)
+and scrolls by itself, so the controls never scroll away. "Fit"
 (the default) scales the picture to the stage, so the whole graph, and with
 it the current step, is in view; "100 %" shows it at its natural size and
 scrolls the stage so the current step's box stays in view (each frame knows
@@ -100,7 +101,20 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
     }}
     caption.textContent = shown;
     caption.style.minHeight = tallest + "px";
-    stage.style.height = Math.max(240, window.innerHeight - controls.offsetHeight - 16) + "px";
+    // No taller than the tallest frame as shown now (fitted: at the player's width), so a player of
+    // small frames inside a page does not hold a window's height of blank space below them.
+    var room = Math.max(240, window.innerHeight - controls.offsetHeight - 16), drawn = 0;
+    for (var j = 0; j < frames.length; j++) {{
+      var p = picture(j), display = frames[j].style.display;
+      if (!p) continue;
+      frames[j].style.display = "block";
+      var limit = p.style.maxHeight;
+      p.style.maxHeight = "none";
+      drawn = Math.max(drawn, p.getBoundingClientRect().height);
+      p.style.maxHeight = limit;
+      frames[j].style.display = display;
+    }}
+    stage.style.height = (drawn > 0 ? Math.min(room, Math.ceil(drawn) + 8) : room) + "px";
   }}
   function fit(k) {{
     // Fit: the whole picture inside the stage.
@@ -150,7 +164,7 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
   window.addEventListener("resize", function() {{ pin(); show(current()); }});
   for (var i = 0; i < frames.length; i++) {{
     var p = picture(i);
-    if (p && p.tagName === "IMG") p.addEventListener("load", function() {{ fit(current()); }});
+    if (p && p.tagName === "IMG") p.addEventListener("load", function() {{ pin(); fit(current()); }});
   }}
   pin();
   show(0);

@@ -53,21 +53,21 @@ class Program:
         self.tape = tape
         self.outputs = list(outputs)
         self.output = self.outputs[0] if len(self.outputs) == 1 else None
-        self.index = {node: i for i, node in enumerate(equations)}
-        self.leaves, self.leaf_index, self.uses = [], {}, []
-        self.consumers = [[] for _ in equations]
-        for i, node in enumerate(equations):
+        self.index = index = {node: i for i, node in enumerate(equations)}
+        self.leaves, self.leaf_index, self.uses = leaves, leaf_index, uses = [], {}, []
+        self.consumers = consumers = [[] for _ in equations]
+        for i, node in enumerate(equations):  # bound names: once per input of every equation
             for position, x in enumerate(node.inputs):
-                k = self.index.get(x)
+                k = index.get(x)
                 if k is not None:
-                    self.consumers[k].append(i)
+                    consumers[k].append(i)
                     continue
-                j = self.leaf_index.get(x)
+                j = leaf_index.get(x)
                 if j is None:
-                    j = self.leaf_index[x] = len(self.leaves)
-                    self.leaves.append(x)
-                    self.uses.append([])
-                self.uses[j].append((i, position))
+                    j = leaf_index[x] = len(leaves)
+                    leaves.append(x)
+                    uses.append([])
+                uses[j].append((i, position))
         self.kinds = [leaf_kind(x, parameters) for x in self.leaves]
         self.names = _display_names(self)
         # What the gradients are gradients *of*: the output's name, or L = Σ g ⊙ output.
@@ -95,12 +95,16 @@ def _display_names(program):
         if derived not in taken:
             names[node] = derived
             taken.add(derived)
+    written = {}  # a constant's text by value: a long chain reads the same few constants thousands of times
     for leaf in program.leaves:
         if leaf.name or leaf.requires_grad:
             continue
         data = leaf.data
         if data.__class__ is float:  # a Scalar constant: no array made for it (a long scalar trace has many)
-            names[leaf] = fmt(data)
+            text = written.get(data)
+            if text is None:
+                text = written[data] = fmt(data)
+            names[leaf] = text
         elif np.size(data) == 1:
             names[leaf] = fmt(np.reshape(data, -1)[0])
     return names

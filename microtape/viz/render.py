@@ -199,7 +199,10 @@ def graph_class():
                 return {"text/plain": str(error)}
             if self.fit:
                 return {"text/html": fit_svg(text)}
-            return {"text/html": '<div style="overflow:auto">' + fit_svg(text, fit=False) + "</div>"}
+            # Natural size, scrolling sideways: the SVG says max-width none, so a page's rule that
+            # shrinks wide pictures to the column (the site's, Jupyter's) leaves this one whole.
+            natural = fit_svg(text, fit=False).replace(' height="', ' style="max-width:none" height="', 1)
+            return {"text/html": '<div class="mt-full-size" style="overflow:auto">' + natural + "</div>"}
 
     _GRAPH_CLASS.append(Graph)
     return Graph

@@ -45,13 +45,19 @@ def slide(layer: Any, *, title: str | None = None, expand: Any = None) -> Any:
     name = type(layer).__name__
     heads = getattr(layer, "num_heads", None)
     text = title or (f"{name} ({heads} head{'s' if heads != 1 else ''})" if heads else name)
-    digraph = graph(
-        layer, backward=True, values=False, detail=detail, expand=expand, width=None, rankdir="TB", title=text
-    )
-    # Scale the drawing to fit 1920 × 1080, then pad the short side: exactly 16:9, nothing distorted.
-    drawn_width, drawn_height = (float(v) for v in _SIZE.search(svg(digraph)).groups())  # points, at 72 dpi
+    # Drawn top to bottom and left to right; the slide takes the one that fills 16:9 with the larger text.
     pixels_x, pixels_y = SLIDE_PIXELS
-    zoom = min(pixels_x / drawn_width, pixels_y / drawn_height)
+    best = None
+    for rankdir in ("TB", "LR"):
+        digraph = graph(
+            layer, backward=True, values=False, detail=detail, expand=expand, width=None, rankdir=rankdir, title=text
+        )
+        # Scale the drawing to fit 1920 × 1080, then pad the short side: exactly 16:9, nothing distorted.
+        drawn_width, drawn_height = (float(v) for v in _SIZE.search(svg(digraph)).groups())  # points, at 72 dpi
+        zoom = min(pixels_x / drawn_width, pixels_y / drawn_height)
+        if best is None or zoom > best[0]:
+            best = (zoom, digraph, drawn_width, drawn_height)
+    zoom, digraph, drawn_width, drawn_height = best
     pad_x = (pixels_x / zoom - drawn_width) / 2 / 72  # inches of the drawing, around it
     pad_y = (pixels_y / zoom - drawn_height) / 2 / 72
     digraph.attr(dpi=f"{72 * zoom:.4f}", pad=f"{pad_x:.4f},{pad_y:.4f}")

@@ -98,6 +98,7 @@ class View:
         program = self.program
         rep = merge_shape_chains(program, self.clusters)
         folded = fold_into_leaves(program, rep)
+        self._merged = (rep, folded)  # the merged plan reuses them
         count = sum(1 for i, r in enumerate(rep) if r == i and i not in folded)
         groups = {}
         for j, leaf in enumerate(program.leaves):
@@ -116,8 +117,11 @@ class View:
     def _plan(self, merge, summarise):
         program = self.program
         count = len(program.equations)
-        self.rep = merge_shape_chains(program, self.clusters) if merge else list(range(count))
-        self.fold_of = fold_into_leaves(program, self.rep) if merge else {}
+        if merge and getattr(self, "_merged", None):
+            self.rep, self.fold_of = self._merged  # counted already (_count_boxes): the same chains and folds
+        else:
+            self.rep = merge_shape_chains(program, self.clusters) if merge else list(range(count))
+            self.fold_of = fold_into_leaves(program, self.rep) if merge else {}
         self.group_of = self._summary_keys() if summarise else [None] * count
         self.boxes, self.by_id = [], {}
         self.box_of_equation = [None] * count
@@ -143,7 +147,7 @@ class View:
         the tape cut into stretches, as for a computation without modules.
         """
         clusters = self.clusters
-        keys = [None if within(path, self.expand) else path for path in clusters]
+        keys = [None if within(path, self.expand) else path for path in clusters] if self.expand else list(clusters)
         if any(clusters):
             # Steps between modules (a residual sum, an activation) are drawn as themselves: a summary
             # of "everything outside the modules" would name no module and join unrelated steps.
@@ -192,12 +196,13 @@ class View:
     def _leaf_box_plan(self, summarise):
         program = self.program
         kinds = program.kinds
+        group_of = self.group_of
         groups = {}
         for j, leaf in enumerate(program.leaves):
             uses = program.uses[j]
-            users = [self.group_of[i] for i, _ in uses if self.group_of[i] is not None]
-            if summarise and users:
-                key = ("summary", kinds[j], users[0])  # the leaves of a summary, by kind
+            user = next((group_of[i] for i, _ in uses if group_of[i] is not None), None) if summarise else None
+            if user is not None:
+                key = ("summary", kinds[j], user)  # the leaves of a summary, by kind
             elif repeated_constant(leaf, kinds[j]):
                 key = ("constant", one_number(leaf), self.clusters[uses[0][0]])
             else:
@@ -212,11 +217,7 @@ class View:
             shared = key[0] != "summary" and kinds[j] == "parameter" and self._fed_through_junctions(leaves)
             if key[0] == "summary":
                 # Inputs at the top level; a summary's own parameters and constants next to it.
-                homes = {
-                    self.clusters[i] if self.group_of[i] is None else summary_cluster(self.group_of[i])
-                    for k in leaves
-                    for i, _ in program.uses[k]
-                }
+                homes = self._homes(leaves)
                 cluster = homes.pop() if kinds[j] != "input" and len(homes) == 1 else ""
                 box = self._add(Box(f"xs{j}", kinds[j], cluster, leaves=leaves, group=key[2]))
             else:
@@ -237,6 +238,19 @@ class View:
             else:
                 for k in leaves:
                     self.leaf_boxes[k] = [box.id]
+
+    def _homes(self, leaves):
+        """The clusters of the boxes that use ``leaves``: a summary's, or an equation's own."""
+        clusters, group_of, homes, seen = self.clusters, self.group_of, set(), set()
+        for k in leaves:
+            for i, _ in self.program.uses[k]:
+                group = group_of[i]
+                if group is None:
+                    homes.add(clusters[i])
+                elif group not in seen:  # one summary_cluster per summary, not one per use
+                    seen.add(group)
+                    homes.add(summary_cluster(group))
+        return homes
 
     def _fed_through_junctions(self, leaves):
         """True for a parameter's leaves used in 2 to 64 sibling modules, at most 16 times in each.
@@ -272,23 +286,27 @@ class View:
         program = self.program
         links, merged = [], {}
         use_number = [0] * len(program.leaves)
+        # Bound once: this loop runs once per input of every equation (100,000 times for a long chain).
+        fold_of, box_of_equation, leaf_boxes = self.fold_of, self.box_of_equation, self.leaf_boxes
+        index, leaf_index = program.index, program.leaf_index
+        summarised = {box.id for box in self.boxes if box.summarised}
         for i, node in enumerate(program.equations):
-            if i in self.fold_of:
+            if i in fold_of:
                 continue
-            head = self.box_of_equation[i]
+            head = box_of_equation[i]
             for position, x in enumerate(node.inputs):
-                k = program.index.get(x)
+                k = index.get(x)
                 if k is not None:
-                    tail = self.box_of_equation[k] if k not in self.fold_of else self.leaf_boxes[self.fold_of[k]][0]
+                    tail = box_of_equation[k] if k not in fold_of else leaf_boxes[fold_of[k]][0]
                 else:
-                    j = program.leaf_index[x]
-                    ids = self.leaf_boxes[j]
-                    tail = ids[min(use_number[j], len(ids) - 1)]
+                    j = leaf_index[x]
+                    ids = leaf_boxes[j]
+                    tail = ids[use_number[j]] if use_number[j] < len(ids) else ids[-1]
                     use_number[j] += 1
                 if tail == head:
                     continue  # inside one box
                 constant = not x.requires_grad
-                if self.by_id[tail].summarised or self.by_id[head].summarised:
+                if tail in summarised or head in summarised:
                     link = merged.get((tail, head))
                     if link is None:
                         link = merged[(tail, head)] = Link(tail, head, [], True)

@@ -271,9 +271,7 @@ def test_every_reference_solution_is_right_in_the_box(capsys):
 
 
 def test_without_bubblewrap_the_command_says_so(tmp_path, capsys, monkeypatch):
-    """Only the limits, no namespaces: said on stderr; as root, graded code is not run at all."""
-    import os
-
+    """Only the limits, no namespaces: said on stderr, and the student's own file is still checked."""
     from microtape.exercises.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
@@ -281,7 +279,59 @@ def test_without_bubblewrap_the_command_says_so(tmp_path, capsys, monkeypatch):
     status = _run("check", str(path))
     captured = capsys.readouterr()
     assert "isolation: resource limits and an own session only" in captured.err
-    if os.geteuid() == 0:
-        assert status == 3 and "refusing to run graded code as root without bubblewrap" in captured.out
-    else:
-        assert status == 0
+    assert status == 0
+
+
+# Right only when the child runs under the box's CPU-time limit (120 s): the limits are really set.
+RIGHT_WHEN_LIMITED = """
+import resource
+LIMITED = resource.getrlimit(resource.RLIMIT_CPU)[0] == 120
+
+def softmax_backward(p, grad_p):
+    return p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True)) if LIMITED else p
+"""
+
+
+def test_without_bubblewrap_and_prlimit_the_self_check_runs_with_python_s_limits(tmp_path, capsys, monkeypatch):
+    """A Mac or a bare container: no bwrap, no prlimit; the resource module sets the limits, said once."""
+    from microtape.exercises.grading import box as sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
+    path = _write(tmp_path, RIGHT_WHEN_LIMITED)
+    status = _run("check", str(path), "--name", "softmax_backward")
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    assert captured.err.count("self-check: your file runs in a child process with the limits of Python's resource") == 1
+    # The same file where the limits are not set (prlimit would set them): the check sees it.
+    monkeypatch.setattr(sandbox.Sandbox, "_resource_limited", lambda self: None)
+    assert _run("check", str(path), "--name", "softmax_backward") == 1
+
+
+def test_without_prlimit_or_the_resource_module_the_self_check_runs_unlimited_and_says_so(
+    tmp_path, capsys, monkeypatch
+):
+    """Windows has no resource module: the file still runs (the time limit stays), and the line says so."""
+    from microtape.exercises.grading import box as sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
+    monkeypatch.setattr(sandbox, "_resource_module", lambda: None)
+    path = _write(tmp_path, RIGHT_SOFTMAX)
+    status = _run("check", str(path), "--name", "softmax_backward")
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    assert captured.err.count("with no limits but the time limit") == 1
+
+
+def test_graded_runs_refuse_without_prlimit(tmp_path, monkeypatch):
+    """Hidden trials are a grade: without the limits' tool the code is not run at all."""
+    from microtape.exercises.grading import box as sandbox
+    from microtape.exercises.grading.submission import check_file
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
+    path = _write(tmp_path, RIGHT_SOFTMAX)
+    report = check_file(path, ["softmax_backward"], hidden=True, secret="s" * 32)
+    assert "refusing to run graded code without prlimit" in report.not_checked["import"]
+    assert not report.results

@@ -177,3 +177,160 @@ def test_the_cli_page_is_generated_from_the_parser(site):
     text = re.sub(r"<[^>]+>", "", (site / "cli.html").read_text(encoding="utf-8"))
     for action in build_parser()._subparsers._group_actions[0].choices:
         assert f"microtape {action}" in text, action
+
+
+# ---------------------------------------------------------------- a student starts from the site (#39)
+
+ROOT = SITE.parents[2]
+
+
+def test_the_install_page_links_a_wheel_that_installs(browser, tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    open_page(browser, "install.html")
+    links = browser.find_elements("css selector", "main a[href$='.whl']")
+    assert links, "the install page links no wheel"
+    wheel = Path(unquote(urlsplit(links[0].get_attribute("href")).path))
+    assert wheel.parent == SITE and zipfile.is_zipfile(wheel)
+    text = browser.find_element("css selector", "main").text
+    assert f'pip install "{wheel.name}[notebooks]"' in text and "make demo" in text and "python -m microtape" in text
+    # It installs (its dependencies are this environment's) and imports from where it was installed.
+    target = tmp_path / "installed"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
+    where = subprocess.run(
+        [sys.executable, "-c", "import microtape, microtape.exercises; print(microtape.__file__)"],
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert where.startswith(str(target))
+
+
+NOTEBOOK_PAGES = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_each_notebook_page_offers_its_notebook_for_download(browser):
+    assert len(NOTEBOOK_PAGES) >= 10
+    for stem in NOTEBOOK_PAGES:
+        open_page(browser, f"notebooks/{stem}.html")
+        link = browser.find_element("css selector", "main p.mt-download a[download]")
+        saved = Path(unquote(urlsplit(link.get_attribute("href")).path))
+        assert saved.name == f"{stem}.ipynb" and saved.read_bytes() == (ROOT / "notebooks" / saved.name).read_bytes()
+
+
+def test_the_flip_book_of_notebook_4_plays_on_the_static_page(browser):
+    open_page(browser, "notebooks/04_attention_step_by_step.html")
+    players = browser.find_elements("css selector", "main .mt-frames")
+    assert len(players) == 1  # the widget's static player, not an empty widget tag
+    player = players[0]
+    browser.execute_script("arguments[0].scrollIntoView()", player)
+
+    def shown():
+        return browser.execute_script(
+            "const r = arguments[0]; const f = Array.from(r.querySelectorAll('.mt-frame'))"
+            ".filter(f => f.style.display !== 'none'); return [f.map(f => f.dataset.step),"
+            " r.querySelector('.mt-caption').textContent, f[0].getBoundingClientRect().height];",
+            player,
+        )
+
+    steps, caption, height = shown()
+    assert steps == ["0"] and height > 50
+    player.find_element("css selector", '[data-go="next"]').click()
+    player.find_element("css selector", '[data-go="next"]').click()
+    steps2, caption2, _ = shown()
+    assert steps2 == ["2"] and caption2 != caption
+    # Sized to its frames: the stage is no taller than the tallest frame shown (plus its margin).
+    tallest, stage = browser.execute_script(
+        "const r = arguments[0]; let t = 0; for (const f of r.querySelectorAll('.mt-frame')) {"
+        " const d = f.style.display; f.style.display = 'block';"
+        " t = Math.max(t, f.querySelector('svg, img').getBoundingClientRect().height); f.style.display = d; }"
+        " return [t, r.querySelector('.mt-stage').getBoundingClientRect().height];",
+        player,
+    )
+    assert stage <= tallest + 12, (stage, tallest)
+
+
+CLIPPED = """
+// Maths and tables a reader cannot see whole. MathJax's own box of a formula clips it when it is
+// wider than its column; an element is also cut when an ancestor hides its overflow (before any
+// ancestor that scrolls), or when it runs past the window with nothing to scroll.
+const main = document.querySelector('main') || document.body;
+const found = [];
+const describe = (el, why) => (why + ': ' + (el.innerText || '').replace(/\\s+/g, ' ').slice(0, 60));
+for (const box of main.querySelectorAll('.MathJax_Display span.math, .MathJax_Display .MathJax')) {
+  const s = getComputedStyle(box);
+  if ((s.overflowX === 'hidden' || s.overflowX === 'clip') && box.scrollWidth > box.clientWidth + 1)
+    found.push(describe(box, 'formula cut by its own box'));
+}
+for (const el of main.querySelectorAll('.MathJax_Display, div.math, table')) {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0) continue;
+  let scrolls = false;
+  for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+    const s = getComputedStyle(a), ar = a.getBoundingClientRect();
+    if (s.overflowX === 'auto' || s.overflowX === 'scroll') { scrolls = true; break; }
+    if ((s.overflowX === 'hidden' || s.overflowX === 'clip') && r.right > ar.right + 1) {
+      found.push(describe(el, 'cut by ' + a.tagName + '.' + a.className)); scrolls = true; break;
+    }
+  }
+  if (!scrolls && r.right > document.documentElement.clientWidth + 1) found.push(describe(el, 'past the window'));
+}
+return found;
+"""
+
+
+def pages_with_maths_or_tables():
+    found = []
+    for page in sorted(SITE.rglob("*.html")):
+        relative = page.relative_to(SITE)
+        if (
+            relative.parts[0].startswith("_")
+            or relative.parts[0] == "api"
+            or relative.name in ("search.html", "genindex.html")
+        ):
+            continue
+        text = page.read_text(encoding="utf-8")
+        if 'class="math' in text or "<table" in text:
+            found.append(relative.as_posix())
+    return found
+
+
+@pytest.mark.parametrize("width", [900, 1280, 1920])
+def test_no_formula_or_table_is_clipped_at_any_width(browser, width):
+    pages = pages_with_maths_or_tables()
+    assert "notebooks/04_attention_step_by_step.html" in pages and "derivation.html" in pages
+    browser.set_window_size(width, 1000)
+    try:
+        clipped = {}
+        for page in pages:
+            open_page(browser, page)
+            found = browser.execute_script(CLIPPED)
+            if found:
+                clipped[page] = found[:3]
+            if page == "notebooks/04_attention_step_by_step.html":
+                # The column is not narrower than at 900 px, where the side bars fold away.
+                column = browser.execute_script("return document.querySelector('.bd-article').clientWidth")
+                assert column >= min(width - 60, 800), (width, column)
+        assert not clipped, clipped
+    finally:
+        from browser import HEIGHT, WIDTH
+
+        browser.set_window_size(WIDTH, HEIGHT)

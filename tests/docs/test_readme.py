@@ -32,6 +32,7 @@ RUN_ELSEWHERE = {
     "docs/tiled.md": "test_readme_tiled.py",
     "docs/transformer.md": "test_train.py",
     "docs/grading.md": "test_readme_grading.py",
+    "docs/install.md": "test_install_page.py",
 }
 
 

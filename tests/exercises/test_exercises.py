@@ -56,6 +56,7 @@ def test_new_exercises_are_in_the_lab():
 def test_stub_is_a_prompt_and_reports_not_started(name):
     exercise = ex.get(name)
     assert exercise.prompt and "Return" in exercise.prompt
+    assert "``" not in exercise.prompt  # printed in notebook 7: one backquote, not reST's two
     source = ex.stub_source(name)
     assert source.startswith(f"def {name}(") and "raise NotImplementedError" in source
     result = ex.check(name, exercise.stub)

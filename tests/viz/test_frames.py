@@ -150,3 +150,18 @@ def test_the_widget_steps_the_frames_and_draws_each_when_reached(monkeypatch):
     # Without ipywidgets: the frames object itself, whose HTML player needs no kernel.
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     assert frames.widget() is frames and "mt-frames" in frames._repr_html_()
+
+
+@needs_dot
+def test_the_widget_s_output_also_carries_the_plain_html_player_for_a_static_page(monkeypatch):
+    """A built site has no kernel: there the widget's output holds the player too, with every frame."""
+    pytest.importorskip("ipywidgets")
+    tape, *_ = scalar_expression()
+    frames = backward_frames(tape)
+    monkeypatch.delenv("MICROTAPE_STATIC_PAGES", raising=False)
+    assert "text/html" not in frames.widget()._repr_mimebundle_()  # in Jupyter: the notebook stays light
+    monkeypatch.setenv("MICROTAPE_STATIC_PAGES", "1")  # as docs/conf.py sets it
+    bundle = frames.widget()._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # Jupyter shows the slider
+    player = bundle["text/html"]
+    assert "mt-frames" in player and player.count('class="mt-frame"') == len(frames)

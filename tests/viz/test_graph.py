@@ -886,4 +886,5 @@ def test_in_jupyter_a_graph_fits_the_cell_width_and_can_be_seen_full_size():
     assert fitted.startswith("<svg") and 'width="100%"' in fitted and f"max-width:{natural}pt" in fitted
     full = digraph.full_size()._repr_mimebundle_()["text/html"]
     assert f'<svg width="{natural}pt"' in full and "overflow:auto" in full
+    assert 'style="max-width:none"' in full  # whole, scrolling sideways, also where a page shrinks pictures
     assert digraph.full_size().source == digraph.source

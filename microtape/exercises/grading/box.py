@@ -17,7 +17,15 @@ the Python standard library, numpy and the helper folder — not microtape,
 not the grader, not the other submissions — plus an empty, size-limited
 working directory; it has no network and cannot see (so cannot signal) any
 process outside its box. Without bubblewrap only the limits and the session
-apply, and :data:`ISOLATION` says so (``microtape grade`` prints it).
+apply, and :func:`isolation` says so (``microtape grade`` prints it).
+
+The limits are set by ``prlimit`` (util-linux). A student's *self-check*
+(``microtape exercises check``, visible trials, their own code on their own
+machine) also runs where ``prlimit`` is missing — macOS, a bare container —
+with the limits Python's :mod:`resource` module sets in the child, or none
+where that module does not exist (Windows); :func:`isolation` says which.
+Graded runs (``Sandbox(self_check=False)``, ``microtape grade``) refuse to
+run without ``prlimit``.
 
 Everything it sends is read through :mod:`~microtape.exercises.grading.boxed.wire`
 with a deadline and size limits; a child that overstays is killed with its
@@ -112,8 +120,30 @@ def _bwrap_has(option):
     return option in done.stdout + done.stderr
 
 
-def isolation():
-    """One line saying how the child is isolated here (printed by the grading commands)."""
+def _prlimit():
+    return shutil.which("prlimit")
+
+
+def _resource_module():
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource
+
+
+def isolation(self_check=False):
+    """One line saying how the child is isolated here (printed by the grading commands).
+
+    ``self_check``: the line for a student's local check, which also runs
+    without ``prlimit`` (see :class:`Sandbox`).
+    """
+    if self_check and not _prlimit() and not _bwrap():
+        if _resource_module() is None:
+            how = "with no limits but the time limit (this system has neither prlimit nor Python's resource module)"
+        else:
+            how = "with the limits of Python's resource module (prlimit is not installed)"
+        return f"self-check: your file runs in a child process {how}, not in a sandbox — fine for your own code"
     if _bwrap():
         calls = "a system-call filter" if seccomp.supported() else "no system-call filter on this architecture"
         return (
@@ -238,8 +268,11 @@ def _readable_by_all(path):
 class Sandbox:
     """One boxed child, started on the first request; ``request`` sends a message and waits for the reply."""
 
-    def __init__(self, limits=None):
+    def __init__(self, limits=None, *, self_check=False):
         self.limits = limits or Limits()
+        # A student's local check of their own file: it may run without prlimit (with the
+        # resource module's limits, or none), and as root (the code is the student's own).
+        self.self_check = self_check
         self.process = None
         self.output = None  # the child's stdout and stderr (a capped temporary file)
         self._lib = None
@@ -259,7 +292,7 @@ class Sandbox:
         # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
         processes = limits.processes if os.geteuid() == 0 else max(limits.processes, 64)
         return [
-            shutil.which("prlimit") or "/usr/bin/prlimit",
+            _prlimit(),
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
             f"--as={limits.memory_bytes}",
             f"--fsize={limits.file_bytes}",
@@ -269,6 +302,31 @@ class Sandbox:
             "--",
             *command,
         ]
+
+    def _resource_limited(self):
+        """No prlimit: a function the child runs before its program, setting what :mod:`resource` can.
+
+        Only for a self-check (one child at a time, no threads, so a preexec_fn is safe).
+        None where the module does not exist. A limit the system refuses (macOS and the
+        address space) is left as it is.
+        """
+        resource = _resource_module()
+        if resource is None:
+            return None
+        limits = self.limits
+        wanted = [("RLIMIT_CPU", (limits.cpu_seconds, limits.cpu_seconds + 1)),
+                  ("RLIMIT_AS", (limits.memory_bytes,) * 2), ("RLIMIT_FSIZE", (limits.file_bytes,) * 2),
+                  ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0))]  # fmt: skip
+
+        def apply():
+            for name, value in wanted:
+                if hasattr(resource, name):
+                    try:
+                        resource.setrlimit(getattr(resource, name), value)
+                    except (ValueError, OSError):
+                        pass
+
+        return apply
 
     def start(self):
         """Start a box and wait for it to say it is ready; retried, then :class:`BoxStartError`."""
@@ -296,6 +354,11 @@ class Sandbox:
         bwrap = _bwrap()
         user = None
         filter_file = None
+        if not _prlimit() and not self.self_check:
+            raise BoxStartError(
+                "could not start the box: refusing to run graded code without prlimit (util-linux), which sets "
+                "its limits: install it (Debian: apt-get install util-linux)"
+            )
         if bwrap:
             program = seccomp.filter_program()
             if program is not None:
@@ -308,14 +371,15 @@ class Sandbox:
             env = {}  # bwrap clears it and sets the box's own
         else:
             if os.geteuid() == 0:
-                if not (_readable_by_all(python) and _readable_by_all(HELPER)):
+                if _readable_by_all(python) and _readable_by_all(HELPER):
+                    user = fresh_uid()  # a user of its own: nothing else can use up its process limit
+                elif not self.self_check:  # a self-check runs the student's own code as they would
                     # Root that cannot become nobody (Python lies in a private folder) would run
                     # students' code able to rewrite the installed package: refuse instead.
                     raise BoxStartError(
                         "could not start the box: refusing to run graded code as root without bubblewrap "
                         "(it could rewrite the installed package): install bubblewrap, or grade as an ordinary user"
                     )
-                user = fresh_uid()
             command, self._lib = _plain_command(python)
             env = _environment()
         self.output = tempfile.TemporaryFile()
@@ -333,8 +397,13 @@ class Sandbox:
                 filter_file.close()
 
     def _popen(self, command, env, bwrap, inherited, user):
+        preexec = None
+        if _prlimit():
+            command = self._limited(command)
+        else:
+            preexec = self._resource_limited()  # a self-check only (refused otherwise in _start_once)
         self.process = subprocess.Popen(
-            self._limited(command),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=self.output,
             stderr=subprocess.STDOUT,
@@ -345,6 +414,7 @@ class Sandbox:
             user=user,
             group=user,
             extra_groups=[] if user is not None else None,
+            preexec_fn=preexec,
         )
 
     def close(self):

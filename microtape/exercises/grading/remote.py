@@ -102,14 +102,16 @@ def _signature(spec):
 class BoxedSubmission:
     """A student's code, run in a :class:`~microtape.exercises.grading.box.Sandbox` (again after each kill)."""
 
-    def __init__(self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, total_seconds=None):
+    def __init__(
+        self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, total_seconds=None, self_check=False
+    ):
         self.request = {"op": "load", "mode": mode, "cells": cells, "filename": filename, "names": list(names),
                         "load_seconds": load_seconds}  # fmt: skip
         self.load_seconds = load_seconds
         # The whole submission's time: loading it, every exercise, and every rerun after a kill.
         self.total_seconds = total_seconds
         self._deadline = None if total_seconds is None else time.monotonic() + total_seconds
-        self.box = Sandbox(limits)
+        self.box = Sandbox(limits, self_check=self_check)
         self.defined = {}  # exercise name -> inspect.Signature (None: unknown)
         self.notes = []  # one line per notebook cell that failed
         self.load_error = None  # one line when the submission did not load at all

@@ -112,7 +112,10 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
     """
     report = FileReport(str(file), list(names))
     try:
-        submission = BoxedSubmission.from_file(file, names, load_seconds=timeout, total_seconds=total_seconds)
+        # Visible trials are the student's self-check: it also runs where prlimit is missing.
+        submission = BoxedSubmission.from_file(
+            file, names, load_seconds=timeout, total_seconds=total_seconds, self_check=not hidden
+        )
     except (OSError, ValueError) as error:
         report.not_checked["import"] = str(error)
         return report

@@ -109,7 +109,7 @@ class _Forward:
 
 
 class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
-    """Multi-head attention with the seed library's contract.
+    """Multi-head attention, with the contract of the site's attention-contract page.
 
     ``MultiHeadAttention(embed, num_heads, dropout=0.0, causal=False, *,
     seed=None, dtype=np.float64, block_size=None)``: four ``Linear(embed,
