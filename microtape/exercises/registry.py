@@ -186,7 +186,7 @@ class Exercise:
         The docstring marks code the reST way (````p````); printed, one backquote reads better
         (```p```), as in the notebooks' Markdown.
         """
-        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub))
+        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub), flags=re.S)  # (a literal may span lines)
 
     @property
     def max_score(self):
