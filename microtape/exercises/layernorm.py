@@ -9,6 +9,7 @@ import numpy as np
 
 from ..engine import Tape
 from ..values.tensor import Tensor
+from . import norm_chain
 from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 
@@ -39,36 +40,12 @@ def layernorm_backward(x, gamma, grad_y, eps):
     raise NotImplementedError("layernorm_backward: write the backward pass of layer norm here")
 
 
-# One dict per trial: (N, F), eps, and the spread of x. eps varies (and some
-# rows have a small variance, where eps matters), so an answer that ignores its
-# eps argument does not pass. The first is not square, so sums over the wrong
-# axis show as a shape.
-VISIBLE = (
-    {"shape": (4, 5), "eps": 1e-5, "spread": 0.5},
-    {"shape": (3, 8), "eps": 0.01, "spread": 0.5},
-    {"shape": (6, 3), "eps": 0.1, "spread": 0.5},
-    {"shape": (2, 6), "eps": 1e-3, "spread": 0.05},
-    {"shape": (5, 4), "eps": 0.5, "spread": 1.0},
-)
-HIDDEN = (
-    {"shape": (3, 7), "eps": 0.05, "spread": 0.5},
-    {"shape": (5, 2), "eps": 1e-5, "spread": 0.2},
-    {"shape": (2, 9), "eps": 0.3, "spread": 1.0},
-    {"shape": (4, 4), "eps": 2e-3, "spread": 0.05},
-    {"shape": (6, 5), "eps": 1.0, "spread": 2.0},
-    {"shape": (1, 6), "eps": 0.02, "spread": 0.3},
-)
+# The trials (shared with the stepped exercise): see norm_chain.LAYER_NORM_VISIBLE.
+VISIBLE, HIDDEN = norm_chain.LAYER_NORM_VISIBLE, norm_chain.LAYER_NORM_HIDDEN
 
 
 def make_inputs(rng, case):
-    rows, features = case["shape"]
-    return {
-        "x": rng.standard_normal((rows, features)) * case["spread"] + rng.standard_normal((rows, 1)),
-        "gamma": 1.0 + 0.5 * rng.standard_normal(features),
-        "grad_y": rng.standard_normal((rows, features)),
-        "eps": case["eps"],
-        "beta": rng.standard_normal(features),
-    }
+    return norm_chain.draw(rng, case, -1)
 
 
 def tape_gradients(inputs):

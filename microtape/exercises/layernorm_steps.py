@@ -43,24 +43,8 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
     raise NotImplementedError("layernorm_backward_steps: return {'grad_xhat': ..., ..., 'grad_beta': ...}")
 
 
-# One dict per trial: (N, F), eps, and the spread of x. eps varies (and some
-# rows have a small variance, where eps matters); the first is not square, so
-# a sum over the wrong axis shows as a shape.
-VISIBLE = (
-    {"shape": (4, 5), "eps": 1e-5, "spread": 0.5},
-    {"shape": (3, 8), "eps": 0.01, "spread": 0.5},
-    {"shape": (6, 3), "eps": 0.1, "spread": 0.5},
-    {"shape": (2, 6), "eps": 1e-3, "spread": 0.05},
-    {"shape": (5, 4), "eps": 0.5, "spread": 1.0},
-)
-HIDDEN = (
-    {"shape": (3, 7), "eps": 0.05, "spread": 0.5},
-    {"shape": (5, 2), "eps": 1e-5, "spread": 0.2},
-    {"shape": (2, 9), "eps": 0.3, "spread": 1.0},
-    {"shape": (4, 4), "eps": 2e-3, "spread": 0.05},
-    {"shape": (6, 5), "eps": 1.0, "spread": 2.0},
-    {"shape": (1, 6), "eps": 0.02, "spread": 0.3},
-)
+# The same trials as layernorm_backward (norm_chain.LAYER_NORM_VISIBLE, ..._HIDDEN).
+VISIBLE, HIDDEN = norm_chain.LAYER_NORM_VISIBLE, norm_chain.LAYER_NORM_HIDDEN
 
 
 def make_inputs(rng, case):

@@ -21,7 +21,39 @@ from ..values.tensor import Tensor
 from .core import variant
 from .registry import Mistake, Step
 
-__all__ = ["steps", "draw", "record", "tape_gradients", "by_hand", "mistakes", "CHANGES"]
+__all__ = [
+    "LAYER_NORM_VISIBLE",
+    "LAYER_NORM_HIDDEN",
+    "steps",
+    "draw",
+    "record",
+    "tape_gradients",
+    "by_hand",
+    "mistakes",
+    "CHANGES",
+]
+
+
+# Layer norm's trials, for both its exercises (by hand and step by step): one dict per trial,
+# (N, F), eps, and the spread of x. eps varies (and some
+# rows have a small variance, where eps matters), so an answer that ignores its
+# eps argument does not pass. The first is not square, so sums over the wrong
+# axis show as a shape.
+LAYER_NORM_VISIBLE = (
+    {"shape": (4, 5), "eps": 1e-5, "spread": 0.5},
+    {"shape": (3, 8), "eps": 0.01, "spread": 0.5},
+    {"shape": (6, 3), "eps": 0.1, "spread": 0.5},
+    {"shape": (2, 6), "eps": 1e-3, "spread": 0.05},
+    {"shape": (5, 4), "eps": 0.5, "spread": 1.0},
+)
+LAYER_NORM_HIDDEN = (
+    {"shape": (3, 7), "eps": 0.05, "spread": 0.5},
+    {"shape": (5, 2), "eps": 1e-5, "spread": 0.2},
+    {"shape": (2, 9), "eps": 0.3, "spread": 1.0},
+    {"shape": (4, 4), "eps": 2e-3, "spread": 0.05},
+    {"shape": (6, 5), "eps": 1.0, "spread": 2.0},
+    {"shape": (1, 6), "eps": 0.02, "spread": 0.3},
+)
 
 
 def draw(rng, case, axis):
