@@ -15,6 +15,7 @@ ratio says what the box costs per submission.
 import argparse
 import importlib.util
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -82,6 +83,8 @@ def main(argv=None):
     print(f"  a right one, boxed         {boxed_right:7.2f} s   vs {reference:.2f} s in-process "
           f"(ratio {boxed_right / reference:.1f}x: starting the box, sending the arrays)")  # fmt: skip
     print(f"  load average               {os.getloadavg()[0]:7.2f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    print(f"  grader's peak memory       {peak:7.0f} MB  (each student's own trials are not kept)")
     return 0 if total <= 300 * len(graded) / 200 else 1
 
 

@@ -126,7 +126,12 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     label = "hidden trial" if hidden else "trial"
     for trial in range(trials):
         shared = cases[trial % len(cases)].get("shared", False)
-        args, expected = _trial(name, hidden, shared_key if shared else key, trial)
+        if shared:
+            args, expected = _shared_trial(name, hidden, shared_key, trial)
+        elif student is None:
+            args, expected = _trial(name, hidden, key, trial)
+        else:  # drawn for this student alone: kept, it would only fill memory, a class's worth
+            args, expected = _drawn_trial(name, hidden, key, trial)
         where = f"{label} {trial + 1} of {trials}: " + describe(exercise.parameters, args)
 
         try:
@@ -238,13 +243,8 @@ def _trial_key(seed, hidden, secret, student=None):
     return (int(seed), *(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)))
 
 
-@functools.lru_cache(maxsize=16384)
-def _trial(name, hidden, key, trial):
-    """``(args, expected)`` of one trial, made once: read-only arrays (the student gets copies).
-
-    Cached, so a class's submissions share the tape's answers: a grading run
-    computes each trial's expected values once, not once per student.
-    """
+def _drawn_trial(name, hidden, key, trial):
+    """``(args, expected)`` of one trial: read-only arrays (the student gets copies)."""
     exercise = get(name)
     cases = exercise.cases(hidden)
     inputs = exercise.make_inputs(np.random.default_rng([*key, trial, int(hidden)]), cases[trial % len(cases)])
@@ -254,6 +254,15 @@ def _trial(name, hidden, key, trial):
         if isinstance(array, np.ndarray):
             array.flags.writeable = False
     return args, expected
+
+
+#: Trials drawn from a key that is not a student's (the visible trials, a seed): kept, so
+#: checking again, or a test run, does not recompute the tape's answers. Small arrays.
+_trial = functools.lru_cache(maxsize=4096)(_drawn_trial)
+
+#: The one large hidden trial of each exercise (``"shared"``: the same for the whole class):
+#: kept, so a grading run computes its answer once, not once per student. A few MB each, so few.
+_shared_trial = functools.lru_cache(maxsize=64)(_drawn_trial)
 
 
 def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None,

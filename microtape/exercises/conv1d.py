@@ -50,7 +50,7 @@ HIDDEN = (
     {"N": 1, "C_in": 3, "C_out": 1, "size": (5,), "kernel": (5,), "stride": 1, "padding": 1},
     {"N": 3, "C_in": 2, "C_out": 2, "size": (11,), "kernel": (2,), "stride": 3, "padding": 0},
     {"N": 2, "C_in": 1, "C_out": 4, "size": (7,), "kernel": (3,), "stride": 1, "padding": 1},
-    {"N": 8, "C_in": 16, "C_out": 8, "size": (256,), "kernel": (5,), "stride": 2, "padding": 2},
+    {"N": 8, "C_in": 16, "C_out": 8, "size": (256,), "kernel": (5,), "stride": 2, "padding": 2, "shared": True},
 )
 
 

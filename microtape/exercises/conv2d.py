@@ -51,7 +51,7 @@ HIDDEN = (
     {"N": 1, "C_in": 3, "C_out": 1, "size": (5, 4), "kernel": (2, 4), "stride": 1, "padding": 1},
     {"N": 2, "C_in": 2, "C_out": 2, "size": (9, 7), "kernel": (2, 2), "stride": 3, "padding": 0},
     {"N": 1, "C_in": 1, "C_out": 3, "size": (6, 6), "kernel": (3, 2), "stride": 1, "padding": 1},
-    {"N": 4, "C_in": 8, "C_out": 8, "size": (48, 48), "kernel": (3, 3), "stride": 2, "padding": 1},
+    {"N": 4, "C_in": 8, "C_out": 8, "size": (48, 48), "kernel": (3, 3), "stride": 2, "padding": 1, "shared": True},
 )
 
 

@@ -54,7 +54,7 @@ HIDDEN = (
     {"shape": (5, 3, 4)},
     {"shape": (3, 3, 3)},
     {"shape": (1, 2, 6)},
-    {"shape": (8, 64, 96)},
+    {"shape": (8, 64, 96), "shared": True},
 )
 
 

@@ -54,7 +54,7 @@ HIDDEN = (
     {"n": 8, "large": True},
     {"n": 11},
     {"n": 5, "large": True},
-    {"n": 20000},
+    {"n": 20000, "shared": True},
 )
 
 #: How far the "large" trials push some logits.

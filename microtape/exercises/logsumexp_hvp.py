@@ -49,7 +49,7 @@ HIDDEN = (
     {"shape": (2, 7), "large": True},
     {"shape": (8,)},
     {"shape": (6, 3)},
-    {"shape": (300, 300), "large": True},
+    {"shape": (300, 300), "large": True, "shared": True},
 )
 
 

@@ -54,7 +54,7 @@ HIDDEN = (
     {"shape": (1, 2, 7, 5), "kernel": 3, "stride": 1},
     {"shape": (3, 1, 9, 8), "kernel": 3, "stride": 2},
     {"shape": (2, 2, 6, 9), "kernel": 2, "stride": 1},
-    {"shape": (8, 16, 32, 32), "kernel": 3, "stride": 2},
+    {"shape": (8, 16, 32, 32), "kernel": 3, "stride": 2, "shared": True},
 )
 
 

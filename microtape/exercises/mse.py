@@ -48,7 +48,7 @@ HIDDEN = (
     {"shape": (7, 2)},
     {"shape": (3, 4)},
     {"shape": (8, 5)},
-    {"shape": (4000, 8)},
+    {"shape": (4000, 8), "shared": True},
 )
 
 

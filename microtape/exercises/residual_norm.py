@@ -59,7 +59,7 @@ HIDDEN = (
     {"shape": (2, 9), "eps": 0.3},
     {"shape": (4, 4), "eps": 2e-3},
     {"shape": (6, 5), "eps": 1.0},
-    {"shape": (2000, 16), "eps": 1e-5},
+    {"shape": (2000, 16), "eps": 1e-5, "shared": True},
 )
 
 

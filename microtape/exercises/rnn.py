@@ -54,7 +54,7 @@ HIDDEN = (
     {"shape": (6, 1, 2, 4), "recurrent": 0.9},
     {"shape": (3, 3, 5, 2), "recurrent": 0.4},
     {"shape": (5, 2, 2, 5), "recurrent": 1.2},
-    {"shape": (48, 16, 64, 48), "recurrent": 0.1},
+    {"shape": (48, 16, 64, 48), "recurrent": 0.1, "shared": True},
 )
 
 

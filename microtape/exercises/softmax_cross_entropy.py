@@ -56,7 +56,7 @@ HIDDEN = (
     {"shape": (7, 3), "spread": 3.0},
     {"shape": (1, 5)},
     {"shape": (8, 2), "large": True},
-    {"shape": (2000, 10)},
+    {"shape": (2000, 10), "shared": True},
 )
 
 

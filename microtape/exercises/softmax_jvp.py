@@ -53,7 +53,7 @@ HIDDEN = (
     {"shape": (2, 6), "large": True},
     {"shape": (3, 2, 5)},
     {"shape": (6, 3)},
-    {"shape": (300, 300), "large": True},
+    {"shape": (300, 300), "large": True, "shared": True},
 )
 
 

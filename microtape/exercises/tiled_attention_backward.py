@@ -57,7 +57,7 @@ HIDDEN = (
     {"shape": (1, 6, 4, 3), "block": 3},
     {"shape": (3, 3, 7, 2), "block": 4},
     {"shape": (1, 7, 7, 5), "block": 5},
-    {"shape": (4, 256, 256, 32), "block": 64},
+    {"shape": (4, 256, 256, 32), "block": 64, "shared": True},
 )
 
 

@@ -324,6 +324,60 @@ def test_without_prlimit_or_the_resource_module_the_self_check_runs_unlimited_an
     assert captured.err.count("with no limits but the time limit") == 1
 
 
+def _as_on_windows(monkeypatch):
+    """What Windows lacks, taken away here: bwrap, prlimit, the resource module, and pipes passed by number
+    (so the child talks over its stdin and stdout, watched by threads instead of ``select``)."""
+    from microtape.exercises.grading import box as sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
+    monkeypatch.setattr(sandbox, "_resource_module", lambda: None)
+    monkeypatch.setattr(sandbox, "_posix_pipes", lambda: False)
+    started = []
+    real = sandbox.Sandbox._popen_stdio
+    monkeypatch.setattr(sandbox.Sandbox, "_popen_stdio", lambda self, *a: started.append(a) or real(self, *a))
+    return started
+
+
+def test_the_self_check_runs_over_stdin_and_stdout_where_pipes_cannot_be_passed(tmp_path, capsys, monkeypatch):
+    """Windows: the child's own stdin and stdout are the pipes; what the student prints does not reach them."""
+    started = _as_on_windows(monkeypatch)
+    chatty = """
+    print("loading, " * 5000)
+    sys.stdout.write("x" * 100000)
+    def softmax_backward(p, grad_p):
+        print("a call", p.shape)
+        return p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
+    """
+    path = _write(tmp_path, textwrap.dedent(chatty) + RIGHT_DROPOUT)
+    status = _run("check", str(path), "--name", "softmax_backward", "--name", "dropout_backward", "--trials", "40")
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    assert started and "with no limits but the time limit" in captured.err
+    assert "2 of 2 exercises correct" in captured.out
+
+
+def test_over_stdin_and_stdout_a_slow_or_vanishing_function_costs_only_its_exercise(tmp_path, capsys, monkeypatch):
+    started = _as_on_windows(monkeypatch)
+    body = """
+    import os, time
+    def softmax_backward(p, grad_p):
+        time.sleep(30)
+    def dropout_backward(grad_y, mask, p):
+        os._exit(3)
+    def tanh_layer_backward(x, weight, bias, grad_h):
+        raise ValueError("not this way")
+    """
+    path = _write(tmp_path, textwrap.dedent(body))
+    names = ["--name", "softmax_backward", "--name", "dropout_backward", "--name", "tanh_layer_backward"]
+    assert _run("check", str(path), *names, "--timeout", "1") == 3  # not every exercise could be checked
+    out = capsys.readouterr().out
+    assert "did not return within 1 s" in out
+    assert "exit status 3" in out
+    assert "ValueError" in out and "not this way" in out
+    assert len(started) >= 2  # a box restarted after each one that was killed or ended
+
+
 def test_graded_runs_refuse_without_prlimit(tmp_path, monkeypatch):
     """Hidden trials are a grade: without the limits' tool the code is not run at all."""
     from microtape.exercises.grading import box as sandbox

@@ -21,6 +21,7 @@ from microtape.exercises.checker import _trial, _trial_key
 from microtape.exercises.grading import box, gradebook, remote
 from microtape.exercises.grading.boxed import wire
 from microtape.exercises.grading.gradebook import TOTAL
+from microtape.exercises.registry import get
 
 pytestmark = pytest.mark.skipif(box._bwrap() is None, reason="needs bubblewrap (make sandbox)")
 
@@ -481,3 +482,67 @@ def test_the_time_limit_is_per_call_so_many_trials_of_a_fast_answer_pass(tmp_pat
     path = _write(tmp_path, "slowone.py", "import time\ndef dropout_backward(grad_y, mask, p):\n    time.sleep(5)\n")
     assert main(["exercises", "check", str(path), "--name", "dropout_backward", "--timeout", "0.5"]) == 3
     assert "did not return within 0.5 s (the time limit of one call)" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- points without a derivation, made expensive
+
+NUMERIC = """
+import numpy as np
+
+def _numeric_vjp(forward, arrays, which, grad_out, h=1e-20):
+    # the complex step: Im f(a + ih e_j) / h is df/da_j to machine precision, one forward per entry
+    arrays = [np.array(a, dtype=complex) for a in arrays]
+    x = arrays[which]
+    grad = np.zeros(x.shape)
+    for index in np.ndindex(x.shape):
+        x[index] += 1j * h
+        grad[index] = np.sum(grad_out * forward(*arrays).imag) / h
+        x[index] -= 1j * h
+    return grad
+
+def _softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+def softmax_backward(p, grad_p):
+    return _numeric_vjp(_softmax, [np.log(p)], 0, grad_p)
+
+def linear_backward(x, weight, grad_y):
+    forward = lambda x, w: x @ w.T
+    return (_numeric_vjp(forward, [x, weight], 0, grad_y), _numeric_vjp(forward, [x, weight], 1, grad_y),
+            grad_y.sum(axis=0))
+
+def attention_backward(q, k, v, grad_c):
+    forward = lambda q, k, v: _softmax(q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])) @ v
+    return tuple(_numeric_vjp(forward, [q, k, v], i, grad_c) for i in range(3))
+
+def logsumexp_vjp(g, ans, x):
+    forward = lambda x: np.log(np.exp(x - x.max(axis=-1, keepdims=True)).sum(axis=-1)) + x.max(axis=-1)
+    return (_numeric_vjp(forward, [x], 0, g),)
+"""
+NUMERIC_NAMES = ("softmax_backward", "linear_backward", "attention_backward", "logsumexp_vjp")
+
+
+def test_numerical_differentiation_passes_the_visible_trials_and_runs_out_of_time_on_the_large_hidden_one(
+    tmp_path, capsys
+):
+    """Issue #35: the forward differentiated by the complex step, entry by entry, earned points; each exercise's
+    large hidden trial (tens of thousands of inputs, one forward each) now outlasts the time limit."""
+    path = _write(tmp_path, "numeric.py", NUMERIC)
+    names = [arg for name in NUMERIC_NAMES for arg in ("--name", name)]
+    # Right on the visible trials: the cheat is a correct answer where the inputs are small...
+    assert main(["exercises", "check", str(path), *names]) == 0, capsys.readouterr().out
+    # ...and worth nothing graded: every small hidden trial passes, the large one does not return in time.
+    out = tmp_path / "grades"
+    argv = ["grade", str(tmp_path), "--out", str(out), "--timeout", "1", "--secret", str(_secret(tmp_path)), *names]
+    assert main(argv) == 0
+    run = sorted(out.iterdir())[-1]
+    result = json.loads((run / "numeric.json").read_text(encoding="utf-8"))
+    rows = [row for row in csv.DictReader((run / "gradebook.csv").open(encoding="utf-8"))
+            if row["exercise"] in NUMERIC_NAMES]  # fmt: skip
+    assert len(rows) == len(NUMERIC_NAMES) and all(row["points"] == "0" for row in rows), rows
+    for name in NUMERIC_NAMES:  # every small hidden trial passed; the large one, the last, ran out of time
+        exercise = result["exercises"][name]
+        trials = len(get(name).cases(hidden=True))
+        assert exercise["status"] == "not checked", exercise
+        assert f"within 1 s (the time limit of one call) (hidden trial {trials} of {trials}:" in exercise["message"]

@@ -35,6 +35,7 @@ whole box.
 import functools
 import itertools
 import os
+import queue
 import secrets
 import select
 import shutil
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +126,15 @@ def _prlimit():
     return shutil.which("prlimit")
 
 
+def _posix_pipes():
+    """Can the child be handed two extra pipe ends and be watched with ``select`` (not on Windows)?"""
+    return os.name == "posix"
+
+
+def _is_root():
+    return getattr(os, "geteuid", lambda: -1)() == 0  # Windows has no user ids
+
+
 def _resource_module():
     try:
         import resource
@@ -177,6 +188,8 @@ def _environment():
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "PYTHONHASHSEED": "0",
+        # Windows: Python does not start without SYSTEMROOT
+        **({"SYSTEMROOT": os.environ.get("SYSTEMROOT", r"C:\Windows")} if os.name == "nt" else {}),
     }
 
 
@@ -251,7 +264,14 @@ def _plain_command(python):
     """No bubblewrap: numpy reached through a folder of links (so nothing else of site-packages is on the path)."""
     lib = tempfile.mkdtemp(prefix="microtape-lib-")
     for folder in _numpy_dirs():
-        os.symlink(folder, Path(lib) / folder.name)
+        try:
+            os.symlink(folder, Path(lib) / folder.name)
+        except OSError:  # Windows without the right to make symlinks: a junction needs none
+            if os.name != "nt":
+                raise
+            import _winapi
+
+            _winapi.CreateJunction(str(folder), str(Path(lib) / folder.name))
     os.chmod(lib, 0o755)
     return [python, "-I", "-S", "-B", str(HELPER / "child.py"), lib], lib
 
@@ -277,6 +297,7 @@ class Sandbox:
         self.output = None  # the child's stdout and stderr (a capped temporary file)
         self._lib = None
         self._requests = self._replies = None
+        self._stdio = None  # the pipes on Windows (see _popen_stdio)
 
     # ---------------------------------------------------------------- starting and stopping
 
@@ -290,7 +311,7 @@ class Sandbox:
         # The process limit counts every process of the box's user. As root each box has a user of
         # its own, so it counts the box alone; as an ordinary user the box's processes are the
         # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
-        processes = limits.processes if os.geteuid() == 0 else max(limits.processes, 64)
+        processes = limits.processes if _is_root() else max(limits.processes, 64)
         return [
             _prlimit(),
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
@@ -370,7 +391,7 @@ class Sandbox:
             command, self._lib = _bwrap_command(bwrap, python, self.limits, fresh_uid(), filter_fd)
             env = {}  # bwrap clears it and sets the box's own
         else:
-            if os.geteuid() == 0:
+            if _is_root():
                 if _readable_by_all(python) and _readable_by_all(HELPER):
                     user = fresh_uid()  # a user of its own: nothing else can use up its process limit
                 elif not self.self_check:  # a self-check runs the student's own code as they would
@@ -383,6 +404,9 @@ class Sandbox:
             command, self._lib = _plain_command(python)
             env = _environment()
         self.output = tempfile.TemporaryFile()
+        if not _posix_pipes():
+            self._popen_stdio(command, env)
+            return
         requests_read, self._requests = os.pipe()
         self._replies, replies_write = os.pipe()
         # The child is told its two pipe ends by number (they are inherited through bwrap).
@@ -417,16 +441,43 @@ class Sandbox:
             preexec_fn=preexec,
         )
 
+    def _popen_stdio(self, command, env):
+        """Windows (no inherited pipe ends, no ``select`` on pipes): the child's stdin and stdout are the pipes.
+
+        Only a self-check gets here: graded runs need prlimit, which Windows does not have.
+        """
+        preexec = None
+        if _prlimit():
+            command = self._limited(command)
+        else:
+            preexec = self._resource_limited()  # None on Windows
+        self.process = subprocess.Popen(
+            [*command, "--stdio"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.output,
+            bufsize=0,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            start_new_session=os.name == "posix",
+            preexec_fn=preexec,
+        )
+        self._stdio = _StdioPipes(self.process.stdin, self.process.stdout)
+
     def close(self):
         """Kill the child (and its whole box) and forget it; safe to call twice."""
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if hasattr(os, "killpg"):
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             self.process.kill()
             self.process.wait()
             self.process = None
+        if self._stdio is not None:
+            self._stdio.close()
+            self._stdio = None
         for fd in (self._requests, self._replies):
             if fd is not None:
                 os.close(fd)
@@ -474,6 +525,11 @@ class Sandbox:
             raise
 
     def _send(self, data, deadline):
+        if self._stdio is not None:
+            try:
+                return self._stdio.write(data, deadline)
+            except OSError:
+                raise ChildGone(self._ended()) from None
         view = memoryview(data)
         while view:
             remaining = deadline - time.monotonic()
@@ -488,6 +544,11 @@ class Sandbox:
                 view = view[written:]
 
     def _read_exactly(self, n, deadline):
+        if self._stdio is not None:
+            try:
+                return self._stdio.read_exactly(n, deadline)
+            except EOFError:
+                raise ChildGone(self._ended()) from None
         chunks, missing = [], n
         while missing:
             remaining = deadline - time.monotonic()
@@ -517,3 +578,73 @@ class Sandbox:
             }.get(name, "")
             return f"the process was ended by {name}{why}"
         return f"the process ended (exit status {code}) without replying"
+
+
+class _StdioPipes:
+    """The child's stdin and stdout, with deadlines but without ``select`` (Windows cannot select on pipes).
+
+    A thread reads whatever the child sends into a queue, and each write runs in
+    a thread that is given up at the deadline (the box is then killed, which
+    ends the write).
+    """
+
+    def __init__(self, to_child, from_child):
+        self._to_child = to_child
+        self._from_child = from_child
+        self._chunks = queue.Queue()
+        self._pending = bytearray()
+        self._reader = threading.Thread(target=self._read_all, daemon=True)
+        self._reader.start()
+
+    def _read_all(self):
+        try:
+            while chunk := self._from_child.read(1 << 20):
+                self._chunks.put(chunk)
+        except (OSError, ValueError):  # closed under it
+            pass
+        self._chunks.put(b"")  # the end, for whoever waits
+
+    def read_exactly(self, n, deadline):
+        """``n`` bytes, :class:`BoxTimeout` at the deadline, ``EOFError`` when the child has gone."""
+        while len(self._pending) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BoxTimeout()
+            try:
+                chunk = self._chunks.get(timeout=remaining)
+            except queue.Empty:
+                raise BoxTimeout() from None
+            if not chunk:
+                self._chunks.put(b"")  # it stays ended
+                raise EOFError("the child closed its stdout")
+            self._pending += chunk
+        data = bytes(self._pending[:n])
+        del self._pending[:n]
+        return data
+
+    def write(self, data, deadline):
+        failed = []
+
+        def write_all():
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[self._to_child.write(view[: 1 << 16]) :]
+            except (OSError, ValueError) as error:
+                failed.append(error)
+
+        writer = threading.Thread(target=write_all, daemon=True)
+        writer.start()
+        writer.join(max(0.0, deadline - time.monotonic()))
+        if writer.is_alive():
+            raise BoxTimeout()
+        if failed:
+            raise BrokenPipeError(str(failed[0]))
+
+    def close(self):
+        for pipe in (self._to_child, self._from_child):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self._reader.join(timeout=2)

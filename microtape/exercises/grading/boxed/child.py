@@ -1,9 +1,10 @@
 """The boxed child: run a student's code, then answer the grader's calls with arrays only.
 
-Started by :mod:`microtape.exercises.sandbox` as ``python -I -S -B child.py
+Started by :mod:`microtape.exercises.grading.box` as ``python -I -S -B child.py
 LIBDIR --fds R W``, with ``sys.path`` holding only the standard library, this
 folder and ``LIBDIR`` (numpy). It talks through two pipes, fd R (requests) and
-fd W (replies), in the format of ``wire.py``:
+fd W (replies) — or, with ``--stdio`` instead (Windows), its stdin and stdout —
+in the format of ``wire.py``:
 
 ``{"op": "load", "mode": "file" | "cells", "cells": [source, ...], "filename": ..., "names": [...]}``
     run the submission — a ``.py`` file as one piece (stopping at the first
@@ -150,7 +151,7 @@ def load(request, namespace):
                 return {"event": "load_failed", "message": message}
             notes.append(message + " — cell skipped")
             continue
-        if seconds > 0:
+        if seconds > 0 and TIMER:
             signal.setitimer(signal.ITIMER_REAL, left)
         try:
             exec(code, namespace)
@@ -159,7 +160,8 @@ def load(request, namespace):
                 return {"event": "load_failed", "message": f"running the file {_how_it_left(error, seconds)}"}
             notes.append(f"{where}{_how_it_left(error, seconds)} — the rest of the cell skipped")
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            if TIMER:
+                signal.setitimer(signal.ITIMER_REAL, 0)
     absent = sys.modules.get("microtape._absent")
     noted = []
     for name in getattr(absent, "USED", []):
@@ -254,12 +256,35 @@ def _only_the_first_process():
 
 
 FIRST_PID = os.getpid()
+#: A timer that interrupts a cell (not on Windows: there a slow cell uses up the whole file's time).
+TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
+
+
+def _pipes():
+    """The two pipes: the fds named after ``--fds``, or (``--stdio``, Windows) stdin and stdout.
+
+    With ``--stdio`` what the student prints must not reach the reply pipe: fd 1
+    is pointed at fd 2 (the grader's output file) once the reply end is kept,
+    and stdin reads nothing.
+    """
+    if "--stdio" not in sys.argv:
+        at = sys.argv.index("--fds")
+        return os.fdopen(int(sys.argv[at + 1]), "rb", buffering=0), os.fdopen(int(sys.argv[at + 2]), "wb", buffering=0)
+    requests, replies = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    if os.name == "nt":  # bytes as they are, no newline translation
+        import msvcrt
+
+        for fd in (requests, replies):
+            msvcrt.setmode(fd, os.O_BINARY)
+    return os.fdopen(requests, "rb", buffering=0), os.fdopen(replies, "wb", buffering=0)
 
 
 def main():
-    at = sys.argv.index("--fds")
-    requests = os.fdopen(int(sys.argv[at + 1]), "rb", buffering=0)
-    replies = os.fdopen(int(sys.argv[at + 2]), "wb", buffering=0)
+    requests, replies = _pipes()
 
     def read_exactly(n):
         data = b""
@@ -273,7 +298,8 @@ def main():
     def ring(signum, frame):
         raise CellTimeLimit()
 
-    signal.signal(signal.SIGALRM, ring)
+    if TIMER:
+        signal.signal(signal.SIGALRM, ring)
     replies.write(wire.encode({"event": "ready"}))  # Python and numpy are up: the box has started
     builtins.exit = builtins.quit = sys.exit  # what `site` adds (the box runs without it)
     # Not "__main__": an `if __name__ == "__main__":` self-test does not run, as under `import answers`.
