@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 import pytest
-from pictures import attr, edges, find_box, needs_dot, nodes
+from pictures import attr, edges, find_box, median_text_px, needs_dot, nodes
 
 pytest.importorskip("graphviz")
 pytest.importorskip("matplotlib")
@@ -136,3 +136,34 @@ def test_slides_are_16_by_9_with_shapes_and_formulas_and_no_numbers(kind, tmp_pa
         assert "dQ_heads = dscores @ K_heads" in source and "dscaled_scores = weights * (dweights" in source
     else:  # one box per sublayer, and what flows between them: the residual sum's formula, by name
         assert 'label="dx += dresidual1  [1,4,8]"' in source and "(2 uses)" in source
+
+
+def drawn_fraction(png_path, rows, columns):
+    """How much of each of ``rows`` × ``columns`` cells of a PNG is drawn: the share of pixels not white."""
+    from matplotlib.image import imread
+
+    pixels = imread(png_path)[..., :3]  # RGB in 0..1; the slide's background is white
+    drawn = (pixels < 0.97).any(axis=-1)  # boxes are filled in light colours, lines and text are dark
+    row_edges = np.linspace(0, drawn.shape[0], rows + 1).astype(int)
+    column_edges = np.linspace(0, drawn.shape[1], columns + 1).astype(int)
+    return np.array(
+        [
+            [drawn[top:bottom, left:right].mean() for left, right in zip(column_edges, column_edges[1:])]
+            for top, bottom in zip(row_edges, row_edges[1:])
+        ]
+    )
+
+
+@needs_dot
+def test_an_encoder_layer_s_slide_leaves_no_quarter_of_the_frame_empty(tmp_path):
+    # The feed-forward sublayer used to hang right beside the residual path, under nothing: the lower
+    # left of the slide, a quarter of the frame, was blank.
+    layer = mt.nn.TransformerEncoderLayer(8, 2, 16, seed=0)
+    layer(np.random.default_rng(0).standard_normal((2, 5, 8)))
+    paths = mt.viz.save_slide(layer, tmp_path / "encoder")
+    cells = drawn_fraction(paths["png"], 4, 4)
+    # Every quarter of the frame (2 × 2 cells, the four corners and the five in between) has something drawn.
+    quarters = {(top, left): cells[top : top + 2, left : left + 2].mean() for top in range(3) for left in range(3)}
+    emptiest = min(quarters, key=quarters.get)
+    assert quarters[emptiest] >= 0.01, f"the quarter from cell {emptiest} down is blank:\n{np.round(cells, 3)}"
+    assert median_text_px(paths["svg"].read_text(), 1920) >= 9.5  # not filled by shrinking the text
