@@ -78,3 +78,14 @@ def test_python_m_benchmarks_quick_runs_every_part(tmp_path):
                     "## Scalar engine vs micrograd", "## Graph rendering", "## Transformer"):  # fmt: skip
         assert heading in report, heading
     assert "failed" not in report.lower(), [line for line in report.splitlines() if "failed" in line.lower()]
+
+
+def test_the_numeric_cheat_benchmark_times_a_forward_on_each_large_trial():
+    """benchmarks/numeric_cheat.py: each forward runs in complex arithmetic on its exercise's large trial."""
+    from benchmarks.numeric_cheat import FORWARDS, large_trial, measure
+
+    for name in FORWARDS:
+        exercise, inputs = large_trial(name)
+        assert set(FORWARDS[name][1]) | set(FORWARDS[name][2]) <= set(exercise.parameters) | set(inputs), name
+        entries, per_forward, tape = measure(name, repeats=1)
+        assert entries >= 40_000 and per_forward > 0 and tape > 0, name

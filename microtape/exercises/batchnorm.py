@@ -59,7 +59,7 @@ HIDDEN = (
     {"shape": (3, 7), "eps": 1.0, "spread": 2.0},
     {"shape": (6, 1), "eps": 0.02, "spread": 0.3},
     # The large trial, shared by the class: columns of 8 192 rows: too many forwards for numeric differentiation.
-    {"shape": (8192, 8), "eps": 1e-5, "spread": 1.0, "shared": True},
+    {"shape": (8192, 16), "eps": 1e-5, "spread": 1.0, "shared": True},
 )
 
 

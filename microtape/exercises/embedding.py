@@ -40,8 +40,8 @@ def embedding_backward(tokens, table, grad_out):
 
 # One dict per trial: (B, T, V, D). The vocabulary is small next to B·T, so
 # ids repeat in every trial (and some ids are never used). A hidden trial has
-# 4096 tokens into a 1000 × 16 table: 16 000 weights, too many to
-# differentiate numerically one at a time within a second.
+# 16 384 tokens into an 8000 × 32 table: 256 000 weights, too many to
+# differentiate numerically one at a time within the time limit.
 VISIBLE = (
     {"shape": (2, 5, 4, 3)},
     {"shape": (3, 4, 6, 2)},
@@ -55,7 +55,7 @@ HIDDEN = (
     {"shape": (5, 2, 3, 2)},
     {"shape": (2, 9, 7, 5)},
     {"shape": (4, 4, 6, 1)},
-    {"shape": (16, 256, 1000, 16), "shared": True},
+    {"shape": (32, 512, 8000, 32), "shared": True},
 )
 
 

@@ -32,8 +32,8 @@ def mse_backward(pred, target):
 
 
 # One dict per trial: (N, K). K > 1 everywhere, so a mean over the rows only
-# differs from the mean over every entry. A hidden trial has 4000 × 8 entries:
-# 64 000 inputs, far too many to differentiate numerically one at a time
+# differs from the mean over every entry. A hidden trial has 16 000 × 8 entries:
+# 256 000 inputs, far too many to differentiate numerically one at a time
 # within a second.
 VISIBLE = (
     {"shape": (4, 3)},
@@ -48,7 +48,7 @@ HIDDEN = (
     {"shape": (7, 2)},
     {"shape": (3, 4)},
     {"shape": (8, 5)},
-    {"shape": (4000, 8), "shared": True},
+    {"shape": (16000, 8), "shared": True},
 )
 
 

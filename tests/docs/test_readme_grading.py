@@ -10,6 +10,7 @@ import shlex
 from test_readme import commands
 
 from microtape.cli.main import main
+from microtape.exercises.registry import get
 
 PAGE = "docs/grading.md"
 
@@ -56,8 +57,9 @@ def test_the_teachers_grade_command(tmp_path, monkeypatch, capsys):
     assert main([*shlex.split(line)[1:], "--name", "dropout_backward"]) == 0
     assert "1 submission graded" in capsys.readouterr().out
     rows = (tmp_path / "grades.csv").read_text().splitlines()
+    hidden_trials = len(get("dropout_backward").cases(hidden=True))
     assert rows == ["student,exercise,points,max,message",
-                    "ada,dropout_backward,1,1,✓ dropout_backward: correct on 6 hidden random inputs "
+                    f"ada,dropout_backward,1,1,✓ dropout_backward: correct on {hidden_trials} hidden random inputs "
                     + rows[1].split("hidden random inputs ", 1)[1],
                     "ada,(total),1,1,"]  # fmt: skip
     (run,) = (tmp_path / "grades").iterdir()

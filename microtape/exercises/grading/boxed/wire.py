@@ -11,7 +11,7 @@ the whole message's bytes — so a child cannot make the grader read, recurse
 or allocate without bound.
 
 This file imports only the standard library and numpy: the child imports it
-from its helper folder, the grader from ``microtape.exercises.boxed.wire``.
+from its helper folder, the grader from ``microtape.exercises.grading.boxed.wire``.
 """
 
 import io
