@@ -70,13 +70,23 @@ def _pipe(digraph, format, dpi=None):
         source.attr(dpi=str(dpi))
     pinned = {"engine": "neato", "neato_no_op": 2} if getattr(digraph, "pinned", False) else {}
     try:
-        return source.pipe(format=format, **pinned)
+        # quiet: what dot says on failure is in the error we raise, not printed beside it
+        return source.pipe(format=format, quiet=True, **pinned)
     except graphviz.ExecutableNotFound:
         raise GraphvizNotFound(
             "Graphviz's `dot` program was not found on PATH, so the graph could not be drawn.\n" + INSTALL_HINT
         ) from None
     except graphviz.CalledProcessError as error:
         stderr = (error.stderr or b"").decode(errors="replace").strip()
+        if "triangulation failed" in stderr and not pinned:
+            # Graphviz 2.43 (Debian's, Ubuntu's) sometimes cannot route curved edges between
+            # module boxes ("triangulation failed"); straight edges need no routing.
+            straight = source.copy()
+            straight.attr(splines="line")
+            try:
+                return straight.pipe(format=format, quiet=True)
+            except graphviz.CalledProcessError:
+                pass
         raise RuntimeError(f"Graphviz's `dot` failed to draw this graph: {stderr or error}") from None
 
 

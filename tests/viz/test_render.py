@@ -177,3 +177,21 @@ def test_import_microtape_stays_light():
     )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@needs_dot
+def test_a_tape_of_two_recorded_derivatives_draws_with_its_module_boxes(tmp_path, capfd):
+    """Graphviz 2.43 cannot route curved edges between this tape's boxes ("triangulation failed"): it is drawn
+    with straight edges instead of raising, and nothing of dot's complaint is printed."""
+    x = mt.Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        y = (x * x).tanh().sum()
+        grad = mt.gradients(y, create_graph=True)[x]
+        second = mt.gradients(grad.sum(), create_graph=True)[x]
+        (second * second).sum()
+    picture = graph(tape, values=False)
+    assert "subgraph cluster" in picture.source  # the boxes are there
+    shown = picture._repr_mimebundle_()["text/html"]
+    assert shown.count('class="cluster"') >= 5 and "%31" in shown
+    assert render(picture, tmp_path / "second.png").stat().st_size > 10_000
+    assert "triangulation" not in capfd.readouterr().err
