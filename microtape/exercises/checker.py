@@ -130,7 +130,7 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
             args, expected = _shared_trial(name, hidden, shared_key, trial)
         elif student is None:
             args, expected = _trial(name, hidden, key, trial)
-        else:  # drawn for this student alone: kept, it would only fill memory, a class's worth
+        else:  # drawn for this student alone and used once: not kept (a class's worth would fill memory)
             args, expected = _drawn_trial(name, hidden, key, trial)
         where = f"{label} {trial + 1} of {trials}: " + describe(exercise.parameters, args)
 
