@@ -82,9 +82,13 @@ def main(argv=None):
     print(f"  per submission, median     {np.median(per):7.2f} s   (max {max(per):.1f} s: a looping one)")
     print(f"  a right one, boxed         {boxed_right:7.2f} s   vs {reference:.2f} s in-process "
           f"(ratio {boxed_right / reference:.1f}x: starting the box, sending the arrays)")  # fmt: skip
+    for kind in sorted(kinds):
+        seconds = [g.seconds for g in graded if g.student.endswith(f"_{kind}")]
+        label = f"{kind} ({len(seconds)})"
+        print(f"  {label:26s} {sum(seconds):7.1f} s   ({np.median(seconds):.2f} s each)")
     print(f"  load average               {os.getloadavg()[0]:7.2f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    print(f"  grader's peak memory       {peak:7.0f} MB  (each student's own trials are not kept)")
+    print(f"  grader's peak memory       {peak:7.0f} MB")
     return 0 if total <= 300 * len(graded) / 200 else 1
 
 

@@ -37,7 +37,7 @@ def affine_relu_backward(x, w, b, grad_out):
 
 
 # One dict per trial: (N, D, M). None is square, so a transposed w shows by its
-# shape. A hidden trial has 20 000 rows (some 200 000 inputs: numeric
+# shape. A hidden trial has 10 000 rows (some 100 000 inputs: numeric
 # differentiation of the forward, one input at a time, cannot finish in time).
 VISIBLE = (
     {"shape": (4, 3, 5)},
@@ -52,7 +52,7 @@ HIDDEN = (
     {"shape": (2, 5, 6)},
     {"shape": (1, 3, 8)},
     {"shape": (6, 2, 3)},
-    {"shape": (20000, 10, 12), "shared": True},
+    {"shape": (10000, 10, 12), "shared": True},
 )
 
 

@@ -147,7 +147,7 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
         if problem:
             verdict.crashed(f"✗ {name}: {problem}\n  ({where})", trial, None)
             break
-        problems, error = compare_outputs(exercise, args, outputs, expected)
+        problems, error = compare_outputs(exercise, args, outputs, expected, diagnose=verdict.first is None)
         if hidden:  # which output failed and why, never a value (the student's values may carry the inputs)
             problems = [in_own_words(exercise, problem) for problem in problems]
         verdict.trial_done(trial, where, problems, error)

@@ -52,10 +52,14 @@ def _precision_only(got, want):
     return bool(np.max(np.abs(got - want), initial=0.0) <= PRECISION_RTOL * max(size, 1e-300))
 
 
-def compare_outputs(exercise, args, outputs, expected):
-    """``(problems, max error of the right outputs)`` for one trial."""
+def compare_outputs(exercise, args, outputs, expected, *, diagnose=True):
+    """``(problems, max error of the right outputs)`` for one trial.
+
+    ``diagnose=False``: the problems without hints (the feedback explains the
+    first failing trial only, so later ones need not run the known mistakes).
+    """
     problems, worst = [], 0.0
-    variants = _Variants(exercise, args, outputs, expected)
+    variants = None  # the known mistakes are run only once an output is wrong: a right answer skips them
     for i, (output, got, want) in enumerate(zip(exercise.outputs, outputs, expected, strict=True)):
         name = output.name
         low_precision = got.dtype in _LOW_PRECISION
@@ -100,9 +104,12 @@ def compare_outputs(exercise, args, outputs, expected):
                 )
             if low_precision:
                 problem.text += f"; your array is {got.dtype}"
-        problem.diagnoses = variants.diagnoses(i)
-        if not problem.diagnoses:
-            problem.diagnoses = _generic(exercise, i, got, expected, low_precision)
+        if diagnose:
+            if variants is None:
+                variants = _Variants(exercise, args, outputs, expected)
+            problem.diagnoses = variants.diagnoses(i)
+            if not problem.diagnoses:
+                problem.diagnoses = _generic(exercise, i, got, expected, low_precision)
         problems.append(problem)
     return problems, worst
 

@@ -52,8 +52,8 @@ HIDDEN = (
     {"shape": (4, 4), "p": 0.35},
     {"shape": (2, 3, 3), "p": 0.75},
     {"shape": (6, 2), "p": 0.15},
-    # The large trial, shared by the class: 262 144 entries: too many forwards for numeric differentiation.
-    {"shape": (512, 512), "p": 0.3, "shared": True},
+    # The large trial, shared by the class: 65 536 entries: too many forwards for numeric differentiation.
+    {"shape": (256, 256), "p": 0.3, "shared": True},
 )
 
 

@@ -40,7 +40,7 @@ def embedding_backward(tokens, table, grad_out):
 
 # One dict per trial: (B, T, V, D). The vocabulary is small next to B·T, so
 # ids repeat in every trial (and some ids are never used). A hidden trial has
-# 16 384 tokens into an 8000 × 32 table: 256 000 weights, too many to
+# 8192 tokens into an 8000 × 32 table: 256 000 weights, too many to
 # differentiate numerically one at a time within the time limit.
 VISIBLE = (
     {"shape": (2, 5, 4, 3)},
@@ -55,7 +55,7 @@ HIDDEN = (
     {"shape": (5, 2, 3, 2)},
     {"shape": (2, 9, 7, 5)},
     {"shape": (4, 4, 6, 1)},
-    {"shape": (32, 512, 8000, 32), "shared": True},
+    {"shape": (16, 512, 8000, 32), "shared": True},
 )
 
 

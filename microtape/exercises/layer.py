@@ -82,8 +82,8 @@ HIDDEN = (
     {"shape": (2, 3, 5)},
     {"shape": (5, 5, 1)},
     {"shape": (1, 4, 6), "spread": 0.3},
-    # The large trial, shared by the class: ~107 000 inputs: too many forwards for numeric differentiation.
-    {"shape": (512, 128, 64), "shared": True},
+    # The large trial, shared by the class: ~205 000 inputs: too many forwards for numeric differentiation.
+    {"shape": (1024, 128, 64), "shared": True},
 )
 
 

@@ -52,8 +52,8 @@ HIDDEN = (
     {"shape": (4, 6, 3)},
     {"shape": (5, 5, 1)},
     {"shape": (2, 7, 7), "scale": 10.0},
-    # The large trial, shared by the class: ~107 000 inputs: too many forwards for numeric differentiation.
-    {"shape": (512, 128, 64), "shared": True},
+    # The large trial, shared by the class: ~205 000 inputs: too many forwards for numeric differentiation.
+    {"shape": (1024, 128, 64), "shared": True},
 )
 
 

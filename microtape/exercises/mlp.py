@@ -42,7 +42,7 @@ def mlp_backward(x, w1, b1, w2, grad_y):
 
 # One dict per trial: (N, D, H, O) and the spread of x (large: tanh saturates).
 # No trial is square, so a transposed product either fails or shows by its
-# values. A hidden trial has 20 000 rows: some 160 000 inputs, far too many to
+# values. A hidden trial has 6000 rows: some 48 000 inputs, far too many to
 # differentiate numerically one at a time within the time limit.
 VISIBLE = (
     {"shape": (4, 3, 5, 2)},
@@ -57,7 +57,7 @@ HIDDEN = (
     {"shape": (7, 2, 3, 4)},
     {"shape": (1, 4, 7, 2)},
     {"shape": (4, 5, 2, 6), "spread": 0.5},
-    {"shape": (20000, 8, 16, 4), "shared": True},
+    {"shape": (6000, 8, 16, 4), "shared": True},
 )
 
 
