@@ -160,3 +160,18 @@ def test_an_unsupported_function_of_a_numpy_submodule_is_named_in_full():
         np.fft.fft(t)
     assert numpy_name(np.linalg.norm) == "numpy.linalg.norm"
     assert numpy_name(np.sum) == "numpy.sum"
+
+
+def test_a_list_of_tensors_is_stacked_first_and_its_gradient_flows():
+    """docs/trust.md: numpy on a list sees only values; the documented way, mt.stack, records."""
+    x = mt.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = mt.Tensor(np.array([3.0, 4.0]), requires_grad=True)
+    np.exp(mt.stack([x, y])).sum().backward()
+    np.testing.assert_allclose(x.grad, np.exp([1.0, 2.0]), rtol=1e-15)
+    np.testing.assert_allclose(y.grad, np.exp([3.0, 4.0]), rtol=1e-15)
+    x.grad = y.grad = None
+    total = mt.stack([(x * x).sum(), (y * y).sum()]).sum()
+    assert isinstance(total, mt.Tensor) and float(total.data) == 30.0
+    total.backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+    np.testing.assert_array_equal(y.grad, [6.0, 8.0])
