@@ -371,15 +371,8 @@ class Gradients(Mapping[Node, Value]):
     def accumulate(self) -> None:
         """Add these gradients into every node's ``.grad`` — what ``backward()`` does.
 
-        All or nothing: a ``.grad`` that cannot take its sum (a string, the
-        wrong shape) fails the call with every ``.grad`` as it was.
-
-        One VJP may hand the same array (or views of it) to several nodes —
-        add's ``g`` goes to both operands, reshape's is a view. Leaves (what
-        people change in place: zeroing, clipping) each get memory of their
-        own; computed nodes that share memory get read-only views. Either way
-        no gradient can be changed through another, and only leaves pay for a
-        copy.
+        All or nothing, and no gradient shares memory another can change
+        through: see :func:`~microtape.engine.boundary.add_into_grads`.
         """
         add_into_grads(self._grads)
 

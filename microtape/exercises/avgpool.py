@@ -9,7 +9,7 @@ import numpy as np
 
 from ..engine import Tape
 from ..values.tensor import Tensor
-from .conv_chain import out_size, taped_windows
+from .conv_chain import draw_pool, taped_windows
 from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 
@@ -56,15 +56,7 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, channels, height, width = case["shape"]
-    kernel, stride = case["kernel"], case["stride"]
-    outs = (out_size(height, kernel, stride, 0), out_size(width, kernel, stride, 0))
-    return {
-        "x": rng.standard_normal(case["shape"]),
-        "grad_y": rng.standard_normal((batch, channels, *outs)),
-        "kernel": int(kernel),
-        "stride": int(stride),
-    }
+    return draw_pool(rng, case)
 
 
 def tape_gradients(inputs):

@@ -39,7 +39,7 @@ def conv2d_backward(x, w, grad_y, stride, padding):
 # One dict per trial. The kernels are not symmetric (random), so a forgotten
 # flip shows; strides above 1 and paddings above 0 appear in both sets. The
 # last hidden trial is large: numeric differentiation (two forwards per input
-# entry, ~74 000 entries) cannot finish in a second, a derivation takes milliseconds.
+# entry, ~74 000 entries) cannot finish within the time limit, a derivation takes milliseconds.
 VISIBLE = (
     {"N": 2, "C_in": 2, "C_out": 2, "size": (5, 6), "kernel": (3, 2), "stride": 1, "padding": 0},
     {"N": 1, "C_in": 2, "C_out": 3, "size": (7, 7), "kernel": (3, 3), "stride": 2, "padding": 1},

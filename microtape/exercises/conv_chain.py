@@ -22,7 +22,7 @@ from ..numpy_api.functions import einsum
 from ..numpy_api.joining import pad
 from ..values.tensor import Tensor
 
-__all__ = ["out_size", "draw_conv", "taped_windows", "taped_conv", "CONV_MISTAKES", "conv_with_mistake"]
+__all__ = ["out_size", "draw_conv", "draw_pool", "taped_windows", "taped_conv", "CONV_MISTAKES", "conv_with_mistake"]
 
 
 def out_size(size, kernel, stride, padding):
@@ -43,6 +43,19 @@ def draw_conv(rng, case):
         "stride": int(stride),
         "padding": int(padding),
         "b": rng.standard_normal(c_out),
+    }
+
+
+def draw_pool(rng, case):
+    """One pooling trial: ``x`` [N, C, H, W], ``grad_y`` of the pooled shape, ``kernel`` and ``stride``."""
+    batch, channels, height, width = case["shape"]
+    kernel, stride = case["kernel"], case["stride"]
+    outs = (out_size(height, kernel, stride, 0), out_size(width, kernel, stride, 0))
+    return {
+        "x": rng.standard_normal(case["shape"]),
+        "grad_y": rng.standard_normal((batch, channels, *outs)),
+        "kernel": int(kernel),
+        "stride": int(stride),
     }
 
 

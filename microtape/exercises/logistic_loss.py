@@ -40,7 +40,7 @@ def logistic_loss_backward(logits, y):
 # One dict per trial: N, the spread of the logits, and whether some logits
 # are pushed to ±800 (σ is 0 or 1 there; exp(z) / (1 + exp(z)) is NaN). A
 # hidden trial has 50 000 logits: numeric differentiation, one at a time,
-# cannot finish within a second.
+# cannot finish within the time limit.
 VISIBLE = (
     {"n": 4},
     {"n": 7, "spread": 3.0},

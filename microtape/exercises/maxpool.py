@@ -10,7 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..engine import Tape
 from ..values.tensor import Tensor
-from .conv_chain import out_size, taped_windows
+from .conv_chain import draw_pool, taped_windows
 from .core import variant
 from .registry import Mistake, Output, register_lab_exercise
 
@@ -42,7 +42,7 @@ def maxpool_backward(x, grad_y, kernel, stride):
 
 # One dict per trial: (N, C, H, W), kernel, stride. Overlapping windows
 # (stride < kernel) appear in both sets; the last hidden trial is large
-# (~130 000 entries: numeric differentiation cannot finish in a second).
+# (~130 000 entries: numeric differentiation cannot finish within the time limit).
 VISIBLE = (
     {"shape": (2, 2, 4, 6), "kernel": 2, "stride": 2},
     {"shape": (1, 3, 6, 5), "kernel": 3, "stride": 1},
@@ -59,15 +59,7 @@ HIDDEN = (
 
 
 def make_inputs(rng, case):
-    batch, channels, height, width = case["shape"]
-    kernel, stride = case["kernel"], case["stride"]
-    outs = (out_size(height, kernel, stride, 0), out_size(width, kernel, stride, 0))
-    return {
-        "x": rng.standard_normal(case["shape"]),
-        "grad_y": rng.standard_normal((batch, channels, *outs)),
-        "kernel": int(kernel),
-        "stride": int(stride),
-    }
+    return draw_pool(rng, case)
 
 
 def tape_gradients(inputs):

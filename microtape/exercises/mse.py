@@ -34,7 +34,7 @@ def mse_backward(pred, target):
 # One dict per trial: (N, K). K > 1 everywhere, so a mean over the rows only
 # differs from the mean over every entry. A hidden trial has 16 000 × 8 entries:
 # 256 000 inputs, far too many to differentiate numerically one at a time
-# within a second.
+# within the time limit.
 VISIBLE = (
     {"shape": (4, 3)},
     {"shape": (6, 2)},

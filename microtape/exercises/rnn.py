@@ -42,7 +42,7 @@ def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
 
 # One dict per trial: (T, N, D, H) and the scale of W_hh. The last hidden trial
 # is large (~49 000 inputs over 48 steps): numeric differentiation cannot
-# finish in a second, BPTT takes milliseconds.
+# finish within the time limit, BPTT takes milliseconds.
 VISIBLE = (
     {"shape": (3, 2, 3, 4), "recurrent": 0.5},
     {"shape": (4, 1, 2, 3), "recurrent": 0.8},

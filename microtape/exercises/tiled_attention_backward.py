@@ -45,7 +45,7 @@ def tiled_attention_backward(q, k, v, o, lse, grad_o):
 # No trial shifts the scores by ±1000 as attention_backward's do: the tiled
 # kernel and a whole-matrix answer then round differently (~1e-10, past the
 # float64 bar). The last hidden trial is large (~100 000 inputs: numeric
-# differentiation cannot finish in a second).
+# differentiation cannot finish within the time limit).
 VISIBLE = (
     {"shape": (1, 4, 4, 3), "block": 2},
     {"shape": (2, 3, 5, 2), "block": 2},
