@@ -31,10 +31,14 @@ and checks a student's ``.py`` file in a child process with a time limit.
 from .autograder import assert_output, assert_right
 from .catalogue import LAB, ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
-from .registry import EXERCISES, Exercise, Mistake, Step, get
+from .derivation import derivation
+from .registry import EXERCISES, KINDS, Exercise, Mistake, Step, get, register
 from .scores import ScoreTable, score, score_table
 
 __all__ = [
+    "derivation",
+    "register",
+    "KINDS",
     "check",
     "assert_correct",
     "assert_output",

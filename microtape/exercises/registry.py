@@ -145,7 +145,9 @@ class Mistake:
     kind_label: str | None = None
 
     def __post_init__(self):
-        assert self.kind in KINDS or self.kind_label, f"mistake {self.name!r}: unknown kind {self.kind!r}"
+        if self.kind not in KINDS and not self.kind_label:
+            raise ValueError(f"Mistake({self.name!r}, kind={self.kind!r}): not a known kind; for a kind of your own "
+                             "give kind_label='what feedback calls it'")  # fmt: skip
 
     @property
     def hint(self):

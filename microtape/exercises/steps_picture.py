@@ -56,7 +56,9 @@ def step_picture(result):
     first = result.first_wrong
     title = f"{result.name}: " + (f"the first wrong step is {first}" if first else result.status)
     carried = ", ".join(result.computed_from_wrong)
-    note = "link by link: " + (
-        f"wrong links {', '.join(result.wrong_links)}" if result.wrong_links else "no wrong link"
-    ) + (f"; carried {carried}" if carried else "")
+    note = (
+        "link by link: "
+        + (f"wrong links {', '.join(result.wrong_links)}" if result.wrong_links else "no wrong link")
+        + (f"; carried {carried}" if carried else "")
+    )
     return report_graph(_StepReport(rows, first, note), tape, expand=None, title=title)

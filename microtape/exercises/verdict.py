@@ -113,9 +113,15 @@ class Verdict:
     def _steps(self):
         """The StepResults, in derivation order."""
         return tuple(
-            StepResult(output.name, self.states[output.name] == "right",
-                       output.points if self.credited(output.name) else 0, output.points, output.after,
-                       self.states[output.name], output.node)  # fmt: skip
+            StepResult(
+                output.name,
+                self.states[output.name] == "right",
+                output.points if self.credited(output.name) else 0,
+                output.points,
+                output.after,
+                self.states[output.name],
+                output.node,
+            )  # fmt: skip
             for output in self.exercise.outputs
         )
 
@@ -177,7 +183,7 @@ class Verdict:
         earned = [n for n in self.right if self.credited(n)]
         rest = [n for n in self.right if not self.credited(n)]
         if earned and rest:
-            return line + f": {_join(earned)} earn{'s'[:len(earned) == 1]} points; {_join(rest)} not yet."
+            return line + f": {_join(earned)} earn{'s'[: len(earned) == 1]} points; {_join(rest)} not yet."
         return line + "."
 
 

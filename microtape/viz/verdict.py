@@ -61,7 +61,9 @@ def verdicts(program, report):
         if node is not None:
             rows[node] = row
     if getattr(report, "judged", False):
-        return {node: rows[node].state if node in rows else "unchecked" for node in [*program.equations, *program.leaves]}
+        return {
+            node: rows[node].state if node in rows else "unchecked" for node in [*program.equations, *program.leaves]
+        }
     readers = {leaf: [program.equations[i] for i, _ in program.uses[j]] for j, leaf in enumerate(program.leaves)}
     for i, node in enumerate(program.equations):
         readers[node] = [program.equations[k] for k in program.consumers[i]]
