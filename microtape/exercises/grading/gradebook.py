@@ -43,6 +43,7 @@ from ..catalogue import list_exercises
 from ..checker import CheckResult
 from ..registry import get
 from ..scores import ScoreTable
+from ..teacher import load_exercises
 from .box import isolation
 from .remote import MAX_SUBMISSION_BYTES
 from .submission import MAX_TIMEOUT, check_file
@@ -81,6 +82,8 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")
+    parser.add_argument("--exercises", action="append", metavar="FILE.py",
+                        help="also the exercises a teacher's file registers with ex.derivation (repeatable)")  # fmt: skip
     return parser
 
 
@@ -481,6 +484,11 @@ def run(args):
         return 2
 
     folder = Path(args.submissions)
+    try:  # a teacher's own exercises first: --name and the default list may name them
+        for path in args.exercises or ():
+            load_exercises(path)
+    except ValueError as error:
+        return usage(error)
     problem, names, secret = _usage_problem(args, folder)
     if problem:
         return usage(problem)
