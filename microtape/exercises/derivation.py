@@ -128,8 +128,10 @@ def _parameters(forward):
     names = []
     for parameter in signature.parameters.values():
         if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-            raise ValueError(f"derivation(forward=...): parameter {parameter.name!r} must be a plain named one "
-                             "(no *args, **kwargs or positional-only): the student's function takes the same")  # fmt: skip
+            raise ValueError(
+                f"derivation(forward=...): parameter {parameter.name!r} must be a plain named one "
+                "(no *args, **kwargs or positional-only): the student's function takes the same"
+            )
         names.append(parameter.name)
     if not names:
         raise ValueError("derivation(forward=...): the forward takes no arrays; it must take at least one")

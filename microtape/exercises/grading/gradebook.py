@@ -82,8 +82,8 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")
-    parser.add_argument("--exercises", action="append", metavar="FILE.py",
-                        help="also the exercises a teacher's file registers with ex.derivation (repeatable)")  # fmt: skip
+    teachers = "also the exercises a teacher's file registers with ex.derivation (repeatable)"
+    parser.add_argument("--exercises", action="append", metavar="FILE.py", help=teachers)
     return parser
 
 
