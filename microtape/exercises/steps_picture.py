@@ -58,7 +58,7 @@ def step_picture(result):
     carried = ", ".join(result.computed_from_wrong)
     note = (
         "link by link: "
-        + (f"wrong links {', '.join(result.wrong_links)}" if result.wrong_links else "no wrong link")
+        + (f"wrong links {', '.join(result.wrong_links)}" if result.wrong_links else "every link right")
         + (f"; carried {carried}" if carried else "")
     )
     return report_graph(_StepReport(rows, first, note), tape, expand=None, title=title)
