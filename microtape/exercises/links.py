@@ -107,7 +107,10 @@ def compare_steps(exercise, args, inputs, outputs, expected, *, diagnose=True):
             states[output.name] = "wrong"
             kept.append(problem)
             continue
-        upstream = [step for step in exercise.depends_on(output.name) if states[step] in ("carried", "wrong")]
+        # The steps it is computed from directly (else any earlier) that are not the true ones.
+        upstream = [step for step in output.after if states[step] in ("carried", "wrong")] or [
+            step for step in exercise.depends_on(output.name) if states[step] in ("carried", "wrong")
+        ]
         source = f" from your {_join(upstream)}" if upstream else " from your upstream steps"
         at_link, _ = compare_one(output, got[output.name], link[output.name], source)
         if at_link is None:
