@@ -25,8 +25,8 @@ from types import ModuleType
 
 from .catalogue import list_exercises
 from .checker import CheckResult, check
-from .result import STEP_STATES
 from .registry import get
+from .result import STEP_STATES
 
 __all__ = ["ScoreTable", "score", "score_table", "not_defined"]
 
