@@ -253,6 +253,12 @@ def test_the_gradebook_has_a_total_row_per_student_and_the_whole_feedback(tmp_pa
     # A pair of columns per step (points, state), filled on the stepped exercise's row only.
     assert rows[0]["grad_x points"] == "0" and rows[0]["grad_x state"] == "wrong"
     assert rows[0]["grad_var state"] == "right" and rows[1]["grad_x state"] == "" and rows[2]["grad_x state"] == ""
+    # A grade resumed from its JSON (a rerun) keeps its steps, and so its columns.
+    resumed = Graded.from_json(Graded("ada", tmp_path / "ada.py", results).to_json(), tmp_path / "ada.py")
+    write_gradebook([resumed], book)
+    again = list(csv.DictReader(book.open(encoding="utf-8")))
+    assert again[0]["grad_x state"] == "wrong" and again[0]["grad_var points"] == "1"
+    assert resumed.results["batchnorm_backward"].wrong_links == ("grad_x",)
 
 
 def test_a_stepped_exercise_is_refused_when_its_steps_are_out_of_order_or_a_mistake_names_no_step():

@@ -43,6 +43,7 @@ from ...viz.progress import progress
 from ..catalogue import list_exercises
 from ..checker import CheckResult
 from ..registry import get
+from ..result import StepResult
 from ..scores import ScoreTable
 from ..teacher import load_exercises
 from .box import isolation
@@ -139,6 +140,8 @@ class Graded:
                                 s.name: {"points": s.points, "max": s.max_points, "state": s.state} for s in r.steps
                             },
                             "first_wrong": r.first_wrong,
+                            "wrong_links": list(r.wrong_links),
+                            "carried": list(r.computed_from_wrong),
                         }
                         if r.steps
                         else {}
@@ -162,6 +165,7 @@ class Graded:
                     outputs=item["outputs"],
                     score=item["points"],
                     max_score=item["max"],
+                    **_steps_from_json(item),
                 )  # fmt: skip
                 for name, item in data["exercises"].items()
             }
@@ -181,6 +185,22 @@ class Graded:
         lines += [f"  note — {note}" for note in self.notes]
         lines += ["", *(result.message for result in self.results.values())]
         return "\n".join(lines) + "\n"
+
+
+def _steps_from_json(item):
+    """A stepped exercise's steps and links as an earlier run wrote them (so a resumed grade keeps its columns)."""
+    steps = item.get("steps")
+    if not steps:
+        return {}
+    return {
+        "steps": tuple(
+            StepResult(name, step["state"] == "right", step["points"], step["max"], (), step["state"])
+            for name, step in steps.items()
+        ),  # fmt: skip
+        "first_wrong": item.get("first_wrong"),
+        "wrong_links": tuple(item.get("wrong_links", ())),
+        "computed_from_wrong": tuple(item.get("carried", ())),
+    }
 
 
 def _not_counted(name, status, message):
@@ -234,7 +254,9 @@ def fingerprint(path, names, secret, timeout):
     except OSError:
         content = "unreadable"
     student = Path(path).stem.encode("utf-8", "surrogateescape").hex()
-    text = json.dumps([student, content, list(names), float(timeout), 2])
+    # A teacher's own exercise (ex.derivation) changes with its file: its stub's source (the forward in it) counts.
+    made = [get(name).source or "" for name in names]
+    text = json.dumps([student, content, list(names), float(timeout), 2] + ([made] if any(made) else []))
     key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
