@@ -246,6 +246,7 @@ _HIDDEN_TEXT = {
     "shape": "{name} has the wrong shape (expected the shape of {like})",
     "not finite": "{name} holds NaN or inf where the tape's answer does not",
     "missing": "{name} is missing from the returned dict",
+    "link": "{name} differs from what the tape computes from your own earlier steps",
     "values": "{name} differs from the tape's answer",
     "precision": "{name} is a float32 or float16 array: graded answers are float64",
 }

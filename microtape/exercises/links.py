@@ -117,6 +117,8 @@ def compare_steps(exercise, args, inputs, outputs, expected, *, diagnose=True):
             states[output.name] = "carried"
             continue
         states[output.name] = "wrong"
+        if at_link.what == "values":
+            at_link.what = "link"  # (an error at the link, told against the student's own upstream steps)
         known = [d for d in problem.diagnoses if d.name in {m.name for m in exercise.mistakes}]
         if diagnose and at_link.what != "missing":
             at_link.diagnoses = known or generic(exercise, i, got[output.name], links_in_order)

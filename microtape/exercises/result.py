@@ -71,7 +71,9 @@ class Problem:
     """What is wrong with one output of one trial."""
 
     output: str
-    what: str  # "shape", "values", "not finite", "precision" or "type"
+    # "shape", "values", "link" (values, against the student's own upstream steps), "not finite",
+    # "precision", "missing" or "type"
+    what: str
     text: str  # one line saying where
     index: tuple | None = None  # the first wrong entry
     got: float | None = None

@@ -95,6 +95,14 @@ def test_two_independent_wrong_links_are_both_named_in_order():
     assert alone.wrong_links == ("grad_w",) and states(alone)["grad_x"] == "right"
 
 
+def test_on_hidden_trials_a_wrong_link_is_told_in_the_graders_words():
+    result = ex.check("links_chain", lambda x, w: answer(x, w, h_factor=3.0, w_factor=-1.0), hidden=True,
+                      secret="s3cret")  # fmt: skip
+    assert result.wrong_links == ("grad_h", "grad_w") and result.computed_from_wrong == ("grad_a", "grad_x")
+    assert "grad_w differs from what the tape computes from your own earlier steps on a hidden trial" in result.message
+    assert "grad_w[" not in result.message and "tape from your" not in result.message  # no value, no index
+
+
 def test_a_step_computed_from_the_true_values_is_right_even_after_a_wrong_one():
     result = ex.check("links_chain", lambda x, w: answer(x, w, h_factor=3.0, from_true=True))
     assert states(result) == {"grad_h": "wrong", "grad_a": "right", "grad_w": "right", "grad_x": "right"}
