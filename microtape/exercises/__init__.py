@@ -40,10 +40,12 @@ from . import trials
 from .asserts import assert_output, assert_right
 from .catalogue import ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
+from .derivation import derivation
 from .registry import EXERCISES, KINDS, Exercise, Mistake, Output, Step, get, register
 from .scores import ScoreTable, score, score_table
 
 __all__ = [
+    "derivation",
     "check",
     "assert_correct",
     "assert_output",

@@ -140,9 +140,13 @@ class Mistake:
     fn: Callable
     # In a stepped exercise: the step this mistake breaks (its first wrong step, computed from right ones).
     step: str | None = None
+    # A teacher's own kind (not a key of KINDS) says here what feedback calls it.
+    kind_label: str | None = None
 
     def __post_init__(self):
-        assert self.kind in KINDS, f"mistake {self.name!r}: unknown kind {self.kind!r}"
+        if self.kind not in KINDS and not self.kind_label:
+            raise ValueError(f"Mistake({self.name!r}, kind={self.kind!r}): not a known kind; for a kind of your own "
+                             "give kind_label='what feedback calls it'")  # fmt: skip
 
     @property
     def hint(self):
@@ -151,7 +155,7 @@ class Mistake:
 
     @property
     def label(self):
-        return KINDS[self.kind]
+        return self.kind_label or KINDS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,10 @@ class Exercise:
     # A stepped exercise's forward on a new tape, nodes named as its steps' ``node``: ``record(inputs)
     # -> (tape, output)`` (what the picture of a check draws; None for other exercises).
     record: Callable | None = None
+    # A stepped exercise: a step computed correctly from a wrong earlier step ("carried") earns its points.
+    carry_forward: bool = True
+    # The stub's source text when the stub was made, not written (a teacher's derivation; see derivation.py).
+    source: str | None = None
 
     @property
     def parameters(self):
@@ -220,7 +228,7 @@ class Exercise:
 
     def stub_source(self):
         """The stub as source text, ready to paste into a notebook or a file."""
-        return inspect.getsource(self.stub)
+        return self.source if self.source is not None else inspect.getsource(self.stub)
 
     def mistake(self, name):
         for mistake in self.mistakes:

@@ -110,7 +110,7 @@ def tape_gradients(inputs, axis):
 #: The steps each mistake changes: the one it breaks first, then those computed from it.
 CHANGES = {
     "gamma_forgotten": ("grad_xhat", "grad_var", "grad_mean", "grad_x"),
-    "var_power_wrong": ("grad_var", "grad_mean", "grad_x"),
+    "var_power_wrong": ("grad_var", "grad_x"),  # (grad_mean does not use grad_var: that path adds 0)
     "mean_sign_flipped": ("grad_mean", "grad_x"),
     "mean_term_dropped": ("grad_x",),
     "variance_term_dropped": ("grad_x",),
