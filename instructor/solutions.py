@@ -160,8 +160,10 @@ SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 if __package__:  # imported as instructor.solutions (in the box, a file runs with no package)
     from .solutions_exa import SOLUTIONS as _EXA  # from the chain rule to a residual block
     from .solutions_exb import SOLUTIONS as _EXB  # convolution, recurrent nets, forward mode, second order, tiled
+    from .solutions_ninja import SOLUTIONS as _NINJA  # makemore's backprop ninja
     from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises
 
     SOLUTIONS.update(_EXA)
     SOLUTIONS.update(_EXB)
     SOLUTIONS.update(_STEPS)
+    SOLUTIONS.update(_NINJA)

@@ -60,7 +60,9 @@ LAB = (
     "avgpool",
     "rnn",
     "gru",
-    # 5. Ops of your own, and beyond the first derivative
+    # 5. makemore's backprop ninja: 26 links by hand
+    "backprop_ninja",
+    # 6. Ops of your own, and beyond the first derivative
     "op_vjp",
     "logaddexp_vjp",
     "softmax_jvp",
