@@ -55,6 +55,12 @@ def _bad_forward_no_loss(x, w):
     return {"a": x @ w}
 
 
+def _bad_forward_name_taken(x, w):
+    a = x @ w
+    h = (a * 2.0).tanh(name="a")  # a second node called "a", under the key "h"
+    return {"a": a, "h": h * 1.0, "loss": (h * h).sum()}
+
+
 def _bad_forward_vector_loss(x, w):
     return {"a": x @ w, "loss": (x @ w).sum(axis=0)}
 
@@ -65,6 +71,7 @@ def _bad_forward_vector_loss(x, w):
         ({"forward": _bad_forward_no_dict}, TypeError, "derivation(forward=...): the forward returned a Tensor"),
         ({"forward": _bad_forward_no_loss}, ValueError, 'the forward\'s dict has no "loss"'),
         ({"forward": _bad_forward_vector_loss}, ValueError, '"loss" has shape (2,); expected a scalar'),
+        ({"forward": _bad_forward_name_taken}, ValueError, "another value of the forward is also named 'a'"),
         ({"steps": ["h", "b"]}, ValueError, "derivation(steps=...): 'b' is neither a key of the forward's dict"),
         ({"steps": ["a", "h"]}, ValueError, "'h' is computed from 'a', so its gradient comes first"),
         ({"steps": "h"}, TypeError, "derivation(steps='h'): expected a list of names"),
