@@ -36,11 +36,11 @@ import microtape.exercises as ex
 from microtape.exercises import checker
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "grading" / "samples"
+SAMPLES = ROOT / "assignment" / "samples"
 
 
 def _sections(path):
-    spec = importlib.util.spec_from_file_location("autograde", ROOT / "grading" / "autograde.py")
+    spec = importlib.util.spec_from_file_location("autograde", ROOT / "assignment" / "autograde.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.sample_sections(path)

@@ -152,7 +152,7 @@ def test_a_derivation_with_more_steps_than_sixteen_is_graded_in_the_box(clean_re
         "    g, out = np.ones_like(x), {}\n    for i in reversed(range(20)):\n        out[f'grad_v{i}'] = g\n"
         "        g = g * (1 - values[i + 1] ** 2) if i % 2 else g * 1.5\n    out['grad_x'] = g\n    return out\n"
     )
-    from microtape.exercises.grading.submission import check_file
+    from microtape.grading.submission import check_file
 
     report = check_file(answers, ["long_chain"], timeout=10, hidden=True, secret="class secret", student="ada")
     result = report.results["long_chain"]
