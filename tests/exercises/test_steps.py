@@ -97,8 +97,8 @@ def test_a_wrong_step_in_the_middle_is_named_and_the_steps_computed_from_it_are_
     assert _points(result) == {"grad_weights": 1, "grad_scaled_scores": 0, "grad_q": 1, "grad_k": 1, "grad_v": 1}
     assert result.score == 4 and not result.ok
     message = result.message
-    assert message.startswith("✗ attention_backward_steps: grad_scaled_scores is the first wrong step; grad_q and grad_k "
-                              "are carried; grad_weights and grad_v are right.")  # fmt: skip
+    assert message.startswith("✗ attention_backward_steps: grad_scaled_scores is the first wrong step; "
+                              "grad_q and grad_k are carried; grad_weights and grad_v are right.")  # fmt: skip
     assert "grad_q and grad_k are right from your grad_scaled_scores" in message and "error carried forward" in message
     # Only the wrong link's entry is shown; the carried ones are not reported as mistakes.
     assert "grad_scaled_scores[" in message and "grad_q[" not in message and "grad_k[" not in message
