@@ -221,6 +221,13 @@ class _Chain:
         tape, arrays, named = self.run(visible)
         self._check_returned(named, arrays)
         self._find_order(tape, named, arrays)
+        tape, _ = self.record(visible)
+        for step in self.steps:  # each step is found on the tape by its name (the links and the picture look it up)
+            try:
+                tape.variable(step)
+            except KeyError:
+                raise ValueError(f"derivation(forward=...): another value of the forward is also named {step!r} "
+                                 "(a name= given to an op): name it otherwise") from None  # fmt: skip
         shapes = {step: np.shape((arrays | dict(named))[step].data) for step in self.steps}
         return shapes
 

@@ -55,6 +55,12 @@ def _bad_forward_no_loss(x, w):
     return {"a": x @ w}
 
 
+def _bad_forward_name_taken(x, w):
+    a = x @ w
+    h = (a * 2.0).tanh(name="a")  # a second node called "a", under the key "h"
+    return {"a": a, "h": h * 1.0, "loss": (h * h).sum()}
+
+
 def _bad_forward_vector_loss(x, w):
     return {"a": x @ w, "loss": (x @ w).sum(axis=0)}
 
@@ -65,6 +71,7 @@ def _bad_forward_vector_loss(x, w):
         ({"forward": _bad_forward_no_dict}, TypeError, "derivation(forward=...): the forward returned a Tensor"),
         ({"forward": _bad_forward_no_loss}, ValueError, 'the forward\'s dict has no "loss"'),
         ({"forward": _bad_forward_vector_loss}, ValueError, '"loss" has shape (2,); expected a scalar'),
+        ({"forward": _bad_forward_name_taken}, ValueError, "another value of the forward is also named 'a'"),
         ({"steps": ["h", "b"]}, ValueError, "derivation(steps=...): 'b' is neither a key of the forward's dict"),
         ({"steps": ["a", "h"]}, ValueError, "'h' is computed from 'a', so its gradient comes first"),
         ({"steps": "h"}, TypeError, "derivation(steps='h'): expected a list of names"),
@@ -237,3 +244,46 @@ def test_microtape_grade_takes_a_teachers_file(clean_registry, tmp_path, monkeyp
     assert rows[0]["grad_logits state"] == "wrong" and rows[0]["grad_w2 state"] == "carried"
     assert rows[0]["grad_w2 points"] == "1" and rows[1]["exercise"] == "(total)" and rows[1]["grad_w2 state"] == ""
     assert main(["grade", "handed_in", "--exercises", "nowhere.py"]) == 2
+
+
+# ---------------------------------------------------------------- the Gradescope bundle
+
+
+def _autograde():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("autograde", ROOT / "assignment" / "autograde.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("with_teachers_file", [True, False])
+def test_the_bundles_entry_script_grades_a_teachers_file_when_the_bundle_has_one(tmp_path, with_teachers_file):
+    import subprocess
+
+    place = tmp_path / "autograder"
+    (place / "source").mkdir(parents=True)
+    (place / "venv" / "bin").mkdir(parents=True)
+    fake = place / "venv" / "bin" / "microtape"  # stands in for the bundle's microtape: records its arguments
+    fake.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" > {tmp_path / "argv.txt"}\n')
+    fake.chmod(0o755)
+    if with_teachers_file:
+        shutil.copy(EXAMPLE, place / "source" / _autograde().TEACHERS_FILE)
+    script = ROOT / "assignment" / "bundle" / "run_autograder"
+    done = subprocess.run(["bash", str(script)], env={"PATH": "/usr/bin:/bin", "AUTOGRADER": str(place)},
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "argv.txt").read_text().splitlines()
+    assert argv[:2] == ["grade", str(place / "submission")]
+    if with_teachers_file:
+        assert argv[-2:] == ["--exercises", str(place / "source" / "teacher_exercises.py")]
+    else:
+        assert "--exercises" not in argv
+
+
+def test_assign_refuses_a_teachers_file_that_registers_nothing_before_building(clean_registry, tmp_path, capsys):
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert _autograde().main(["assign", "--exercises", str(empty)]) == 2
+    assert "it registered no exercise" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """Stepped exercises: each step of a derivation checked on its own, the first wrong one named, later ones not blamed.
 
 A stepped exercise's student returns the intermediate gradients by name
-(``grad_scores``, ``grad_var``, …). The checker compares every step with the
+(``grad_scaled_scores``, ``grad_var``, …). The checker compares every step with the
 tape's value for it, names the first wrong step whose own sources were right,
 does not blame the steps computed from a wrong one, gives per-step points,
 matches named mistakes at their step, and draws the check (the broken edge
@@ -47,8 +47,8 @@ def test_the_stepped_exercises_are_in_the_lab_with_their_steps_in_derivation_ord
     assert sorted(name for name in ex.list_exercises() if ex.get(name).stepped) == sorted(STEPPED)
     assert ex.list_exercises()[-1] == "layernorm_backward"  # the stretch exercise stays last
     attention = ex.get("attention_backward_steps")
-    assert [o.name for o in attention.outputs] == ["grad_weights", "grad_scores", "grad_q", "grad_k", "grad_v"]
-    assert attention.depends_on("grad_q") == ("grad_weights", "grad_scores")
+    assert [o.name for o in attention.outputs] == ["grad_weights", "grad_scaled_scores", "grad_q", "grad_k", "grad_v"]
+    assert attention.depends_on("grad_q") == ("grad_weights", "grad_scaled_scores")
     for name in ("layernorm_backward_steps", "batchnorm_backward"):
         steps = [o.name for o in ex.get(name).outputs]
         assert steps == ["grad_xhat", "grad_var", "grad_mean", "grad_x", "grad_gamma", "grad_beta"]
@@ -88,20 +88,20 @@ def test_a_wrong_step_in_the_middle_is_named_and_the_steps_computed_from_it_are_
     student = making_mistake("attention_backward_steps", "no_rowsum")
     result = ex.check("attention_backward_steps", student)
     assert result.status == "partly right"
-    assert result.first_wrong == "grad_scores" and result.wrong_links == ("grad_scores",)
+    assert result.first_wrong == "grad_scaled_scores" and result.wrong_links == ("grad_scaled_scores",)
     assert result.computed_from_wrong == ("grad_q", "grad_k")
     assert [(s.name, s.state) for s in result.steps] == [
-        ("grad_weights", "right"), ("grad_scores", "wrong"), ("grad_q", "carried"), ("grad_k", "carried"),
+        ("grad_weights", "right"), ("grad_scaled_scores", "wrong"), ("grad_q", "carried"), ("grad_k", "carried"),
         ("grad_v", "right"),
     ]  # fmt: skip
-    assert _points(result) == {"grad_weights": 1, "grad_scores": 0, "grad_q": 1, "grad_k": 1, "grad_v": 1}
+    assert _points(result) == {"grad_weights": 1, "grad_scaled_scores": 0, "grad_q": 1, "grad_k": 1, "grad_v": 1}
     assert result.score == 4 and not result.ok
     message = result.message
-    assert message.startswith("✗ attention_backward_steps: grad_scores is the first wrong step; grad_q and grad_k "
-                              "are carried; grad_weights and grad_v are right.")  # fmt: skip
-    assert "grad_q and grad_k are right from your grad_scores" in message and "error carried forward" in message
+    assert message.startswith("✗ attention_backward_steps: grad_scaled_scores is the first wrong step; "
+                              "grad_q and grad_k are carried; grad_weights and grad_v are right.")  # fmt: skip
+    assert "grad_q and grad_k are right from your grad_scaled_scores" in message and "error carried forward" in message
     # Only the wrong link's entry is shown; the carried ones are not reported as mistakes.
-    assert "grad_scores[" in message and "grad_q[" not in message and "grad_k[" not in message
+    assert "grad_scaled_scores[" in message and "grad_q[" not in message and "grad_k[" not in message
 
 
 def test_a_second_independent_error_is_named_after_the_first():
@@ -115,11 +115,11 @@ def test_a_second_independent_error_is_named_after_the_first():
         return values
 
     result = ex.check("attention_backward_steps", student)
-    assert result.wrong_links == ("grad_scores", "grad_q") and result.computed_from_wrong == ("grad_k",)
-    assert "grad_scores is the first wrong step (grad_q is wrong too, at its own link)" in result.message
-    # grad_q is told against what the tape computes from the student's own grad_scores.
-    assert "grad_q[" in result.message and "tape from your grad_scores" in result.message
-    assert _points(result) == {"grad_weights": 1, "grad_scores": 0, "grad_q": 0, "grad_k": 1, "grad_v": 1}
+    assert result.wrong_links == ("grad_scaled_scores", "grad_q") and result.computed_from_wrong == ("grad_k",)
+    assert "grad_scaled_scores is the first wrong step (grad_q is wrong too, at its own link)" in result.message
+    # grad_q is told against what the tape computes from the student's own grad_scaled_scores.
+    assert "grad_q[" in result.message and "tape from your grad_scaled_scores" in result.message
+    assert _points(result) == {"grad_weights": 1, "grad_scaled_scores": 0, "grad_q": 0, "grad_k": 1, "grad_v": 1}
     alone = ex.check("attention_backward_steps", making_mistake("attention_backward_steps", "no_rowsum"))
     assert alone.message != result.message and alone.score == result.score + 1
 
@@ -140,12 +140,12 @@ def test_in_a_longer_chain_each_wrong_link_is_named_and_the_carried_steps_follow
 
 
 def test_a_step_right_from_the_true_values_stays_right_when_an_earlier_one_is_wrong():
-    student = _changing("attention_backward_steps", grad_scores=2.0, grad_v=-1.0)
+    student = _changing("attention_backward_steps", grad_scaled_scores=2.0, grad_v=-1.0)
     result = ex.check("attention_backward_steps", student)
     states = {s.name: s.state for s in result.steps}
-    assert states == {"grad_weights": "right", "grad_scores": "wrong", "grad_q": "right", "grad_k": "right",
+    assert states == {"grad_weights": "right", "grad_scaled_scores": "wrong", "grad_q": "right", "grad_k": "right",
                       "grad_v": "wrong"}  # fmt: skip
-    assert result.wrong_links == ("grad_scores", "grad_v")
+    assert result.wrong_links == ("grad_scaled_scores", "grad_v")
     assert "grad_v is wrong too" in result.message and "grad_v[" in result.message
 
 
@@ -173,7 +173,7 @@ def attention_backward_steps(q, k, v, grad_c):
     p = _softmax(q @ np.swapaxes(k, -1, -2) * scale)
     grad_p = grad_c @ np.swapaxes(v, -1, -2)
     grad_s = p * grad_p                     # the rowsum term forgotten
-    return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_s @ k * scale,
+    return {"grad_weights": grad_p, "grad_scaled_scores": grad_s, "grad_q": grad_s @ k * scale,
             "grad_k": np.swapaxes(grad_s, -1, -2) @ q * scale, "grad_v": np.swapaxes(p, -1, -2) @ grad_c}
 """
 
@@ -191,10 +191,13 @@ def test_the_command_writes_the_picture_of_the_check(tmp_path, capsys):
     picture = tmp_path / "where.svg"
     assert _run("check", str(answers), "--name", "attention_backward_steps", "--picture", str(picture)) == 1
     out = capsys.readouterr()
-    assert "grad_scores is the first wrong step" in out.out and "hint — missing rowsum term (at grad_scores)" in out.out
+    assert (
+        "grad_scaled_scores is the first wrong step" in out.out
+        and "hint — missing rowsum term (at grad_scaled_scores)" in out.out
+    )
     svg = picture.read_text()
     assert svg.startswith("<?xml") and "<svg" in svg
-    assert "first wrong step is grad_scores" in svg and "wrong link" in svg
+    assert "first wrong step is grad_scaled_scores" in svg and "wrong link" in svg
     assert "picture of attention_backward_steps" in out.err
     # A file with no stepped exercise checked to its end: said, and no picture.
     stub = tmp_path / "stub.py"
