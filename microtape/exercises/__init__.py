@@ -46,6 +46,8 @@ from .scores import ScoreTable, score, score_table
 
 __all__ = [
     "derivation",
+    "register",
+    "KINDS",
     "check",
     "assert_correct",
     "assert_output",
