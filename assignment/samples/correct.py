@@ -123,7 +123,8 @@ def mlp_backward(x, w1, b1, w2, grad_y):
     grad_w1 = grad_z.T @ x
     grad_b1 = grad_z.sum(axis=0)
     grad_x = grad_z @ w1
-    return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
+    return {"grad_w2": grad_w2, "grad_b2": grad_b2, "grad_h": grad_h, "grad_z": grad_z,
+            "grad_x": grad_x, "grad_w1": grad_w1, "grad_b1": grad_b1}  # fmt: skip
 
 
 # %% affine_relu_backward
@@ -133,7 +134,7 @@ def affine_relu_backward(x, w, b, grad_out):
     grad_x = grad_z @ w.T  # [N, M] @ [M, D]
     grad_w = x.T @ grad_z  # [D, N] @ [N, M]: w is stored [D, M]
     grad_b = grad_z.sum(axis=0)
-    return grad_x, grad_w, grad_b
+    return {"grad_z": grad_z, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}
 
 
 # %% softmax_cross_entropy_backward
