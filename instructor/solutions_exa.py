@@ -75,10 +75,12 @@ def softmax_cross_entropy_backward(logits, y):
     shifted = logits - logits.max(axis=-1, keepdims=True)  # stable: exp(0) at most
     p = np.exp(shifted)
     p /= p.sum(axis=-1, keepdims=True)
-    # −log p_y = −s_y + logsumexp(s): the logsumexp gives p, the −s_y a −1 at the label.
-    grad = p.copy()
-    grad[np.arange(rows), y] -= 1.0
-    return grad / rows  # the mean over the rows
+    grad_log_p = np.zeros_like(logits)  # L = −mean of log_p at the labels: −1/N there, 0 elsewhere
+    grad_log_p[np.arange(rows), y] = -1.0 / rows
+    grad_p = grad_log_p / p  # log's derivative: 1/p
+    # the softmax's VJP: p ⊙ (g − rowsum(g ⊙ p)) — here (p − onehot(y)) / N
+    grad_logits = p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
+    return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
 
 
 def mse_backward(pred, target):

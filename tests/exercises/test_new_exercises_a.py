@@ -105,16 +105,18 @@ def test_chain_rule_with_the_tanh_derivative_of_d():
 def test_affine_relu_with_pytorch_layout_and_the_mask_from_the_gradient():
     def pytorch_layout(x, w, b, grad_out):
         grad_z = grad_out * (x @ w + b > 0)
-        return grad_z @ w.T, grad_z.T @ x, grad_z.sum(axis=0)
+        return {"grad_z": grad_z, "grad_x": grad_z @ w.T, "grad_w": grad_z.T @ x, "grad_b": grad_z.sum(axis=0)}
 
     result = ex.check("affine_relu_backward", pytorch_layout)
-    assert result.mistakes == ("w_grad_transposed",) and result.right_outputs == ("grad_x", "grad_b")
+    assert result.mistakes == ("w_grad_transposed",) and result.right_outputs == ("grad_z", "grad_x", "grad_b")
 
     def mask_from_gradient(x, w, b, grad_out):
         grad_z = np.where(grad_out > 0, grad_out, 0.0)  # relu applied to the gradient
-        return grad_z @ w.T, x.T @ grad_z, grad_z.sum(axis=0)
+        return {"grad_z": grad_z, "grad_x": grad_z @ w.T, "grad_w": x.T @ grad_z, "grad_b": grad_z.sum(axis=0)}
 
-    assert ex.check("affine_relu_backward", mask_from_gradient).mistakes == ("relu_mask_from_the_gradient",)
+    result = ex.check("affine_relu_backward", mask_from_gradient)
+    assert result.mistakes == ("relu_mask_from_the_gradient",) and result.wrong_links == ("grad_z",)
+    assert result.computed_from_wrong == ("grad_x", "grad_w", "grad_b") and result.score == 3  # carried
 
 
 def test_cross_entropy_classics():
@@ -122,17 +124,23 @@ def test_cross_entropy_classics():
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
+    def chain(p, onehot, count):
+        grad_log_p = -onehot / count
+        grad_p = grad_log_p / p
+        grad_logits = p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
+        return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
+
     def np_mean_of_everything(logits, y):
         onehot = np.eye(logits.shape[1])[y]
-        return (softmax(logits) - onehot) / onehot.size
+        return chain(softmax(logits), onehot, onehot.size)
 
     def naive_exp(logits, y):
         e = np.exp(logits)
-        p = e / e.sum(axis=-1, keepdims=True)
-        p[np.arange(len(y)), y] -= 1
-        return p / len(y)
+        return chain(e / e.sum(axis=-1, keepdims=True), np.eye(logits.shape[1])[y], len(y))
 
-    assert ex.check("softmax_cross_entropy_backward", np_mean_of_everything).mistakes == ("mean_over_every_entry",)
+    result = ex.check("softmax_cross_entropy_backward", np_mean_of_everything)
+    assert result.mistakes == ("mean_over_every_entry",) and result.wrong_links == ("grad_log_p",)
+    assert result.computed_from_wrong == ("grad_p", "grad_logits")  # carried from the wrong mean
     with np.errstate(all="ignore"):
         result = ex.check("softmax_cross_entropy_backward", naive_exp)
     assert result.mistakes == ("exp_not_stabilised",) and result.trial == 4, result.message  # the large trial

@@ -30,6 +30,7 @@ STEPPED = [
     "backprop_ninja",
     "mlp_backward",
     "affine_relu_backward",
+    "softmax_cross_entropy_backward",
 ]
 STEPPED_MISTAKES = [(name, mistake.name) for name in STEPPED for mistake in ex.get(name).mistakes]
 

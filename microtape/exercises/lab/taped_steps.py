@@ -3,8 +3,8 @@
 A stepped exercise of the lab records its forward with the nodes named as
 its steps (``record(inputs) -> (tape, output)``); :func:`step_gradients`
 turns that into the exercise's ``tape_gradients``: the reverse pass from the
-output, seeded with the given upstream gradient (``inputs[seed]``), read at
-each step's node, in the order of the steps. A node the output does not
+output, seeded with the given upstream gradient (``inputs[seed]``; a scalar
+loss, ``seed=None``, is seeded with 1), read at each step's node, in the order of the steps. A node the output does not
 depend on gets zeros of its shape.
 """
 
@@ -15,12 +15,12 @@ from ...engine import gradients
 __all__ = ["step_gradients"]
 
 
-def step_gradients(record, nodes, seed):
+def step_gradients(record, nodes, seed=None):
     """``tape_gradients(inputs)`` for the steps at ``nodes`` of ``record``'s tape, seeded with ``inputs[seed]``."""
 
     def tape_gradients(inputs):
         tape, output = record(inputs)
-        found = gradients(output, inputs[seed], tape=tape)
+        found = gradients(output, None if seed is None else inputs[seed], tape=tape)
         values = []
         for name in nodes:
             node = tape.variable(name)
