@@ -78,17 +78,20 @@ def test_no_mistake_switch_gives_the_right_answer(module_name):
 # ---------------------------------------------------------------- the classics, as students write them
 
 
-def test_chain_rule_splitting_the_sum_and_a_tuple_answer():
+def test_chain_rule_splitting_the_sum_link_by_link():
     def student(a, b, c, g):
         f = np.tanh(a * b + c)
         grad_d = g * (1 - f**2)
         grad_e = grad_c = grad_d / 2  # "the + shares the gradient between its inputs"
-        return grad_e * b, grad_e * a, grad_c, grad_e, grad_d, g, f
+        return {"grad_f": g, "grad_g": f, "grad_d": grad_d, "grad_e": grad_e, "grad_c": grad_c,
+                "grad_a": grad_e * b, "grad_b": grad_e * a}  # fmt: skip
 
     result = ex.check("scalar_chain_rule", student)
-    assert result.mistakes == ("sum_splits_the_gradient",), result.message
-    assert set(result.right_outputs) == {"grad_d", "grad_f", "grad_g"}
-    assert result.score == 3 and result.max_score == 7
+    # Both links out of the sum are wrong, each at its own link; a and b are right from the student's grad_e.
+    assert result.wrong_links == ("grad_e", "grad_c") and result.computed_from_wrong == ("grad_a", "grad_b")
+    assert result.mistakes[0] == "sum_splits_the_gradient", result.message
+    assert {step.name for step in result.steps if step.state == "right"} == {"grad_d", "grad_f", "grad_g"}
+    assert result.score == 5 and result.max_score == 7  # f, g, d right; a, b carried
 
 
 def test_chain_rule_with_the_tanh_derivative_of_d():

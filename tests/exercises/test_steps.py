@@ -31,6 +31,7 @@ STEPPED = [
     "mlp_backward",
     "affine_relu_backward",
     "softmax_cross_entropy_backward",
+    "scalar_chain_rule",
 ]
 STEPPED_MISTAKES = [(name, mistake.name) for name in STEPPED for mistake in ex.get(name).mistakes]
 
