@@ -18,7 +18,9 @@ through a convolution is itself a recorded program (``create_graph=True``):
     kernel** (the gradient dilated by the stride, padded by ``K − 1`` on both
     sides, correlated with the weight flipped along every spatial axis and with
     its two channel axes swapped), cropped by the padding — a "transposed
-    convolution";
+    convolution". It is computed as a *col2im* (each kernel offset adds its
+    products into the padded input), so no zero of the dilation or padding is
+    ever multiplied by a weight: a NaN weight reaches only the inputs it met;
 ``conv_weight_grad(x, z)``
     the weight's gradient: a correlation of the input's windows with the gradient.
 
@@ -95,25 +97,28 @@ def _conv_transpose_forward(
     """``x̄ = crop(full_correlation(dilate(z), flip(weight)ᵀ))``: the input gradient of a convolution.
 
     Each output position i saw the inputs i·s … i·s + K − 1; sending ``z[i]``
-    back through the kernel is correlating the stride-dilated ``z`` (zeros
-    between its entries), padded with ``K − 1`` zeros on each side, with the
-    kernel read backwards (and its in/out channels swapped). Inputs no window
-    reached (the end of an axis the stride skipped) get the zeros added on the right.
+    back through the kernel is correlating the stride-dilated ``z`` with the
+    kernel read backwards. It is computed the other way round (a *col2im*):
+    every kernel offset k sends ``Σ_o z[b, o, i] · weight[o, c, k]`` to the
+    padded input at ``i·s + k``, and the padding is cropped off. So an input
+    gets only the products of the kernel entries that met it — never a
+    ``0 · w`` from a zero put in by the dilation or the padding, which would
+    make every entry NaN once one weight is (PyTorch's answer too:
+    ``conv1d(ones(1, 1, 6), [[[nan, 1, 2]]])`` → ``[nan, nan, nan, nan, 3, 2]``).
+    Inputs no window reached (the end of an axis the stride skipped) get 0.
     """
     n = weight.ndim - 2
-    dtype = np.result_type(z, weight)
-    dilated = np.zeros((*z.shape[:2], *((o - 1) * s + 1 for o, s in zip(z.shape[2:], stride))), dtype=dtype)
-    every_stride = (slice(None), slice(None), *(slice(None, None, s) for s in stride))
-    dilated[every_stride] = z
-    widths = [(0, 0), (0, 0)]
-    for length, k, s, p, o in zip(input_shape[2:], weight.shape[2:], stride, padding, z.shape[2:]):
-        unreached = length + 2 * p - ((o - 1) * s + k)
-        widths.append((k - 1, k - 1 + unreached))
-    flipped = np.flip(weight, axis=_spatial(n)).swapaxes(0, 1)  # [C_in, C_out, *k], each kernel back to front
-    grad_padded = _conv_forward(np.pad(dilated, widths), flipped, (1,) * n, (0,) * n)
+    kernel, out = weight.shape[2:], z.shape[2:]
+    # spread[k..., b, c, i...] = Σ_o z[b, o, i] · weight[o, c, k]: what offset k sends back from window i.
+    spread = np.tensordot(weight, z, axes=((0,), (1,)))  # [C_in, *k, B, *out]
+    spread = np.moveaxis(spread, 0, n + 1)  # [*k, B, C_in, *out] (a view)
+    padded_shape = (z.shape[0], weight.shape[1], *(length + 2 * p for length, p in zip(input_shape[2:], padding)))
+    padded = np.zeros(padded_shape, dtype=np.result_type(z, weight))
+    for offset in np.ndindex(*kernel):
+        reached = tuple(slice(k, k + (o - 1) * s + 1, s) for k, o, s in zip(offset, out, stride))
+        padded[(slice(None), slice(None), *reached)] += spread[offset]
     crop = tuple(slice(p, p + length) for p, length in zip(padding, input_shape[2:]))
-    cropped = (slice(None), slice(None), *crop)
-    return np.ascontiguousarray(grad_padded[cropped])
+    return np.ascontiguousarray(padded[(slice(None), slice(None), *crop)])
 
 
 def _conv_weight_grad_forward(
@@ -312,7 +317,9 @@ def _max_positions(x: Value, kernel: Shape, stride: Shape) -> Value:
     batch, channels, height, width = x.shape
     cols = _pool_windows(x, kernel, stride)
     out_h, out_w = cols.shape[2:4]
-    first = cols.reshape(batch, channels, out_h, out_w, -1).argmax(axis=-1)  # argmax keeps the first of a tie
+    # (The window's size said outright: an empty batch has no entries to infer it from.)
+    entries = cols.reshape(batch, channels, out_h, out_w, kernel[0] * kernel[1])
+    first = entries.argmax(axis=-1)  # argmax keeps the first of a tie
     rows = np.arange(out_h)[:, None] * stride[0] + first // kernel[1]
     columns = np.arange(out_w)[None, :] * stride[1] + first % kernel[1]
     planes = np.arange(batch * channels).reshape(batch, channels, 1, 1)
