@@ -114,11 +114,12 @@ def _conv_transpose_forward(
     spread = np.moveaxis(spread, 0, n + 1)  # [*k, B, C_in, *out] (a view)
     padded_shape = (z.shape[0], weight.shape[1], *(length + 2 * p for length, p in zip(input_shape[2:], padding)))
     padded = np.zeros(padded_shape, dtype=np.result_type(z, weight))
+    every = (slice(None), slice(None))  # every batch entry and channel
     for offset in np.ndindex(*kernel):
         reached = tuple(slice(k, k + (o - 1) * s + 1, s) for k, o, s in zip(offset, out, stride))
-        padded[(slice(None), slice(None), *reached)] += spread[offset]
+        padded[every + reached] += spread[offset]
     crop = tuple(slice(p, p + length) for p, length in zip(padding, input_shape[2:]))
-    return np.ascontiguousarray(padded[(slice(None), slice(None), *crop)])
+    return np.ascontiguousarray(padded[every + crop])
 
 
 def _conv_weight_grad_forward(

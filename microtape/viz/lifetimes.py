@@ -181,8 +181,12 @@ def _program(source):
     """The program of ``source``, refused with a clear error when memory cannot be counted for it."""
     if not isinstance(source, (Tape, Node)) and not hasattr(source, "tape"):
         raise TypeError(
-            "memory(tape_or_layer): expected a Tape, a layer that has run a forward, or a Tensor result; "
-            f"got {type(source).__name__}"
+            f"memory(tape_or_layer): expected a Tape, a layer (mt.nn) or a Tensor result; got {type(source).__name__}"
+        )
+    if not isinstance(source, (Tape, Node)) and source.tape is None:
+        raise ValueError(
+            f"memory(tape_or_layer): this {type(source).__name__} has not run a forward yet (or its forward "
+            "returned no Tensor), so there is nothing to count; call the layer first"
         )
     program = collect(source)
     if program.output is None:

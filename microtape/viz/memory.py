@@ -22,6 +22,8 @@ its backward, gradients — and, for a tape holding a recorded derivative
 their own: that is what a second derivative keeps alive.
 """
 
+import numbers
+
 import numpy as np
 
 from ..nn import MultiHeadAttention
@@ -145,6 +147,9 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
     reference's peak (:func:`numpy_reference_peak`). Returns the figure;
     ``fig.tables`` maps ``"full"``, ``"lean"``, ``"tiled"`` to their ledgers.
     """
+    for name, value in (("length", length), ("batch", batch), ("embed", embed), ("heads", heads)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)) or value < 1:
+            raise ValueError(f"compare_attention({name}={value!r}): expected a positive whole number")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, length, embed)).astype(dtype)
     g = rng.standard_normal((batch, length, embed)).astype(dtype)
@@ -181,6 +186,11 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
 
 
 def slope(lengths, peaks):
-    """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear."""
+    """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear.
+
+    Two distinct lengths at least (one point has no slope; numpy would warn and answer anyway).
+    """
+    if len(set(np.asarray(lengths, dtype=float).tolist())) < 2:
+        raise ValueError(f"slope(lengths={list(lengths)!r}): expected at least two distinct lengths")
     logs = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(peaks, dtype=float))
     return float(np.polyfit(*logs, 1)[0])

@@ -318,3 +318,80 @@ def test_memory_of_a_transformer_layer_and_of_a_result():
     assert {a.name for a in ledger.arrays if a.kind == "value"} == {"%0", "%1"}
     assert ledger.peak_bytes == 24 + 8 + 8 + 24 + 3 * 24
     assert ledger.peak.phase == "backward"
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error"),
+    [
+        ((128, 128), ValueError),  # one distinct length: no slope (numpy would warn and answer)
+        ((128,), ValueError),
+        ((1, 128), ValueError),
+        (None, TypeError),
+        (["a", "b"], TypeError),
+        ((128.0, 256.0), TypeError),
+        ((True, 256), TypeError),
+        ("128", TypeError),
+    ],
+)
+def test_memory_scaling_refuses_bad_lengths_naming_the_argument(lengths, error):
+    """Fewer than two distinct whole lengths >= 2 is refused by a message naming lengths=, with no numpy warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(error, match=r"memory_scaling\(lengths=.*two distinct whole lengths"):
+            mt.viz.memory_scaling(lengths=lengths)
+
+
+@pytest.mark.parametrize("length", [-3, 0, 2.5, None, True])
+def test_compare_attention_refuses_a_bad_length_naming_it(length):
+    with pytest.raises(ValueError, match=r"compare_attention\(length=.*positive whole number"):
+        mt.viz.compare_attention(length)
+
+
+def test_slope_needs_two_distinct_lengths():
+    from microtape.viz.memory import slope
+
+    assert slope([10, 100], [1.0, 100.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two distinct lengths"):
+        slope([128, 128], [1.0, 2.0])
+
+
+# ---------------------------------------------------------------- any layer that ran
+
+
+def _small_layers():
+    rng = np.random.default_rng(3)
+    conv, norm, gru = mt.nn.Conv2d(2, 3, 3, padding=1, seed=0), mt.nn.BatchNorm(3), mt.nn.GRUCell(4, 5, seed=0)
+    return rng, conv, norm, gru
+
+
+@pytest.mark.parametrize("kind", ["Conv2d", "BatchNorm", "GRUCell"])
+def test_memory_of_a_layer_that_never_ran_says_so_without_contradiction(kind):
+    _, conv, norm, gru = _small_layers()
+    layer = {"Conv2d": conv, "BatchNorm": norm, "GRUCell": gru}[kind]
+    with pytest.raises(ValueError, match=f"this {kind} has not run a forward yet") as caught:
+        mt.viz.memory(layer)
+    assert "expected" not in str(caught.value)  # no "expected a layer that has run…; got <that layer>"
+
+
+def test_memory_of_conv_batchnorm_and_gru_after_a_forward_counts_their_own_steps():
+    """Conv2d, BatchNorm and GRUCell after a forward: the ledger's forward ticks are that layer's own operations."""
+    rng, conv, norm, gru = _small_layers()
+    y = norm(conv(rng.standard_normal((2, 2, 5, 5))))
+    conv_table, norm_table = mt.viz.memory(conv).table, mt.viz.memory(norm).table
+    assert [row.step for row in conv_table.rows if row.phase == "forward"] == [
+        equation.name or f"%{i}" for i, equation in enumerate(conv.tape)
+    ]
+    assert [equation.op.name for equation in conv.tape] == ["conv", "reshape", "add"]  # not BatchNorm's
+    # BatchNorm's tape starts at its input (conv's output), and ends at y.
+    from microtape.viz.program import collect
+
+    assert norm.tape.nodes[-1] is y
+    assert any(leaf is conv.tape.nodes[-1] for leaf in collect(norm).leaves)
+    assert not set(conv.tape.nodes) & set(norm.tape.nodes)
+    assert norm_table.peak_bytes > 0
+    h = gru(rng.standard_normal((2, 4)))
+    h2 = gru(rng.standard_normal((2, 4)), h)
+    assert gru.tape.nodes[-1] is h2 and h.op is not None and h not in set(gru.tape.nodes)  # one step, the last
+    assert any(row.phase == "backward" for row in mt.viz.memory(gru).table.rows)
