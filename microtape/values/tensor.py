@@ -180,6 +180,21 @@ class Tensor(SharedElementwise, Node):
     def item(self) -> float:
         return self.data.item()
 
+    def __float__(self) -> float:
+        """The one number of a one-entry Tensor, as a plain float (no gradient flows through it).
+
+        ``float(loss)``, as in PyTorch and for a Scalar. It is also what numpy
+        reads from a list of 0-d Tensors: ``np.sum([loss1, loss2])`` sees their
+        values, as it does for a list of any Tensors (docs/trust.md), and is a
+        plain number; to keep the gradient, stack first: ``mt.stack([loss1, loss2]).sum()``.
+        """
+        if self.size != 1:
+            raise TypeError(
+                f"float(Tensor of shape {self.shape}): only a Tensor of one number converts to a float; "
+                "to combine Tensors keeping their gradient, use mt.stack([...]) and Tensor ops"
+            )
+        return float(np.asarray(self).reshape(()))
+
     def numpy(self) -> np.ndarray:
         return self.data
 
