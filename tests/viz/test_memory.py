@@ -395,3 +395,19 @@ def test_memory_of_conv_batchnorm_and_gru_after_a_forward_counts_their_own_steps
     h2 = gru(rng.standard_normal((2, 4)), h)
     assert gru.tape.nodes[-1] is h2 and h.op is not None and h not in set(gru.tape.nodes)  # one step, the last
     assert any(row.phase == "backward" for row in mt.viz.memory(gru).table.rows)
+
+
+def test_the_timeline_paints_each_kind_in_its_own_colour():
+    """Values, saved arrays and gradients each get their colour (the legend's), all different."""
+    from matplotlib.colors import to_hex
+
+    from microtape.viz.memory import KIND_COLOURS
+
+    attn, x, g = _attention(16, block_size=8)  # the tiled op: values, saved row statistics and gradients
+    attn(x)
+    fig = mt.viz.memory(attn, grad=g)
+    handles, labels = fig.axes[0].get_legend_handles_labels()
+    assert labels == ["value", "saved", "gradient"]
+    for handle, kind in zip(handles, labels, strict=True):
+        assert to_hex(handle.get_facecolor()) == KIND_COLOURS[kind], kind
+    assert len(set(KIND_COLOURS.values())) == len(KIND_COLOURS)
