@@ -37,6 +37,7 @@ KIND_COLOURS = {
     "value, derivative steps": "#8e44ad",
     "saved": "#2e7d32",
     "gradient": "#d35400",
+    "scratch": "#9e9e9e",  # what one step allocates for itself (im2col columns, scratch tiles)
 }
 
 

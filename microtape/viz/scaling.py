@@ -41,7 +41,9 @@ def peak_at(ledger, recorded_at, length):
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
     for array in ledger.arrays:
-        if not array.nbytes:
+        # (A step's scratch is left out: the tiled op's is block-sized, the same at every T, and the
+        # tapes' ops declare none; so the law drawn is that of the arrays on the tape.)
+        if not array.nbytes or array.kind == "scratch":
             continue
         shape = [length if size == recorded_at else size for size in array.shape]
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(array.dtype).itemsize
