@@ -16,8 +16,8 @@ from exercise_helpers import replacing
 import microtape as mt
 import microtape.exercises as ex
 from instructor.solutions import SOLUTIONS
-from microtape.exercises import conv_chain, gru, maxpool, rnn, tiled_attention_backward
-from microtape.exercises.core import taped
+from microtape.exercises.lab import conv_chain, gru, maxpool, rnn, tiled_attention_backward
+from microtape.exercises.lab.core import taped
 
 NEW = [
     "conv1d_backward",
