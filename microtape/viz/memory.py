@@ -9,12 +9,11 @@ This module lets you draw what backward keeps::
                                            # the hand-written numpy reference's peak as a line
 
 The figures are computed from the tape when asked (:mod:`.lifetimes`:
-shapes × itemsizes and each array's lifetime), not measured: recording pays
-nothing for them, and drawing changes no value or gradient. Against
-``tracemalloc`` they agree within ±15 % for a full or lean tape; the tiled
-op's VJP works in block-sized scratch tiles that are on no tape, so at small
-sizes its measured peak is up to 35 % above the computed one (the test says
-so too).
+shapes × itemsizes and each array's lifetime, and what each step allocates
+for itself as its op declares it: im2col columns, scratch tiles), not
+measured: recording pays nothing for them, and drawing changes no value or
+gradient. Against ``tracemalloc`` they agree within ±15 % for attention (full
+and lean tape, the tiled op), a small conv net and a GRU (the tests check each).
 
 The areas are stacked by kind — values the tape holds, what an op saved for
 its backward, gradients — and, for a tape holding a recorded derivative
@@ -45,7 +44,8 @@ def memory(tape_or_layer, *, grad=None, title=None, axes=None):
     """A matplotlib figure of live bytes against the step; ``fig.table`` is the :class:`~.lifetimes.Ledger`.
 
     ``tape_or_layer``: a :class:`~microtape.Tape` of Tensors, a layer after
-    its forward (``attn``, a Transformer layer), or a Tensor result.
+    its forward (``attn``, a Transformer layer, ``Conv2d``, ``BatchNorm``, a
+    ``GRUCell``: its last forward), or a Tensor result.
     ``grad``: the reverse pass's seed (default: the output's ``.grad``, else
     ones). ``axes``: draw into these matplotlib axes instead of a new
     figure (then the figure returned is theirs). The peak is marked and
