@@ -131,6 +131,17 @@ def test_the_conv_mistakes_refuse_an_unknown_name():
         conv_chain.conv_with_mistake("right", *args)
 
 
+def test_the_conv_family_is_declared_once_with_each_exercises_own_trials_and_words():
+    one, two = ex.get("conv1d_backward"), ex.get("conv2d_backward")
+    assert [m.name for m in one.mistakes] == [m.name for m in two.mistakes] == list(conv_chain.CONV_MISTAKES)
+    assert [m.kind for m in one.mistakes] == [m.kind for m in two.mistakes]
+    assert all(a.hint != b.hint for a, b in zip(one.mistakes, two.mistakes)), "each is worded for its axes"
+    assert one.visible != two.visible and one.tape_gradients is two.tape_gradients is conv_chain.taped_conv
+    hints = {name: "a hint" for name in conv_chain.CONV_MISTAKES if name != "w_grad_flipped"}
+    with pytest.raises(ValueError, match="expected a hint for each of"):
+        conv_chain.conv_exercise(one.stub, title="t", visible=one.visible, hidden=one.hidden, hints=hints)
+
+
 def test_maxpool_an_entry_that_is_the_max_of_overlapping_windows_gets_both_gradients():
     x = np.zeros((1, 1, 3, 3))
     x[0, 0, 1, 1] = 5.0  # the centre is the maximum of all four 2×2 windows (stride 1)

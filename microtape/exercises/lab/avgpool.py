@@ -7,10 +7,8 @@ window, and the tape backward — no pooling primitive.
 
 import numpy as np
 
-from ...engine import Tape
-from ...values.tensor import Tensor
 from .. import Exercise, Mistake, Output, register
-from .conv_chain import draw_pool, taped_windows
+from .conv_chain import draw_pool, taped_pool
 from .core import variant
 
 __all__ = ["avgpool_backward"]
@@ -55,18 +53,13 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
-    return draw_pool(rng, case)
+def _mean(windows, kernel):
+    """Each window's mean: ``y`` [N, C, H_out, W_out]."""
+    return windows.mean(axis=(3, 5), name="y")
 
 
 def tape_gradients(inputs):
-    x = Tensor(inputs["x"], requires_grad=True, name="x")
-    kernel, stride = inputs["kernel"], inputs["stride"]
-    with Tape() as tape:
-        windows = taped_windows(x, (kernel, kernel), stride)  # [N, C, Ho, k, Wo, k]
-        y = windows.mean(axis=(3, 5), name="y")
-    tape.backward(y, inputs["grad_y"])
-    return (x.grad,)
+    return taped_pool(inputs, _mean)
 
 
 # ---------------------------------------------------------------- known mistakes
@@ -110,7 +103,7 @@ EXERCISE = Exercise(
     stub=avgpool_backward,
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
+    make_inputs=draw_pool,
     tape_gradients=tape_gradients,
     title="Average pooling backward: grad_x shared out over each window",
     outputs=(Output("grad_x", "x"),),

@@ -5,7 +5,7 @@ batch's own mean and variance (train mode). The student returns every
 intermediate gradient by name; the chain is :mod:`.norm_chain`'s.
 """
 
-from .. import Exercise, register
+from .. import register
 from . import norm_chain
 
 __all__ = ["batchnorm_backward"]
@@ -63,32 +63,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
-    return norm_chain.draw(rng, case, AXIS)
-
-
-def record(inputs):
-    return norm_chain.record(inputs, AXIS)
-
-
-def tape_gradients(inputs):
-    return norm_chain.tape_gradients(inputs, AXIS)
-
-
-def _with_mistake(mistake, x, gamma, grad_y, eps):
-    return norm_chain.by_hand(mistake, x, gamma, grad_y, eps, AXIS)
-
-
-EXERCISE = Exercise(
-    name="batchnorm_backward",
-    stub=batchnorm_backward,
+EXERCISE = norm_chain.stepped_exercise(
+    batchnorm_backward,
+    AXIS,
+    title="Batch norm backward (train mode), step by step: grad_xhat → grad_var → grad_mean → grad_x, …",
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
-    tape_gradients=tape_gradients,
-    record=record,
-    title="Batch norm backward (train mode), step by step: grad_xhat → grad_var → grad_mean → grad_x, …",
-    outputs=norm_chain.steps("the batch statistics mu and var [1, C]"),
-    mistakes=norm_chain.mistakes(_with_mistake, "the batch", "B"),
+    statistic="the batch statistics mu and var [1, C]",
+    over="the batch",
+    count_name="B",
 )
 register(EXERCISE)

@@ -2,12 +2,13 @@
 
 The tape's answer is :func:`microtape.exercises.lab.conv_chain.taped_conv`: the
 forward built from recorded ``pad``, ``take`` (im2col) and ``einsum`` — not
-from a convolution primitive — and the tape backward.
+from a convolution primitive — and the tape backward. The exercise is declared
+by :func:`~microtape.exercises.lab.conv_chain.conv_exercise`, as ``conv2d_backward``
+is: this module gives the stub, the trials and the hints' words.
 """
 
-from .. import Exercise, Mistake, Output, register
-from .conv_chain import conv_with_mistake, draw_conv, taped_conv
-from .core import variant
+from .. import register
+from . import conv_chain
 
 __all__ = ["conv1d_backward"]
 
@@ -54,67 +55,37 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
-    return draw_conv(rng, case)
-
-
-def tape_gradients(inputs):
-    return taped_conv(inputs)
-
-
-EXERCISE = Exercise(
-    name="conv1d_backward",
-    stub=conv1d_backward,
+EXERCISE = conv_chain.conv_exercise(
+    conv1d_backward,
+    title="Conv1d backward (stride, padding): grad_x, grad_w, grad_b",
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
-    tape_gradients=tape_gradients,
-    title="Conv1d backward (stride, padding): grad_x, grad_w, grad_b",
-    outputs=(Output("grad_x", "x"), Output("grad_w", "w"), Output("grad_b", "b")),
-    mistakes=(
-        Mistake(
-            "kernel_not_flipped",
-            "wrong_derivative",
+    hints={
+        "kernel_not_flipped": (
             "your grad_x correlates grad_y with the kernel as it is. The input gradient is a "
             "correlation with the *flipped* kernel (w[..., ::-1]) — or, simpler, scatter "
-            "grad_y[n, o, l] · w[o, c, k] back to position stride·l + k.",
-            variant(conv_with_mistake, "kernel_not_flipped"),
+            "grad_y[n, o, l] · w[o, c, k] back to position stride·l + k."
         ),
-        Mistake(
-            "input_grad_stride_ignored",
-            "skipped_step",
+        "input_grad_stride_ignored": (
             "your grad_x sends window l's gradient back to positions l + k, as if the stride were 1. "
-            "Window l starts at stride·l: scatter to stride·l + k.",
-            variant(conv_with_mistake, "input_grad_stride_ignored"),
+            "Window l starts at stride·l: scatter to stride·l + k."
         ),
-        Mistake(
-            "padding_not_cropped",
-            "padding_kept",
+        "padding_not_cropped": (
             "your grad_x is the gradient of the *padded* input (padding extra entries at each end). "
-            "The zeros were not inputs: drop them, grad_xp[:, :, padding:padding + L].",
-            variant(conv_with_mistake, "padding_not_cropped"),
+            "The zeros were not inputs: drop them, grad_xp[:, :, padding:padding + L]."
         ),
-        Mistake(
-            "w_grad_flipped",
-            "wrong_derivative",
+        "w_grad_flipped": (
             "your grad_w is flipped along the kernel axis. The flip belongs to the input gradient only: "
-            "grad_w[o, c, k] = Σ_n Σ_l grad_y[n, o, l] · xp[n, c, stride·l + k], no reversal.",
-            variant(conv_with_mistake, "w_grad_flipped"),
+            "grad_w[o, c, k] = Σ_n Σ_l grad_y[n, o, l] · xp[n, c, stride·l + k], no reversal."
         ),
-        Mistake(
-            "w_grad_stride_ignored",
-            "skipped_step",
+        "w_grad_stride_ignored": (
             "your grad_w reads the input at l + k, as if the stride were 1. Window l read "
-            "xp[n, c, stride·l + k]: use those entries.",
-            variant(conv_with_mistake, "w_grad_stride_ignored"),
+            "xp[n, c, stride·l + k]: use those entries."
         ),
-        Mistake(
-            "b_not_summed_over_positions",
-            "broadcast_not_summed",
+        "b_not_summed_over_positions": (
             "your grad_b sums over the batch only. The bias was added at every output position too: "
-            "grad_y.sum(axis=(0, 2)), shape [C_out].",
-            variant(conv_with_mistake, "b_not_summed_over_positions"),
+            "grad_y.sum(axis=(0, 2)), shape [C_out]."
         ),
-    ),
+    },
 )
 register(EXERCISE)

@@ -1,13 +1,13 @@
 """Exercise: the backward pass of a 2-D convolution with stride and padding.
 
-The tape's answer is :func:`microtape.exercises.lab.conv_chain.taped_conv`: the
-forward built from recorded ``pad``, ``take`` (im2col) and ``einsum`` — not
-from a convolution primitive — and the tape backward.
+``conv1d_backward`` along two spatial axes: the same family, declared by
+:func:`~microtape.exercises.lab.conv_chain.conv_exercise` (the tape's answer,
+the outputs and the mistakes' chains); this module gives the stub, the trials
+and the hints' words for two axes.
 """
 
-from .. import Exercise, Mistake, Output, register
-from .conv_chain import conv_with_mistake, draw_conv, taped_conv
-from .core import variant
+from .. import register
+from . import conv_chain
 
 __all__ = ["conv2d_backward"]
 
@@ -55,68 +55,38 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
-    return draw_conv(rng, case)
-
-
-def tape_gradients(inputs):
-    return taped_conv(inputs)
-
-
-EXERCISE = Exercise(
-    name="conv2d_backward",
-    stub=conv2d_backward,
+EXERCISE = conv_chain.conv_exercise(
+    conv2d_backward,
+    title="Conv2d backward (stride, padding): grad_x, grad_w, grad_b",
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
-    tape_gradients=tape_gradients,
-    title="Conv2d backward (stride, padding): grad_x, grad_w, grad_b",
-    outputs=(Output("grad_x", "x"), Output("grad_w", "w"), Output("grad_b", "b")),
-    mistakes=(
-        Mistake(
-            "kernel_not_flipped",
-            "wrong_derivative",
+    hints={
+        "kernel_not_flipped": (
             "your grad_x correlates grad_y with the kernel as it is. The input gradient is a "
             "correlation with the kernel flipped along both axes (w[..., ::-1, ::-1]) — or, simpler, scatter "
-            "grad_y[n, o, i, j] · w[o, c, p, q] back to (stride·i + p, stride·j + q).",
-            variant(conv_with_mistake, "kernel_not_flipped"),
+            "grad_y[n, o, i, j] · w[o, c, p, q] back to (stride·i + p, stride·j + q)."
         ),
-        Mistake(
-            "input_grad_stride_ignored",
-            "skipped_step",
+        "input_grad_stride_ignored": (
             "your grad_x sends window (i, j)'s gradient back to (i + p, j + q), as if the stride were "
-            "1. Window (i, j) starts at (stride·i, stride·j): scatter to (stride·i + p, stride·j + q).",
-            variant(conv_with_mistake, "input_grad_stride_ignored"),
+            "1. Window (i, j) starts at (stride·i, stride·j): scatter to (stride·i + p, stride·j + q)."
         ),
-        Mistake(
-            "padding_not_cropped",
-            "padding_kept",
+        "padding_not_cropped": (
             "your grad_x is the gradient of the *padded* input (padding extra rows and "
             "columns on each side). The zeros were not inputs: crop them, "
-            "grad_xp[:, :, padding:padding + H, padding:padding + W].",
-            variant(conv_with_mistake, "padding_not_cropped"),
+            "grad_xp[:, :, padding:padding + H, padding:padding + W]."
         ),
-        Mistake(
-            "w_grad_flipped",
-            "wrong_derivative",
+        "w_grad_flipped": (
             "your grad_w is flipped along the kernel axes. The flip belongs to the input gradient only: "
-            "grad_w[o, c, p, q] = Σ_n Σ_i Σ_j grad_y[n, o, i, j] · xp[n, c, stride·i + p, stride·j + q].",
-            variant(conv_with_mistake, "w_grad_flipped"),
+            "grad_w[o, c, p, q] = Σ_n Σ_i Σ_j grad_y[n, o, i, j] · xp[n, c, stride·i + p, stride·j + q]."
         ),
-        Mistake(
-            "w_grad_stride_ignored",
-            "skipped_step",
+        "w_grad_stride_ignored": (
             "your grad_w reads the input at (i + p, j + q), as if the stride were 1. Window (i, j) "
-            "read xp[n, c, stride·i + p, stride·j + q]: use those entries.",
-            variant(conv_with_mistake, "w_grad_stride_ignored"),
+            "read xp[n, c, stride·i + p, stride·j + q]: use those entries."
         ),
-        Mistake(
-            "b_not_summed_over_positions",
-            "broadcast_not_summed",
+        "b_not_summed_over_positions": (
             "your grad_b sums over the batch only. The bias was added at every output position too: "
-            "grad_y.sum(axis=(0, 2, 3)), shape [C_out].",
-            variant(conv_with_mistake, "b_not_summed_over_positions"),
+            "grad_y.sum(axis=(0, 2, 3)), shape [C_out]."
         ),
-    ),
+    },
 )
 register(EXERCISE)

@@ -6,7 +6,9 @@ microtape's existing recorded ops (``pad``, ``Tensor.take`` of the windows,
 ``einsum``), not from a convolution primitive, so it checks a student
 independently of any conv op — and :func:`conv_with_mistake` is the chain a
 student writes, with exactly one named thing wrong. It refuses any other
-name, so no call of it is the right answer.
+name, so no call of it is the right answer. :func:`conv_exercise` declares
+either exercise from these (what differs is the trials and the hints' words);
+the pooling exercises share :func:`draw_pool` and :func:`taped_pool`.
 
 Shapes (one or two spatial axes, written ``...``): ``x [N, C_in, ...]``,
 ``w [C_out, C_in, *kernel]``, ``b [C_out]``, output
@@ -21,8 +23,21 @@ from ...engine import Tape
 from ...numpy_api.functions import einsum
 from ...numpy_api.joining import pad
 from ...values.tensor import Tensor
+from .. import Exercise, Mistake, Output
+from .core import variant
 
-__all__ = ["out_size", "draw_conv", "draw_pool", "taped_windows", "taped_conv", "CONV_MISTAKES", "conv_with_mistake"]
+__all__ = [
+    "out_size",
+    "draw_conv",
+    "draw_pool",
+    "taped_windows",
+    "taped_conv",
+    "taped_pool",
+    "CONV_MISTAKES",
+    "CONV_KINDS",
+    "conv_with_mistake",
+    "conv_exercise",
+]
 
 
 def out_size(size, kernel, stride, padding):
@@ -100,6 +115,21 @@ def taped_conv(inputs):
     return x.grad, weight.grad, bias.grad
 
 
+def taped_pool(inputs, pool):
+    """A pooling exercise's answer: ``(grad_x,)`` by the tape, ``y = pool(windows, kernel)`` of ``x``'s windows.
+
+    The windows are cut out by recorded ``take`` (:func:`taped_windows`,
+    ``[N, C, H_out, kernel, W_out, kernel]``); ``pool`` reduces each to one
+    entry of ``y`` with recorded ops — no pooling primitive.
+    """
+    x = Tensor(inputs["x"], requires_grad=True, name="x")
+    kernel, stride = inputs["kernel"], inputs["stride"]
+    with Tape() as tape:
+        y = pool(taped_windows(x, (kernel, kernel), stride), kernel)
+    tape.backward(y, inputs["grad_y"])
+    return (x.grad,)
+
+
 # ---------------------------------------------------------------- the hand chain, one thing wrong
 
 #: The outputs each mistake changes.
@@ -110,6 +140,16 @@ CONV_MISTAKES = {
     "w_grad_flipped": ("grad_w",),
     "w_grad_stride_ignored": ("grad_w",),
     "b_not_summed_over_positions": ("grad_b",),
+}
+
+#: The kind of each mistake (its hint, worded for one or two axes, is the exercise's).
+CONV_KINDS = {
+    "kernel_not_flipped": "wrong_derivative",
+    "input_grad_stride_ignored": "skipped_step",
+    "padding_not_cropped": "padding_kept",
+    "w_grad_flipped": "wrong_derivative",
+    "w_grad_stride_ignored": "skipped_step",
+    "b_not_summed_over_positions": "broadcast_not_summed",
 }
 
 
@@ -145,3 +185,28 @@ def conv_with_mistake(mistake, x, weight, grad_y, stride, padding):
     grad_bias = grad_y.sum(axis=0) if mistake == "b_not_summed_over_positions" else grad_y.sum(axis=positions)
     every = {"grad_x": grad_x, "grad_w": grad_weight, "grad_b": grad_bias}
     return {name: every[name] for name in CONV_MISTAKES[mistake]}
+
+
+def conv_exercise(stub, *, title, visible, hidden, hints):
+    """The :class:`~microtape.exercises.Exercise` of a convolution's backward (one for the family).
+
+    ``stub`` is the student's function, ``visible`` and ``hidden`` its trials,
+    ``hints`` the words of each known mistake (one per name of
+    :data:`CONV_MISTAKES`, in any order). The outputs, the tape's answer and
+    the mistakes' chains are this module's, for one or two spatial axes.
+    """
+    if set(hints) != set(CONV_MISTAKES):
+        raise ValueError(f"conv_exercise(hints=...): expected a hint for each of {', '.join(CONV_MISTAKES)}")
+    return Exercise(
+        name=stub.__name__,
+        stub=stub,
+        visible=visible,
+        hidden=hidden,
+        make_inputs=draw_conv,
+        tape_gradients=taped_conv,
+        title=title,
+        outputs=(Output("grad_x", "x"), Output("grad_w", "w"), Output("grad_b", "b")),
+        mistakes=tuple(
+            Mistake(name, CONV_KINDS[name], hints[name], variant(conv_with_mistake, name)) for name in CONV_MISTAKES
+        ),
+    )

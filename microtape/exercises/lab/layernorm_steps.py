@@ -6,7 +6,7 @@ checker names the first wrong step. The chain is :mod:`.norm_chain`'s, along
 the features (``axis=-1``).
 """
 
-from .. import Exercise, register
+from .. import register
 from . import norm_chain
 
 __all__ = ["layernorm_backward_steps"]
@@ -47,32 +47,14 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
 VISIBLE, HIDDEN = norm_chain.LAYER_NORM_VISIBLE, norm_chain.LAYER_NORM_HIDDEN
 
 
-def make_inputs(rng, case):
-    return norm_chain.draw(rng, case, AXIS)
-
-
-def record(inputs):
-    return norm_chain.record(inputs, AXIS)
-
-
-def tape_gradients(inputs):
-    return norm_chain.tape_gradients(inputs, AXIS)
-
-
-def _with_mistake(mistake, x, gamma, grad_y, eps):
-    return norm_chain.by_hand(mistake, x, gamma, grad_y, eps, AXIS)
-
-
-EXERCISE = Exercise(
-    name="layernorm_backward_steps",
-    stub=layernorm_backward_steps,
+EXERCISE = norm_chain.stepped_exercise(
+    layernorm_backward_steps,
+    AXIS,
+    title="Layer norm backward, step by step: grad_xhat → grad_var → grad_mean → grad_x, grad_gamma, grad_beta",
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
-    tape_gradients=tape_gradients,
-    record=record,
-    title="Layer norm backward, step by step: grad_xhat → grad_var → grad_mean → grad_x, grad_gamma, grad_beta",
-    outputs=norm_chain.steps("the row statistics mu and var [N, 1]"),
-    mistakes=norm_chain.mistakes(_with_mistake, "each row's features", "F"),
+    statistic="the row statistics mu and var [N, 1]",
+    over="each row's features",
+    count_name="F",
 )
 register(EXERCISE)

@@ -138,6 +138,7 @@ def _g_forgotten(g, ans, a, b):
 EXERCISE = Exercise(
     name="logaddexp_vjp",
     stub=logaddexp_vjp,
+    is_vjp=True,
     visible=VISIBLE,
     hidden=HIDDEN,
     make_inputs=make_inputs,
@@ -180,6 +181,5 @@ EXERCISE = Exercise(
             _g_forgotten,
         ),
     ),
-    is_vjp=True,
 )
 register(EXERCISE)

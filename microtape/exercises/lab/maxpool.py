@@ -8,10 +8,8 @@ window, and the tape backward — no pooling primitive.
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ...engine import Tape
-from ...values.tensor import Tensor
 from .. import Exercise, Mistake, Output, register
-from .conv_chain import draw_pool, taped_windows
+from .conv_chain import draw_pool, taped_pool
 from .core import variant
 
 __all__ = ["maxpool_backward"]
@@ -58,21 +56,15 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
-    return draw_pool(rng, case)
+def _max(windows, kernel):
+    """Each window's maximum: ``y`` [N, C, H_out, W_out] (the window flattened row by row, then ``max``)."""
+    batch, channels, rows, _, cols, _ = windows.shape
+    flat = windows.transpose(0, 1, 2, 4, 3, 5).reshape(batch, channels, rows, cols, kernel * kernel)
+    return flat.max(axis=-1, name="y")
 
 
 def tape_gradients(inputs):
-    x = Tensor(inputs["x"], requires_grad=True, name="x")
-    kernel, stride = inputs["kernel"], inputs["stride"]
-    batch, channels = x.shape[:2]
-    with Tape() as tape:
-        windows = taped_windows(x, (kernel, kernel), stride)  # [N, C, Ho, k, Wo, k]
-        rows, cols = windows.shape[2], windows.shape[4]
-        flat = windows.transpose(0, 1, 2, 4, 3, 5).reshape(batch, channels, rows, cols, kernel * kernel)
-        y = flat.max(axis=-1, name="y")
-    tape.backward(y, inputs["grad_y"])
-    return (x.grad,)
+    return taped_pool(inputs, _max)
 
 
 # ---------------------------------------------------------------- known mistakes
@@ -124,7 +116,7 @@ EXERCISE = Exercise(
     stub=maxpool_backward,
     visible=VISIBLE,
     hidden=HIDDEN,
-    make_inputs=make_inputs,
+    make_inputs=draw_pool,
     tape_gradients=tape_gradients,
     title="Max pooling backward: grad_x routed to each window's arg-max",
     outputs=(Output("grad_x", "x"),),

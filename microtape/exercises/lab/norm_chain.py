@@ -11,14 +11,17 @@ student returns every step of the derivation by name — ``grad_xhat`` →
 ``grad_var`` → ``grad_mean`` → ``grad_x``, and ``grad_gamma``,
 ``grad_beta`` — and the tape's answer is read off the recorded forward, node
 by node (:func:`record`). The known mistakes are :func:`by_hand` with one
-link wrong.
+link wrong. :func:`stepped_exercise` declares either exercise from these:
+what differs between the two is the axis, the trials and the words.
 """
+
+import functools
 
 import numpy as np
 
 from ...engine import Tape, gradients
 from ...values.tensor import Tensor
-from .. import Mistake, Step
+from .. import Exercise, Mistake, Step
 from .core import variant
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "by_hand",
     "mistakes",
     "CHANGES",
+    "stepped_exercise",
 ]
 
 
@@ -224,4 +228,31 @@ def mistakes(with_mistake, over, count_name):
             variant(with_mistake, "eps_left_out"),
             step="grad_var",
         ),
+    )
+
+
+def stepped_exercise(stub, axis, *, title, visible, hidden, statistic, over, count_name):
+    """The :class:`~microtape.exercises.Exercise` of a norm's stepped backward along ``axis`` (one for the family).
+
+    ``stub`` is the student's function, ``visible`` and ``hidden`` its trials;
+    ``statistic`` says the shape of mu and var (:func:`steps`), ``over`` and
+    ``count_name`` how the hints name what is averaged (:func:`mistakes`).
+    The tape's answer, the recorded forward and the known mistakes are this
+    chain's, along ``axis``.
+    """
+
+    def with_mistake(mistake, x, gamma, grad_y, eps):
+        return by_hand(mistake, x, gamma, grad_y, eps, axis)
+
+    return Exercise(
+        name=stub.__name__,
+        stub=stub,
+        visible=visible,
+        hidden=hidden,
+        make_inputs=functools.partial(draw, axis=axis),
+        tape_gradients=functools.partial(tape_gradients, axis=axis),
+        record=functools.partial(record, axis=axis),
+        title=title,
+        outputs=steps(statistic),
+        mistakes=mistakes(with_mistake, over, count_name),
     )

@@ -126,6 +126,7 @@ def _g_forgotten(g, ans, x):
 EXERCISE = Exercise(
     name="logsumexp_vjp",
     stub=logsumexp_vjp,
+    is_vjp=True,
     visible=VISIBLE,
     hidden=HIDDEN,
     make_inputs=make_inputs,
@@ -169,6 +170,5 @@ EXERCISE = Exercise(
             _g_forgotten,
         ),
     ),
-    is_vjp=True,
 )
 register(EXERCISE)
