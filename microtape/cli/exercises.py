@@ -16,9 +16,9 @@ exercise function, so ``--trials 5000`` does not share one budget);
 this process alone draws the trials, computes the tape's answers and
 compares. It prints each exercise's feedback, then a score table with
 partial credit. ``--picture OUT.svg`` (or ``.png``, ``.pdf``) writes the
-picture of a stepped exercise's check — the tape's backward graph with the
-broken edge marked — drawn here from the checker's results (the student's
-code is not run for it): the first stepped exercise that is not right, or
+picture of a stepped exercise's check — the tape's backward graph, its
+wrong links red, carried steps orange — drawn here from the checker's results
+(the student's code is not run for it): the first stepped exercise that is not right, or
 the first stepped one. The hidden trials are not reachable from here: they are the
 instructor's (``microtape grade --secret``).
 
@@ -79,7 +79,7 @@ def add_arguments(parser):
     checker.add_argument(
         "--picture",
         metavar="OUT.svg",
-        help="write the picture of a stepped exercise's check (the broken edge marked) to this file",
+        help="write the picture of a stepped exercise's check (its wrong links marked) to this file",
     )
     for command in (listing, stub, checker):
         add_exercises_option(command)

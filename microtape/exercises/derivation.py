@@ -268,20 +268,21 @@ class _Chain:
         for step, node in nodes.items():
             if node.op is not None and tape._position(node) is None:
                 raise ValueError(f"derivation(forward=...): {step!r} was not computed in the forward")
-        reached = _reached_from(tape, nodes)
+        reached, direct = _reached_from(tape, nodes, stop=False), _reached_from(tape, nodes, stop=True)
         for i, step in enumerate(self.steps):
             later = [other for other in self.steps[i + 1 :] if other in reached[step]]
             if later:
                 raise ValueError(f"derivation(steps=...): {later[0]!r} is computed from {step!r}, so its gradient "
                                  f"comes first: list the steps in derivation order, from the loss back")  # fmt: skip
-            self.after["grad_" + step] = tuple(
-                "grad_" + other for other in self.steps[:i] if other in reached[step] and not any(
-                    other in reached[middle] and middle in reached[step] for middle in self.steps[:i])
-            )  # fmt: skip
+            self.after["grad_" + step] = tuple("grad_" + other for other in self.steps[:i] if other in direct[step])
 
 
-def _reached_from(tape, nodes):
-    """``{step: the steps whose nodes are computed from it}`` (the steps its gradient is computed from)."""
+def _reached_from(tape, nodes, stop):
+    """``{step: the steps whose nodes are computed from it}`` (the steps its gradient is computed from).
+
+    ``stop=True``: only the first step on each path (the walk goes no further than a step), so the
+    steps its gradient is computed from *directly* — every one of them, when several paths leave it.
+    """
     by_node = {node: step for step, node in nodes.items()}
     readers = {}
     for equation in tape.nodes:
@@ -297,6 +298,8 @@ def _reached_from(tape, nodes):
                     seen.add(reader)
                     if reader in by_node:
                         found.add(by_node[reader])
+                        if stop:
+                            continue
                     todo.append(reader)
         reached[step] = found
     return reached

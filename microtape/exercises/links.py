@@ -9,7 +9,7 @@ further down hides behind the first. So each step is judged twice:
 1. against the **true gradient** (the tape's reverse pass): equal — *right*;
 2. against **the link**: the tape's reverse pass run with the student's own
    upstream steps put in, each in place of the tape's value (a step not
-   returned, or not of the right shape, keeps the tape's). Equal — the link
+   returned, not of the right shape or not finite keeps the tape's). Equal — the link
    into this step is right and the error came from upstream: *carried*.
    Different — an error at this very link: *wrong*.
 

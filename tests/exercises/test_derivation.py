@@ -287,3 +287,17 @@ def test_assign_refuses_a_teachers_file_that_registers_nothing_before_building(c
     empty.write_text("x = 1\n")
     assert _autograde().main(["assign", "--exercises", str(empty)]) == 2
     assert "it registered no exercise" in capsys.readouterr().err
+
+
+def test_a_step_reached_by_two_paths_is_computed_from_both(clean_registry):
+    def two_paths(x):
+        a = x.tanh()
+        b = a * 2.0
+        c = a + b  # a reaches c directly and through b
+        return {"a": a, "b": b, "c": c, "loss": (c * c).sum()}
+
+    made = ex.derivation("two_paths", two_paths, inputs=lambda rng, size: {"x": rng.standard_normal(3)},
+                         steps=["c", "b", "a", "x"])  # fmt: skip
+    assert {o.name: o.after for o in made.outputs} == {
+        "grad_c": (), "grad_b": ("grad_c",), "grad_a": ("grad_c", "grad_b"), "grad_x": ("grad_a",),
+    }  # fmt: skip

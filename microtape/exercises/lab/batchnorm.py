@@ -32,8 +32,9 @@ def batchnorm_backward(x, gamma, grad_y, eps):
         "grad_x"      dL/dx    (from all three)             [B, C]
         "grad_gamma"  dL/dgamma                             [C]
         "grad_beta"   dL/dbeta                              [C]
-    Each step is checked on its own against the tape: a wrong step is named,
-    and the steps computed from it are not counted against you.
+    Each step is checked link by link: against the tape, and against what the
+    tape computes from your own earlier steps. A wrong step is named; a step
+    computed right from a wrong one is *carried* and earns its point.
 
     The links: every x of a column reaches every y of that column, through mean
     and var (the batch's statistics) as well as directly; grad_x adds the

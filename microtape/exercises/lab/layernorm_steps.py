@@ -33,8 +33,9 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
         "grad_x"      dL/dx    (from all three)         [N, F]
         "grad_gamma"  dL/dgamma                         [F]
         "grad_beta"   dL/dbeta                          [F]
-    Each step is checked on its own against the tape: a wrong step is named,
-    and the steps computed from it are not counted against you.
+    Each step is checked link by link: against the tape, and against what the
+    tape computes from your own earlier steps. A wrong step is named; a step
+    computed right from a wrong one is *carried* and earns its point.
 
     The links: xhat depends on var through (var + eps)^(-1/2), on mean directly
     and on x directly; var depends on mean and x; mean on x. x reaches y along
