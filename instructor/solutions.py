@@ -124,7 +124,8 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     grad_scores = softmax_backward(weights, grad_weights)
     grad_q = grad_scores @ k * scale
     grad_k = _t(grad_scores) @ q * scale
-    return grad_q, grad_k, grad_v
+    return {"grad_dropped_weights": grad_dropped, "grad_v": grad_v, "grad_weights": grad_weights,
+            "grad_scaled_scores": grad_scores, "grad_q": grad_q, "grad_k": grad_k}  # fmt: skip
 
 
 def layernorm_backward(x, gamma, grad_y, eps):

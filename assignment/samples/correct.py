@@ -58,10 +58,18 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     d = q.shape[-1]
     weights = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(d))
     keep = mask / (1 - p)
-    dp = (grad_c @ np.swapaxes(v, -1, -2)) * keep
+    dropped = grad_c @ np.swapaxes(v, -1, -2)
+    dp = dropped * keep
     ds = weights * (dp - (dp * weights).sum(axis=-1, keepdims=True))
     dv = np.swapaxes(weights * keep, -1, -2) @ grad_c
-    return ds @ k / np.sqrt(d), np.swapaxes(ds, -1, -2) @ q / np.sqrt(d), dv
+    return {
+        "grad_dropped_weights": dropped,
+        "grad_v": dv,
+        "grad_weights": dp,
+        "grad_scaled_scores": ds,
+        "grad_q": ds @ k / np.sqrt(d),
+        "grad_k": np.swapaxes(ds, -1, -2) @ q / np.sqrt(d),
+    }
 
 
 # %% layernorm_backward

@@ -42,9 +42,17 @@ def unstable_attention_dropout(q, k, v, mask, p, grad_c):
     scale = 1.0 / np.sqrt(q.shape[-1])
     weights = naive_softmax(q @ _t(k) * scale)
     keep = mask / (1 - p)
-    dp = (grad_c @ _t(v)) * keep
+    dropped = grad_c @ _t(v)
+    dp = dropped * keep
     ds = weights * (dp - np.sum(dp * weights, axis=-1, keepdims=True))
-    return ds @ k * scale, _t(ds) @ q * scale, _t(weights * keep) @ grad_c
+    return {
+        "grad_dropped_weights": dropped,
+        "grad_v": _t(weights * keep) @ grad_c,
+        "grad_weights": dp,
+        "grad_scaled_scores": ds,
+        "grad_q": ds @ k * scale,
+        "grad_k": _t(ds) @ q * scale,
+    }
 
 
 UNSTABLE = {
