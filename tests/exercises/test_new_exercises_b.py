@@ -204,8 +204,9 @@ def test_gru_tape_matches_finite_differences_of_pytorchs_equations():
         n = np.tanh(i_n + r * h_n)
         return float(np.sum(((1 - z) * n + z * a["h"]) * inputs["grad_h_next"]))
 
-    for name, grad in zip(names, gru.tape_gradients(inputs), strict=True):
-        assert np.allclose(grad, _numeric_gradient(loss, arrays[name]), atol=1e-7), name
+    steps = dict(zip(gru.NODES, gru.tape_gradients(inputs), strict=True))  # the gates' steps, then the inputs'
+    for name in names:
+        assert np.allclose(steps[name], _numeric_gradient(loss, arrays[name]), atol=1e-7), name
 
 
 def test_a_bptt_that_stops_after_one_step_back_is_told_about_the_recurrent_path():
@@ -297,6 +298,8 @@ def test_a_wrong_shape_names_the_output_and_the_input_it_should_look_like(name):
 
     def wrong_shape(*args):
         right = SOLUTIONS[name](*args)
+        if isinstance(right, dict):  # a stepped exercise: its first step with an extra axis
+            return {**right, first.name: right[first.name][..., None]}
         right = right if isinstance(right, tuple) else (right,)
         return (right[0][..., None],) + right[1:] if len(right) > 1 else right[0][..., None]
 
