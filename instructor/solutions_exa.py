@@ -119,7 +119,8 @@ def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     grad_w = grad_r.T @ x
     grad_b = grad_r.sum(axis=0)
     grad_x = grad_r + grad_r @ w  # both paths add up
-    return grad_x, grad_w, grad_b, grad_gamma, grad_beta
+    return {"grad_gamma": grad_gamma, "grad_beta": grad_beta, "grad_rhat": g, "grad_r": grad_r,
+            "grad_h": grad_r, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}  # fmt: skip
 
 
 #: Every solution by exercise name.

@@ -206,11 +206,13 @@ def test_residual_block_without_the_skip_path():
         g = grad_y * gamma
         grad_r = inv_std * (g - g.mean(axis=-1, keepdims=True) - rhat * (g * rhat).mean(axis=-1, keepdims=True))
         grad_x = grad_r @ w  # through f only: the skip connection forgotten
-        return grad_x, grad_r.T @ x, grad_r.sum(axis=0), (grad_y * rhat).sum(axis=0), grad_y.sum(axis=0)
+        return {"grad_gamma": (grad_y * rhat).sum(axis=0), "grad_beta": grad_y.sum(axis=0), "grad_rhat": g,
+                "grad_r": grad_r, "grad_h": grad_r, "grad_x": grad_x, "grad_w": grad_r.T @ x,
+                "grad_b": grad_r.sum(axis=0)}  # fmt: skip
 
     result = ex.check("residual_norm_backward", student)
     assert result.mistakes == ("identity_path_forgotten",), result.message
-    assert result.right_outputs == ("grad_w", "grad_b", "grad_gamma", "grad_beta")
+    assert result.wrong_links == ("grad_x",) and result.score == 7
 
 
 def test_a_function_with_the_wrong_arguments_names_the_expected_ones():
