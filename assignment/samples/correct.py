@@ -336,16 +336,24 @@ def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
     for t in range(x.shape[0]):
         states.append(np.tanh(x[t] @ W_xh.T + states[-1] @ W_hh.T + b))
     grad_W_xh, grad_W_hh, grad_b = np.zeros_like(W_xh), np.zeros_like(W_hh), np.zeros_like(b)
-    grad_x = np.zeros_like(x)
+    grad_x, steps = np.zeros_like(x), {}
     carry = np.zeros_like(h0)  # what h_t receives from step t + 1
     for t in reversed(range(x.shape[0])):
         grad_z = (grad_h[t] + carry) * (1.0 - states[t + 1] ** 2)  # tanh' = 1 − h_t²
+        steps[f"grad_z{t + 1}"] = grad_z  # z_1 … z_3: a step per time step
         grad_W_xh += grad_z.T @ x[t]  # the same weights at every step: add up over time
         grad_W_hh += grad_z.T @ states[t]  # W_hh met the previous state
         grad_b += grad_z.sum(axis=0)
         grad_x[t] = grad_z @ W_xh
         carry = grad_z @ W_hh  # back to h_{t−1}
-    return grad_W_xh, grad_W_hh, grad_b, carry, grad_x
+    return {
+        **steps,
+        "grad_h0": carry,
+        "grad_x": grad_x,
+        "grad_W_xh": grad_W_xh,
+        "grad_W_hh": grad_W_hh,
+        "grad_b": grad_b,
+    }
 
 
 # %% gru_cell_backward
