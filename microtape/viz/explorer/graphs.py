@@ -1,0 +1,87 @@
+"""The explorer's pictures: the graph laid out by Graphviz in Python, each box marked with the node it shows.
+
+This module lets the page draw and re-draw without Graphviz in the browser::
+
+    views = graph_views(program)
+    views[0]["svg"]        # the overview: today's graph (collapsed to modules when big), as SVG
+    views[0]["boxes"]      # {data-node: [names of the equations and leaves the box stands for]}
+    views[k]               # the same graph with one module opened (expanded on click)
+
+Each picture is :func:`microtape.viz.graph`'s own forward picture
+(:class:`~microtape.viz.view.View`, :func:`~microtape.viz.paint.paint`,
+:func:`~microtape.viz.picture.to_digraph`): the same boxes, names, colours
+and collapsing rules. Every box's ``<g>`` gets ``data-node="<name>"`` — an
+equation's or a leaf's name (``scores``, ``a``), or for a module summary
+its module path — so the page (and a test) finds it by name. A big graph's
+summaries are each drawn opened once here (at most :data:`MAX_EXPANDED`);
+opening one in the page swaps pictures.
+"""
+
+import html
+import re
+
+from ..paint import paint
+from ..picture import to_digraph
+from ..render import svg
+from ..view import View
+
+__all__ = ["graph_views", "MAX_EXPANDED"]
+
+MAX_EXPANDED = 24  # module summaries drawn opened in advance; others list their ops on the panel
+
+_NODE = re.compile(r'<g id="(node\d+)" class="node">\s*<title>([^<]*)</title>')
+
+
+def box_names(view):
+    """``{box id: (data-node name, kind, [member names])}`` for every box of ``view``."""
+    program = view.program
+    boxes = {}
+    for box in view.boxes:
+        members = [program.name(program.equations[i]) for i in box.equations]
+        members += [program.name(program.leaves[j]) for j in box.leaves]
+        if box.kind == "summary":
+            name = box.group
+        elif box.leaves:
+            name = program.name(program.leaves[box.leaves[0]])
+        else:
+            name = program.name(program.equations[box.equations[-1]])
+        boxes[box.id] = (name, box.kind, members)
+    return boxes
+
+
+def _marked_svg(view, title):
+    """The view's picture as SVG, each box's group carrying ``data-node``, ``data-kind`` and ``tabindex``."""
+    text = svg(to_digraph(paint(view, title=title, legend=False)))
+    text = text[text.find("<svg") :]
+    boxes = box_names(view)
+
+    def mark(match):
+        box = boxes.get(html.unescape(match.group(2)))
+        if box is None:  # a junction point: nothing to click
+            return match.group(0)
+        name, kind, _ = box
+        attributes = f'data-node="{html.escape(name)}" data-kind="{kind}" tabindex="0" role="button"'
+        return match.group(0).replace('class="node">', f'class="node" {attributes}>', 1)
+
+    return _NODE.sub(mark, text)
+
+
+def _view_entry(view, key, title):
+    boxes = box_names(view)
+    return {
+        "key": key,
+        "title": title,
+        "svg": _marked_svg(view, None),
+        "boxes": {name: members for name, _, members in boxes.values()},
+        "summaries": sorted({name for name, kind, _ in boxes.values() if kind == "summary"}),
+    }
+
+
+def graph_views(program, max_expanded=MAX_EXPANDED):
+    """The overview and, for each module summary on it (up to ``max_expanded``), the graph with it opened."""
+    overview = View(program)
+    views = [_view_entry(overview, "", "overview")]
+    groups = [box.group for box in overview.boxes if box.kind == "summary" and "#" not in box.group and box.group]
+    for group in groups[:max_expanded]:
+        views.append(_view_entry(View(program, expand=group), group, f"{group} opened"))
+    return views, overview
