@@ -123,7 +123,8 @@ class Explorer:
         return fragment(self.data, uid="mt-explore-" + uuid.uuid4().hex[:8])
 
     def __repr__(self) -> str:
-        return f"<Explorer of {type(self.obj).__name__}: {len(self.data['nodes'])} nodes, {len(self.data['steps'])} steps>"
+        nodes, steps = len(self.data["nodes"]), len(self.data["steps"])
+        return f"<Explorer of {type(self.obj).__name__}: {nodes} nodes, {steps} steps>"
 
 
 def _data_of(obj: Any, grad: Any, title: str | None) -> dict[str, Any]:

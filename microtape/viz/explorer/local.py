@@ -83,7 +83,8 @@ def _fill(op, node, template, names):
     values = dict(zip(op.inputs, names[: op.arity], strict=True))
     values[op.output] = names[-1]
     for key, value in (node.params or {}).items():
-        values[key] = number(value) if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) else key
+        numeric = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+        values[key] = number(value) if numeric else key
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(1))), template)
 
 

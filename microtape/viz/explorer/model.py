@@ -149,9 +149,7 @@ def backward_steps(program, trace, view):
             text += "; sends " + ";  ".join(sends)
         if s == count - 1:
             text += "  — done: every leaf has its gradient"
-        steps.append(
-            {"node": name, "text": text, "to": [program.name(x) for _, x in receivers], "order": orders[i]}
-        )
+        steps.append({"node": name, "text": text, "to": [program.name(x) for _, x in receivers], "order": orders[i]})
     return steps
 
 
@@ -160,4 +158,3 @@ def seed_text(program, trace):
     parts = [f"{program.name(node)} starts with gradient {show_grad(g)['text']}" for node, g in trace.seeds.items()]
     shown = "; ".join(parts[:3]) + (f"; … ({len(parts)} outputs)" if len(parts) > 3 else "")
     return f"before the backward pass: {shown}" if parts else "before the backward pass"
-

@@ -2,8 +2,8 @@
 
 This module lets the data model describe any array the same way::
 
-    show(array)                    # {"text": "mean 0.01 · |max| 1.3", "number": None, "shape": [2, 6, 16], "heat": {...}}
-    window(array)                  # the corner the heatmap shows: rows × columns of a 2-D slice
+    show(array)        # {"text": "mean 0.01 · |max| 1.3", "number": None, "shape": [2, 6, 16], "heat": {...}}
+    window(array)      # the corner the heatmap shows: rows × columns of a 2-D slice
 
 A Scalar (or a one-entry array) is its number. A bigger array is a
 summary line (:func:`microtape.viz.text.value_lines`) and a heatmap of a
