@@ -77,11 +77,15 @@ def _view_entry(view, key, title):
     }
 
 
-def graph_views(program, max_expanded=MAX_EXPANDED):
-    """The overview and, for each module summary on it (up to ``max_expanded``), the graph with it opened."""
-    overview = View(program)
+def graph_views(program, max_expanded=MAX_EXPANDED, max_nodes=None):
+    """The overview and, for each module summary on it (up to ``max_expanded``), the graph with it opened.
+
+    ``max_nodes``: above this many boxes the overview is collapsed (default: the graphs' own limit).
+    """
+    sizes = {} if max_nodes is None else {"max_nodes": max_nodes}
+    overview = View(program, **sizes)
     views = [_view_entry(overview, "", "overview")]
     groups = [box.group for box in overview.boxes if box.kind == "summary" and "#" not in box.group and box.group]
     for group in groups[:max_expanded]:
-        views.append(_view_entry(View(program, expand=group), group, f"{group} opened"))
+        views.append(_view_entry(View(program, expand=group, **sizes), group, f"{group} opened"))
     return views, overview

@@ -110,7 +110,7 @@ def local_derivative(program, i, position):
         return {**entry, "text": "none: this input is data (no gradient)", "numbers": "", "value": None, "vjp": ""}
     scalar = node.data.__class__ is float
     local = local_template(template)
-    entry["vjp"] = _fill(op, node, template.replace("{g}", f"d{names[-1]}"), names)
+    entry["vjp"] = _fill(op, node, template.replace("{g}", f"d{names[-1]}"), names).replace("^T^T", "")
     entry["text"] = tidy(_fill(op, node, local, names)) if scalar else entry["vjp"]
     entry["numbers"], entry["value"] = "", None
     if scalar:

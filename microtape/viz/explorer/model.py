@@ -123,7 +123,7 @@ def _use_entries(program, trace, node, places):
             "share": show_grad(share, trace.noise(node)),
         }
         if share is not None and np.size(share) > 1:
-            entry["share_cells"] = cells(share, shape)
+            entry["share_cells"] = cells(share, shape, trace.noise(node))
         entries.append(entry)
     return entries, max(0, len(places) - MAX_USES)
 

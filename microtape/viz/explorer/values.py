@@ -37,11 +37,16 @@ def window(shape):
     return (0,) * (len(shape) - 2), min(shape[-2], HEAT), min(shape[-1], HEAT)
 
 
-def cells(array, shape):
-    """``array``'s entries in the window of ``shape`` as rows of floats (None when there is no array)."""
+def cells(array, shape, noise=0.0):
+    """``array``'s entries in the window of ``shape`` as rows of floats (None when there is no array).
+
+    Entries at most ``noise`` in size are 0: rounding noise is not coloured as a value.
+    """
     if array is None or isinstance(array, NotKept):
         return None
     array = np.asarray(array, dtype=np.float64)
+    if noise:
+        array = np.where(np.abs(array) <= noise, 0.0, array)
     if array.shape != tuple(shape):
         array = np.broadcast_to(array, shape)
     prefix, rows, columns = window(shape)
@@ -55,20 +60,20 @@ def cells(array, shape):
 
 
 def _json_number(value):
-    """A float JSON can carry: rounded to 6 digits; inf and nan as strings the page reads."""
+    """A float JSON can carry, every digit kept (an entry's shares must sum to its gradient); inf, nan as text."""
     value = float(value)
     if np.isfinite(value):
-        return float(f"{value:.6g}")
+        return value
     return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def _heat(array):
+def _heat(array, noise=0.0):
     shape = np.shape(array)
     prefix, rows, columns = window(shape)
     where = ", ".join([*map(str, prefix), ":" if len(shape) > 1 else ""]).strip(", ")
     clipped = (len(shape) > 1 and shape[-2] > rows) or shape[-1] > columns
     note = f"[{where}{', :' if len(shape) > 1 else ':'}]" if prefix else ""
-    return {"cells": cells(array, shape), "note": note + (f" first {rows}×{columns}" if clipped else "")}
+    return {"cells": cells(array, shape, noise), "note": note + (f" first {rows}×{columns}" if clipped else "")}
 
 
 def show(data, constant=False):
@@ -86,10 +91,10 @@ def show_grad(grad, noise=0.0):
     """A gradient for the panel (None: nothing reached this node)."""
     if grad is None:
         return None
-    entry = {"text": " ".join(grad_lines(grad, noise, prefix="")).strip(), "number": None}
+    entry = {"text": " ".join(grad_lines(grad, noise)), "number": None}
     if np.size(grad) == 1:
         entry["number"] = _json_number(np.reshape(grad, -1)[0])
         entry["text"] = fmt(entry["number"]) if isinstance(entry["number"], float) else entry["number"]
     else:
-        entry["heat"] = _heat(np.asarray(grad))
+        entry["heat"] = _heat(np.asarray(grad), noise)
     return entry

@@ -196,6 +196,7 @@ function mtExplore(root, data, options) {
     if (Math.abs(x) >= 1e5 || Math.abs(x) < 1e-4) text = x.toExponential(3).replace(/\.?0+e/, "e");
     return text.replace("-", "−");
   }
+  function said(entry) { return entry ? (typeof entry.number === "number" ? fmt(entry.number) : entry.text) : "—"; }
   function inParens(x) { var t = fmt(x); return t.charAt(0) === "−" ? "(" + t + ")" : t; }
 
   function showSummary(group) {
@@ -247,12 +248,12 @@ function mtExplore(root, data, options) {
 
   function gradientSection(node) {
     var part = section("gradient ∂" + data.loss + "/∂" + node.name);
-    line(part, "complete: " + node.grad.text, "grad");
+    line(part, "complete: " + said(node.grad), "grad");
     if (node.grad.heat) heatmap(part, node, "grad");
     if (state.step >= 0 || state.step === -1) {
       var a = arrived(node, state.step);
       var text = a.expected === 0 ? "nothing reaches it" : a.got === 0 ? "nothing has arrived yet" :
-        (a.numbers ? fmt(a.total) : a.got === a.expected ? node.grad.text : "partly") +
+        (a.numbers ? fmt(a.total) : a.got === a.expected ? said(node.grad) : "partly") +
         " (" + a.got + " of " + a.expected + (a.expected === 1 ? " share)" : " shares)");
       line(part, "arrived by " + (state.step < 0 ? "the start" : "step " + state.step) + ": " + text, "arrived");
     }
@@ -280,20 +281,20 @@ function mtExplore(root, data, options) {
         (typeof use.local === "number" ? " = " + fmt(use.local) : "");
       add(row, "div", { "class": "mt-local" }, local);
       if (!use.share) { add(row, "div", {}, "no gradient flows back here"); return; }
-      var up = use.upstream ? use.upstream.text : "—";
+      var up = said(use.upstream);
       var product = node.scalar && typeof use.local === "number" ?
-        "∂" + data.loss + "/∂" + use.at + " × " + inParens(use.local) + " = " + fmt(use.upstream.number) + " × " +
-        inParens(use.local) + " = " + use.share.text :
-        "upstream d" + use.at + " = " + up + " → share " + use.share.text;
+        "∂" + data.loss + "/∂" + use.at + " × " + inParens(use.local) + " = " + inParens(use.upstream.number) + " × " +
+        inParens(use.local) + " = " + said(use.share) :
+        "upstream d" + use.at + " = " + up + " → share " + said(use.share);
       add(row, "div", { "class": "mt-product", "data-role": "product" }, product + (use.step === null ? "" : "  (step " + use.step + ")"));
-      shares.push(use.share.text.charAt(0) === "−" ? "(" + use.share.text + ")" : use.share.text);
+      shares.push(typeof use.share.number === "number" ? inParens(use.share.number) : use.share.text);
     });
     if (node.more_uses) line(part, "… and " + node.more_uses + " more uses", "more");
     if (node.grad) {
       var sum = node.uses.length > 1 || node.more_uses ? "sum over its " + (node.uses.length + node.more_uses) + " uses: " : "";
       var terms = node.scalar && shares.length > 1 && !node.more_uses ? shares.join(" + ") + " = " : "";
       if (node.seed) terms = "";
-      line(part, sum + "∂" + data.loss + "/∂" + node.name + " = " + terms + node.grad.text, "sum");
+      line(part, sum + "∂" + data.loss + "/∂" + node.name + " = " + terms + said(node.grad), "sum");
     }
   }
 

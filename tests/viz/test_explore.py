@@ -1,0 +1,208 @@
+"""The explorer's Python side (mt.viz.explore): its data against the engine's own numbers, its file, its errors.
+
+The page itself is tested in a real browser (test_explore_browser.py); here
+every number it will show is checked where it is made: the README's first
+example's local derivatives (∂(a·b)/∂a = b = −3, ∂(a²)/∂a = 2a = 4), every
+use's share against the engine's VJP, the shares summing to the gradient
+(scalars and each entry of a Tensor's heatmap), the steps against the
+engine's steps, and the graph's boxes marked with the names of the nodes.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import microtape as mt
+from microtape.viz.explorer import Explorer
+from microtape.viz.explorer.data import explore_data
+from microtape.viz.explorer.explore import fingerprint
+from microtape.viz.explorer.local import local_template, tidy
+from microtape.viz.explorer.values import HEAT
+
+
+def readme_example():
+    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    with mt.Tape() as tape:
+        y = (a * b + a**2).tanh()
+    return a, b, y, tape
+
+
+def test_clicking_a_shows_each_use_local_derivative_with_this_runs_numbers():
+    a, b, y, tape = readme_example()
+    data = explore_data(tape)
+    panel = data["nodes"]["a"]
+    by_symbol = {use["symbol"]: use for use in panel["uses"]}
+    assert set(by_symbol) == {"∂(a·b)/∂a", "∂(a²)/∂a"}
+    product, square = by_symbol["∂(a·b)/∂a"], by_symbol["∂(a²)/∂a"]
+    assert (product["text"], product["local"]) == ("b", -3.0)
+    assert (square["text"], square["numbers"], square["local"]) == ("2a", "2·2", 4.0)
+    g = mt.gradients(y)
+    # upstream × local = share, and the shares sum to the gradient that reaches a
+    for use in panel["uses"]:
+        assert use["share"]["number"] == pytest.approx(use["upstream"]["number"] * use["local"], rel=1e-12)
+    assert sum(use["share"]["number"] for use in panel["uses"]) == pytest.approx(g[a], rel=1e-12)
+    assert panel["grad"]["number"] == pytest.approx(g[a], rel=1e-12)
+    assert a.grad is None and b.grad is None  # exploring writes no gradient
+
+
+def test_an_equation_panel_gives_its_ops_local_derivatives_and_what_its_vjp_saved():
+    a, b, y, tape = readme_example()
+    nodes = explore_data(tape)["nodes"]
+    product = nodes["%0"]
+    assert (product["op"], product["expr"]) == ("mul", "a·b")
+    locals_ = {entry["input"]: entry for entry in product["local"]}
+    assert (locals_["a"]["text"], locals_["a"]["value"]) == ("b", -3.0)
+    assert (locals_["b"]["text"], locals_["b"]["value"]) == ("a", 2.0)
+    assert locals_["a"]["latex"] == r"\bar a = \bar y\, b"  # the op's own LaTeX
+    assert product["saved"] == [["a", "2"], ["b", "-3"]]  # mul's VJP reads both operands
+    tanh = nodes["%3"]
+    assert tanh["output"] and tanh["seed"]["number"] == 1.0
+    assert tanh["local"][0]["value"] == pytest.approx(1 - np.tanh(-2.0) ** 2, rel=1e-12)
+
+
+def test_local_formulas_are_the_op_templates_with_g_set_to_one():
+    assert local_template("{g} * {b}") == "{b}"
+    assert local_template("-{g} * {a} / {b}**2") == "-{a} / {b}**2"
+    assert local_template("{g} / {x}") == "1 / {x}"
+    assert tidy("3 * x**(3-1)") == "3x²"
+    assert tidy("0.5 * x**(0.5-1)") == "0.5·x**−0.5"  # a decimal keeps its dot: 0.5x would misread
+
+
+def test_steps_are_the_engines_steps_in_order_with_what_each_sends():
+    a, b, y, tape = readme_example()
+    data = explore_data(tape)
+    engine = mt.gradients(y, steps=True).steps
+    assert [step["node"] for step in data["steps"]] == [tape.variable_names()[s.equation.output] for s in engine]
+    assert data["steps"][3]["to"] == ["a", "b"]
+    assert data["steps"][0]["text"].startswith("step 0 of steps 0–3: %3 = tanh(%2) receives 1")
+    # when each node is handled and when its shares arrive: what the page colours the graph by
+    assert data["nodes"]["a"]["gets"] == [2, 3] and data["nodes"]["%0"]["step"] == 3
+
+
+def test_every_box_of_the_graph_is_marked_with_its_nodes_name():
+    a, b, y, tape = readme_example()
+    view = explore_data(tape)["views"][0]
+    marked = re.findall(r'data-node="([^"]+)"', view["svg"])
+    assert sorted(marked) == sorted(["a", "b", "%0", "%1", "%2", "%3"])
+    assert view["boxes"]["a"] == ["a"]
+
+
+@pytest.fixture(scope="module")
+def attention():
+    attn = mt.nn.MultiHeadAttention(16, 4, causal=True, seed=0)
+    x = np.random.default_rng(0).standard_normal((2, 6, 16))
+    attn(x)
+    upstream = np.random.default_rng(1).standard_normal((2, 6, 16))
+    return attn, upstream
+
+
+def test_a_tensors_heatmap_entries_and_their_chain_rule_sums(attention):
+    attn, upstream = attention
+    data = explore_data(attn, grad=upstream)
+    g = mt.gradients(attn.tape.nodes[-1], upstream, tape=attn.tape)
+    names = attn.tape.names()
+    for name in ("Q_heads", "weights", "x", "q_proj.weight"):
+        node = names[name]
+        panel = data["nodes"][name]
+        rows, cols = len(panel["grad"]["heat"]["cells"]), len(panel["grad"]["heat"]["cells"][0])
+        assert rows <= HEAT and cols <= HEAT
+        grad = np.asarray(g[node])
+        corner = grad.reshape((-1,) + grad.shape[-2:])[0] if grad.ndim > 1 else grad.reshape(1, -1)
+        np.testing.assert_allclose(panel["grad"]["heat"]["cells"], corner[:rows, :cols], rtol=1e-12, atol=1e-15)
+        value = np.asarray(node.data)
+        value = value.reshape((-1,) + value.shape[-2:])[0] if value.ndim > 1 else value.reshape(1, -1)
+        np.testing.assert_allclose(panel["value"]["heat"]["cells"], value[:rows, :cols], rtol=1e-12)
+        shares = sum(np.asarray(use["share_cells"]) for use in panel["uses"] if use.get("share_cells"))
+        np.testing.assert_allclose(shares, corner[:rows, :cols], rtol=1e-10, atol=1e-12)
+
+
+def test_a_layer_that_ran_shows_its_named_steps_and_each_vjp_formula(attention):
+    attn, upstream = attention
+    data = explore_data(attn, grad=upstream)
+    scores = data["nodes"]["scores"]
+    assert (scores["op"], scores["expr"], scores["shape"]) == ("matmul", "Q_heads @ K_heads^T", "[8,6,6]")  # heads folded into the batch
+    assert [entry["text"] for entry in scores["local"]] == ["dscores @ K_heads", "Q_heads^T @ dscores"]
+    assert len(data["steps"]) == len(mt.gradients(attn.tape.nodes[-1], upstream, tape=attn.tape, steps=True).steps)
+
+
+def test_a_big_tape_is_collapsed_and_each_summary_lists_its_ops():
+    w, c, x = mt.Scalar(0.5, name="w"), mt.Scalar(0.1, name="c"), mt.Scalar(0.3, name="x")
+    with mt.Tape() as tape:
+        h = x
+        for _ in range(400):
+            h = (h * w + c).tanh()
+    data = explore_data(tape)
+    view = data["views"][0]
+    assert len(re.findall(r"data-node=", view["svg"])) < 40
+    assert data["summaries"] and sum(len(s["members"]) for s in data["summaries"].values()) > 1000
+    assert len(data["nodes"]) == len(tape) + 3 and len(data["steps"]) == len(tape)
+
+
+def test_a_module_summary_is_drawn_opened_too():
+    layer = mt.nn.TransformerEncoderLayer(8, 2, 16, seed=0)
+    layer(np.random.default_rng(0).standard_normal((1, 3, 8)))
+    from microtape.viz.explorer.graphs import graph_views
+    from microtape.viz.program import collect
+
+    views, overview = graph_views(collect(layer), max_nodes=20)
+    assert views[0]["summaries"], "the overview should be collapsed at max_nodes=20"
+    keys = [view["key"] for view in views[1:]]
+    assert keys and set(keys) <= set(views[0]["summaries"])
+    opened = views[1]
+    assert opened["key"] not in opened["summaries"] and len(opened["boxes"]) > len(views[0]["boxes"])
+
+
+def test_save_writes_one_file_that_needs_no_network(tmp_path):
+    a, b, y, tape = readme_example()
+    view = mt.viz.explore(y, widget=False)
+    path = view.save(tmp_path / "sub" / "y.html")
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "mtExplore(" in text and 'data-node=\\"a\\"' in text  # the graph travels in the JSON
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)
+    payload = re.search(r'<script type="application/json" id="microtape-explore-data">(.*?)</script>', text, re.S)
+    assert json.loads(payload.group(1))["nodes"]["a"]["uses"][0]["local"] == -3.0
+
+
+def test_bad_arguments_raise_clear_errors(tmp_path):
+    a, b, y, tape = readme_example()
+    view = mt.viz.explore(y, widget=False)
+    with pytest.raises(ValueError, match=r"save\(path\): expected a \.html file, got .*y\.svg"):
+        view.save(tmp_path / "y.svg")
+    with pytest.raises(TypeError, match="save\\(path\\): expected a file path, got int"):
+        view.save(3)
+    with pytest.raises(TypeError, match=r"explore\(widget=\.\.\.\): expected True, False or None, got 'yes'"):
+        mt.viz.explore(y, widget="yes")
+    with pytest.raises(TypeError, match="expected a Tape, a Scalar/Tensor result"):
+        mt.viz.explore(42)
+    unrun = mt.nn.MultiHeadAttention(8, 2, seed=0)
+    with pytest.raises(ValueError, match="run a forward pass first"):
+        mt.viz.explore(unrun)
+    before = view.data
+    with pytest.raises(TypeError):
+        view.update(object())
+    assert view.data is before and view.obj is y  # a bad update leaves the view as it was
+
+
+def test_a_view_follows_its_layer_after_a_new_forward():
+    layer = mt.nn.MultiHeadAttention(8, 2, seed=0)
+    rng = np.random.default_rng(0)
+    layer(rng.standard_normal((1, 3, 8)))
+    view = Explorer(layer)
+    assert not view.refresh()  # nothing changed
+    first = view.data["nodes"]["x"]["value"]["heat"]["cells"]
+    layer(rng.standard_normal((1, 3, 8)))
+    assert view.refresh()
+    assert view.data["nodes"]["x"]["value"]["heat"]["cells"] != first
+    print_before = fingerprint(layer)
+    layer.backward(np.ones((1, 3, 8)))  # gradients written: the view reads them again
+    assert fingerprint(layer) != print_before and view.refresh()
+
+
+def test_import_microtape_does_not_import_anywidget():
+    code = "import sys, microtape, microtape.viz; print('anywidget' in sys.modules, 'ipywidgets' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
