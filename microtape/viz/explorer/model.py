@@ -74,7 +74,14 @@ def _base(program, trace, node, uses):
         "module": node.module or "",
     }
     panel["uses"], panel["more_uses"] = _use_entries(program, trace, node, uses.get(node, ()))
-    panel["gets"] = sorted({u["step"] for u in panel["uses"] if u["step"] is not None})
+    # when its shares arrive, from every use (a constant receives none: it stays "off" as the pass goes by)
+    panel["gets"] = sorted(
+        {
+            trace.step_of[i]
+            for i, position in uses.get(node, ())
+            if i in trace.step_of and trace.sent[trace.step_of[i]][position] is not None
+        }
+    )
     if node in trace.seeds:
         panel["gets"].insert(0, -1)  # the seed is there before the first step
         panel["seed"] = show_grad(trace.seeds[node])

@@ -1,0 +1,238 @@
+"""The explorer's saved page in a real browser (headless Chromium, selenium): click, read, step.
+
+The page is opened from disk, as a student (or the docs site) opens it: no
+kernel and no network. A click on ``a`` in the README's first example must
+show ∂(a·b)/∂a = b = −3 and ∂(a²)/∂a = 2a = 4 and the gradient that reaches
+``a`` (read against microtape's own numbers); the arrow keys step the
+attention layer's backward pass, the step label and the highlighted box
+moving together; a heatmap entry shows its chain-rule sum. The 5,000-op
+tape's opening and a click are timed (printed for the report: performance
+is measured, bounds here are only generous sanity limits).
+"""
+
+import re
+import shutil
+import time
+
+import numpy as np
+import pytest
+from browser import chromium
+
+import microtape as mt
+from microtape.viz.program import collect
+
+pytest.importorskip("selenium.webdriver", reason="selenium is not installed (`make browser` installs it)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz's dot is not installed: the explorer's graph is laid out by it")
+    chrome = chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield chrome
+    chrome.quit()
+
+
+def open_page(browser, path):
+    browser.get(path.as_uri())
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def click(browser, name):
+    node = browser.find_element(By.CSS_SELECTOR, f'[data-node="{name}"]')
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", node)
+
+
+def texts(browser, selector):
+    return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def press(browser, key, times=1):
+    body = browser.find_element(By.TAG_NAME, "body")
+    for _ in range(times):
+        body.send_keys(key)
+
+
+def step_label(browser):
+    return browser.find_element(By.CSS_SELECTOR, '[data-role="step"]').text
+
+
+def states(browser):
+    return browser.execute_script(
+        "var out = {}; document.querySelectorAll('[data-node]').forEach(function (g) {"
+        " out[g.getAttribute('data-node')] = g.getAttribute('data-state'); }); return out;"
+    )
+
+
+def number(text):
+    return float(text.replace("−", "-"))
+
+
+@pytest.fixture(scope="module")
+def readme(tmp_path_factory):
+    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    with mt.Tape() as tape:
+        y = (a * b + a**2).tanh()
+    path = mt.viz.explore(y, widget=False).save(tmp_path_factory.mktemp("readme") / "readme.html")
+    return mt.gradients(y), a, b, path
+
+
+def test_clicking_a_shows_its_local_derivatives_and_the_gradient_that_reaches_it(browser, readme):
+    g, a, b, path = readme
+    open_page(browser, path)
+    click(browser, "a")
+    panel = browser.find_element(By.CSS_SELECTOR, ".mt-explore-panel")
+    assert panel.is_displayed()
+    assert panel.find_element(By.CSS_SELECTOR, '[data-role="title"]').text == "a"
+    uses = texts(browser, '.mt-explore-panel [data-role="use"] .mt-local')
+    assert uses == ["∂(a·b)/∂a = b = −3", "∂(a²)/∂a = 2a = 2·2 = 4"]
+    products = texts(browser, '.mt-explore-panel [data-role="product"]')
+    # each use: upstream (tanh's slope at a·b + a² = -2) × local = share
+    tanh_slope = 1 - np.tanh(-2.0) ** 2
+    shares = [number(re.search(r"= (\S+)\s+\(step", p).group(1)) for p in products]
+    assert shares == pytest.approx([tanh_slope * -3.0, tanh_slope * 4.0], rel=1e-3)
+    assert products[0].startswith("∂%3/∂%0 × (−3) = 0.07065 × (−3) = ")
+    total = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="sum"]').text
+    assert total.startswith("sum over its 2 uses: ∂%3/∂a = (−0.212) + 0.2826 = ")
+    assert number(total.rsplit("= ", 1)[1]) == pytest.approx(float(g[a]), rel=1e-3)
+    grad = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="grad"]').text
+    assert number(grad.split(": ")[1]) == pytest.approx(float(g[a]), rel=1e-3)
+
+
+def test_an_equation_shows_its_ops_formula_with_this_runs_numbers(browser, readme):
+    g, a, b, path = readme
+    open_page(browser, path)
+    click(browser, "%0")
+    assert browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="title"]').text == "%0 = a·b"
+    assert texts(browser, '.mt-explore-panel [data-role="local"]') == ["∂(a·b)/∂a = b = −3", "∂(a·b)/∂b = a = 2"]
+    assert texts(browser, '.mt-explore-panel [data-role="saved"]') == ["a = 2", "b = -3"]
+
+
+def test_the_arrow_keys_step_the_backward_pass(browser, readme):
+    g, a, b, path = readme
+    open_page(browser, path)
+    assert step_label(browser) == "before the backward pass (steps 0–3)"
+    press(browser, Keys.ARROW_RIGHT)
+    assert step_label(browser) == "step 0 of steps 0–3"
+    assert states(browser)["%3"] == "current" and states(browser)["a"] == "pending"
+    press(browser, Keys.ARROW_RIGHT, 3)
+    assert step_label(browser) == "step 3 of steps 0–3"
+    assert states(browser)["%0"] == "current" and states(browser)["a"] == "done"
+    press(browser, Keys.ARROW_RIGHT)  # past the end: stays
+    assert step_label(browser) == "step 3 of steps 0–3"
+    press(browser, Keys.ARROW_LEFT, 2)
+    assert step_label(browser) == "step 1 of steps 0–3"
+    assert states(browser)["a"] == "pending" and states(browser)["%0"] == "partial"
+    # the panel says what has arrived by this step
+    click(browser, "a")
+    press(browser, Keys.ARROW_RIGHT)  # step 2: %1 = a² sends a its first share
+    arrived = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="arrived"]').text
+    assert arrived.startswith("arrived by step 2: 0.2826 (1 of 2 shares)")
+    # the buttons do what the keys do
+    browser.find_element(By.CSS_SELECTOR, '[data-role="next"]').click()
+    assert step_label(browser) == "step 3 of steps 0–3"
+    browser.find_element(By.CSS_SELECTOR, '[data-role="first"]').click()
+    assert step_label(browser).startswith("before the backward pass")
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    attn = mt.nn.MultiHeadAttention(16, 4, causal=True, seed=0)
+    attn(np.random.default_rng(0).standard_normal((1, 6, 16)))
+    upstream = np.random.default_rng(1).standard_normal((1, 6, 16))
+    path = mt.viz.explore(attn, grad=upstream, widget=False).save(tmp_path_factory.mktemp("attn") / "attn.html")
+    return attn, upstream, path
+
+
+def test_the_attention_layers_backward_steps_with_the_keys(browser, attention):
+    attn, upstream, path = attention
+    open_page(browser, path)
+    steps = mt.gradients(attn.tape.nodes[-1], upstream, tape=attn.tape, steps=True).steps
+    names = collect(attn).names  # the names the pictures print (a Linear's W.T reads out_proj.weight^T)
+    boxes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('[data-node]')).map(function (g) {"
+        " return g.getAttribute('data-node'); })"
+    )
+    for k, step in enumerate(steps):
+        press(browser, Keys.ARROW_RIGHT)
+        assert step_label(browser) == f"step {k} of steps 0–{len(steps) - 1}"
+        caption = browser.find_element(By.CSS_SELECTOR, '[data-role="caption"]').text
+        assert caption.startswith(f"step {k} of steps 0–{len(steps) - 1}: {names[step.equation.output]} = ")
+        current = [name for name, state in states(browser).items() if state == "current"]
+        assert len(current) == 1, current
+        if names[step.equation.output] in boxes:
+            assert current == [names[step.equation.output]]
+        # the current box is in the graph's visible area (scrolled into view)
+        assert browser.execute_script(
+            "var g = document.querySelector('[data-state=current]').getBoundingClientRect();"
+            "var f = document.querySelector('.mt-explore-graph').getBoundingClientRect();"
+            "return g.bottom > f.top && g.top < f.bottom && g.right > f.left && g.left < f.right;"
+        )
+    final = states(browser)
+    assert all(state in ("done", "off") for name, state in final.items() if name != current[0]), final
+    assert final["causal_mask"] == "off"  # a constant: no gradient reaches it
+
+
+def test_a_heatmap_entry_shows_its_chain_rule_sum(browser, attention):
+    attn, upstream, path = attention
+    open_page(browser, path)
+    g = mt.gradients(attn.tape.nodes[-1], upstream, tape=attn.tape)
+    click(browser, "x")
+    cell = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="heat-grad"] [data-entry="2,5"]')
+    cell.click()
+    shares = texts(browser, '.mt-explore-panel [data-role="entry-share"]')
+    assert len(shares) == 3  # x feeds q_proj, k_proj and v_proj
+    total = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="entry-sum"]').text
+    assert total.startswith("∂output/∂x[2,5] = ")
+    expected = float(np.asarray(g[attn.tape.variable("x")])[0, 2, 5])
+    assert number(total.rsplit("= ", 1)[1]) == pytest.approx(expected, rel=1e-3)
+    parts = [number(s.rsplit(": ", 1)[1]) for s in shares]
+    assert sum(parts) == pytest.approx(expected, rel=1e-3, abs=1e-4)
+
+
+def test_projector_controls_and_step_stay_in_view_and_text_is_readable(browser, attention):
+    attn, upstream, path = attention
+    browser.set_window_size(833, 640)
+    try:
+        open_page(browser, path)
+        press(browser, Keys.ARROW_RIGHT, 20)
+        browser.execute_script("window.scrollTo(0, 400)")
+        inside = browser.execute_script(
+            "var h = window.innerHeight; return ['step', 'next', 'back'].map(function (role) {"
+            " var r = document.querySelector('[data-role=' + role + ']').getBoundingClientRect();"
+            " return r.top >= 0 && r.bottom <= h; })"
+        )
+        assert inside == [True, True, True]
+        # node text at its natural size (no shrink to fit): at least 10 px on screen
+        smallest = browser.execute_script(
+            "var least = 1e9; document.querySelectorAll('.mt-explore-graph svg text').forEach(function (t) {"
+            " least = Math.min(least, t.getBoundingClientRect().height); }); return least;"
+        )
+        assert smallest >= 10
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+def test_a_5000_op_tape_opens_and_answers_a_click(browser, tmp_path):
+    w, c, x = mt.Scalar(0.5, name="w"), mt.Scalar(0.1, name="c"), mt.Scalar(0.3, name="x")
+    with mt.Tape() as tape:
+        h = x
+        for _ in range(1667):
+            h = (h * w + c).tanh()
+    assert len(tape) >= 5000
+    path = mt.viz.explore(tape, widget=False).save(tmp_path / "big.html")
+    started = time.perf_counter()
+    open_page(browser, path)
+    opened = browser.execute_script("return performance.getEntriesByType('navigation')[0].loadEventEnd") / 1000
+    wall = time.perf_counter() - started
+    clicked = browser.execute_script(
+        "var g = document.querySelector('[data-node=\"w\"]'), t = performance.now();"
+        "g.dispatchEvent(new MouseEvent('click', {bubbles: true})); return performance.now() - t;"
+    )
+    print(f"\n5,000-op tape: opened in {opened:.2f} s (page load), {wall:.2f} s wall; a click answered in {clicked:.0f} ms")
+    assert browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="title"]').text == "w"
+    assert "… and" in browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="more"]').text
+    assert opened < 10 and clicked < 2000  # generous: the figures are for the report, not a timed test
