@@ -74,7 +74,7 @@ def number(text):
 @pytest.fixture(scope="module")
 def readme(tmp_path_factory):
     a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
-    with mt.Tape() as tape:
+    with mt.Tape():
         y = (a * b + a**2).tanh()
     path = mt.viz.explore(y, widget=False).save(tmp_path_factory.mktemp("readme") / "readme.html")
     return mt.gradients(y), a, b, path
@@ -232,7 +232,7 @@ def test_a_5000_op_tape_opens_and_answers_a_click(browser, tmp_path):
         "var g = document.querySelector('[data-node=\"w\"]'), t = performance.now();"
         "g.dispatchEvent(new MouseEvent('click', {bubbles: true})); return performance.now() - t;"
     )
-    print(f"\n5,000-op tape: opened in {opened:.2f} s (page load), {wall:.2f} s wall; a click answered in {clicked:.0f} ms")
+    print(f"\n5,000-op tape: opened in {opened:.2f} s (page load), {wall:.2f} s wall; a click: {clicked:.0f} ms")
     assert browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="title"]').text == "w"
     assert "… and" in browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="more"]').text
     assert opened < 10 and clicked < 2000  # generous: the figures are for the report, not a timed test
