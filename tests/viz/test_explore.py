@@ -208,3 +208,56 @@ def test_import_microtape_does_not_import_anywidget():
     code = "import sys, microtape, microtape.viz; print('anywidget' in sys.modules, 'ipywidgets' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+# ---------------------------------------------------------------- the widget (anywidget), its Python side
+
+
+@pytest.fixture
+def widget_of():
+    pytest.importorskip("anywidget", reason="anywidget is not installed (pip install microtape[notebooks])")
+    return lambda obj: mt.viz.explore(obj)
+
+
+def test_explore_returns_the_widget_and_its_output_carries_a_static_fallback(widget_of):
+    a, b, y, tape = readme_example()
+    view = widget_of(y)
+    assert type(view).__name__ == "ExploreWidget"
+    assert json.loads(view.data)["nodes"]["a"]["uses"][0]["local"] == -3.0
+    bundle, _ = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    # reopened without a kernel, a page built from the notebook shows the same view as HTML
+    assert "mtExplore(" in bundle["text/html"] and 'class="mt-explore-root"' in bundle["text/html"]
+    assert "mtExplore(" in view._esm and "export default" in view._esm
+
+
+def test_the_widget_follows_its_layer_when_the_front_end_polls(widget_of):
+    layer = mt.nn.MultiHeadAttention(8, 2, seed=0)
+    x = np.random.default_rng(0).standard_normal((1, 3, 8))
+    layer(x)
+    view = widget_of(layer)
+    before = view.data
+    view._on_message(view, {"kind": "poll"}, [])
+    assert view.data is before  # nothing changed: nothing sent
+    layer(2 * x)  # a new forward, in a later cell
+    view._on_message(view, {"kind": "poll"}, [])
+    assert json.loads(view.data)["nodes"]["x"]["value"]["heat"]["cells"][0][0] == pytest.approx(2 * x[0, 0, 0])
+    view.follow = False
+    layer(3 * x)
+    view._on_message(view, {"kind": "poll"}, [])
+    assert json.loads(view.data)["nodes"]["x"]["value"]["heat"]["cells"][0][0] == pytest.approx(2 * x[0, 0, 0])
+
+
+def test_widget_update_shows_another_object_and_a_bad_one_changes_nothing(widget_of, tmp_path):
+    a, b, y, tape = readme_example()
+    view = widget_of(y)
+    z = mt.Scalar(1.5, name="z")
+    with mt.Tape():
+        w = z.sin()
+    assert view.update(w) is view and "z" in json.loads(view.data)["nodes"]
+    before = view.data
+    with pytest.raises(TypeError):
+        view.update("not a computation")
+    assert view.data == before
+    saved = view.save(tmp_path / "w.html").read_text(encoding="utf-8")
+    assert saved.count("function mtExplore(") == 1 and saved.count("\nmtExplore(document") == 1

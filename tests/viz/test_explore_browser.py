@@ -236,3 +236,53 @@ def test_a_5000_op_tape_opens_and_answers_a_click(browser, tmp_path):
     assert browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="title"]').text == "w"
     assert "… and" in browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="more"]').text
     assert opened < 10 and clicked < 2000  # generous: the figures are for the report, not a timed test
+
+
+def test_the_widgets_front_end_renders_redraws_on_new_data_and_polls(browser, tmp_path):
+    """The anywidget module in the browser, with a stand-in for the model (what Jupyter gives it)."""
+    pytest.importorskip("anywidget", reason="anywidget is not installed (pip install microtape[notebooks])")
+    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    with mt.Tape():
+        y = (a * b + a**2).tanh()
+    view = mt.viz.explore(y)
+    z = mt.Scalar(0.5, name="z")
+    with mt.Tape():
+        w = (z * z).exp()
+    later = mt.viz.explore(w).data
+    page = tmp_path / "widget.html"
+    module = view._esm.replace("</", "<\\/")
+    page.write_text(
+        "<!DOCTYPE html><html><body><div id='out'></div>"
+        f"<script type='application/json' id='first'>{view.data}</script>"
+        f"<script type='application/json' id='later'>{later}</script>"
+        f"<script type='text/plain' id='esm'>{module}</script>"
+        "<script type='module'>\n"
+        "const listeners = {}; window.sent = [];\n"
+        "const model = { values: { data: document.getElementById('first').textContent, follow: true },\n"
+        "  get(k) { return this.values[k]; }, send(m) { window.sent.push(m); },\n"
+        "  on(e, f) { listeners[e] = f; }, off(e) { delete listeners[e]; },\n"
+        "  set(k, v) { this.values[k] = v; listeners['change:' + k](); } };\n"
+        "window.model = model;\n"
+        "const url = URL.createObjectURL(new Blob([document.getElementById('esm').textContent],"
+        " {type: 'text/javascript'}));\n"
+        "const widget = (await import(url)).default;\n"
+        "widget.render({ model, el: document.getElementById('out') }); window.ready = true;\n"
+        "</script></body></html>",
+        encoding="utf-8",
+    )
+    open_page(browser, page)
+    deadline = time.time() + 10
+    while not browser.execute_script("return window.ready === true") and time.time() < deadline:
+        time.sleep(0.05)
+    click(browser, "a")
+    assert texts(browser, '.mt-explore-panel [data-role="use"] .mt-local')[0] == "∂(a·b)/∂a = b = −3"
+    # in a notebook the keys work while the explorer has the focus
+    root = browser.find_element(By.CSS_SELECTOR, ".mt-explore")
+    root.click()
+    root.send_keys(Keys.ARROW_RIGHT)
+    assert step_label(browser) == "step 0 of steps 0–3"
+    browser.execute_script("model.set('data', document.getElementById('later').textContent)")
+    assert step_label(browser) == "step 0 of steps 0–1"  # the new object, at the same step
+    assert sorted(states(browser)) == sorted(["z", "%0", "%1"])
+    time.sleep(1.3)
+    assert {"kind": "poll"} in browser.execute_script("return window.sent")
