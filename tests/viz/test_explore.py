@@ -261,3 +261,69 @@ def test_widget_update_shows_another_object_and_a_bad_one_changes_nothing(widget
     assert view.data == before
     saved = view.save(tmp_path / "w.html").read_text(encoding="utf-8")
     assert saved.count("function mtExplore(") == 1 and saved.count("\nmtExplore(document") == 1
+
+
+# ---------------------------------------------------------------- a stepped check, explored link by link
+
+
+def attention_steps(q, k, v, grad_c, *, rowsum=True, scale_q=True):
+    """attention_backward_steps by hand: right, or with the rowsum forgotten, or dQ's 1/√d forgotten."""
+    scale = 1 / np.sqrt(q.shape[-1])
+
+    def t(a):
+        return np.swapaxes(a, -1, -2)
+
+    scores = q @ t(k) * scale
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    grad_p = grad_c @ t(v)
+    grad_s = p * (grad_p - (np.sum(grad_p * p, axis=-1, keepdims=True) if rowsum else 0.0))
+    grad_q = grad_s @ k * (scale if scale_q else 1.0)
+    return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_q, "grad_k": t(grad_s) @ q * scale,
+            "grad_v": t(p) @ grad_c}  # fmt: skip
+
+
+def test_a_checks_wrong_link_opens_yours_the_tapes_and_what_your_upstream_implies():
+    import microtape.exercises as ex
+
+    def mine(q, k, v, grad_c):
+        return attention_steps(q, k, v, grad_c, rowsum=False)
+
+    result = ex.check("attention_backward_steps", mine)
+    assert result.first_wrong == "grad_scores"
+    data = mt.viz.explore(result, student=mine, widget=False).data
+    assert data["verdicts"] == {"weights": "right", "scaled_scores": "wrong", "Q": "carried", "K": "carried",
+                                "V": "right"}  # fmt: skip
+    wrong = data["nodes"]["scaled_scores"]["check"]
+    assert wrong["step"] == "grad_scores" and wrong["after"] == ["grad_weights"]
+    # grad_weights was right, so what it implies is the tape's own dS: the error is at this link
+    assert wrong["off_implied"] == pytest.approx(wrong["off_tape"], rel=1e-12) and wrong["off_tape"] > 0.1
+    carried = data["nodes"]["Q"]["check"]
+    assert carried["off_tape"] > 0.1 and carried["off_implied"] < 1e-12  # right from your own dS
+    assert carried["text"].startswith("grad_q differs from the tape's because grad_scores does")
+    assert "grad_scores" in data["note"]
+
+
+def test_a_second_independent_wrong_link_is_not_hidden_behind_the_first():
+    import microtape.exercises as ex
+
+    def mine(q, k, v, grad_c):
+        return attention_steps(q, k, v, grad_c, rowsum=False, scale_q=False)
+
+    result = ex.check("attention_backward_steps", mine)
+    checked = mt.viz.explore(result, student=mine, widget=False).data["nodes"]["Q"]["check"]
+    assert checked["off_implied"] > 0.1  # dQ is wrong even from your own dS: the panel shows it
+
+
+def test_a_check_without_your_function_shows_the_verdicts_and_the_tapes_numbers():
+    import microtape.exercises as ex
+
+    result = ex.check("attention_backward_steps", lambda q, k, v, grad_c: attention_steps(q, k, v, grad_c))
+    data = mt.viz.explore(result, widget=False).data
+    assert set(data["verdicts"].values()) == {"right"}
+    assert data["nodes"]["Q"]["check"]["yours"] is None and "student=your_function" in data["note"]
+    with pytest.raises(TypeError, match=r"explore\(student=...\): only for a check result, not a Scalar"):
+        mt.viz.explore(mt.Scalar(1.0), student=print)
+    plain = ex.check("softmax_backward", lambda p, grad_p: p * (grad_p - (grad_p * p).sum(-1, keepdims=True)))
+    with pytest.raises(ValueError, match="'softmax_backward' is not a stepped exercise's check"):
+        mt.viz.explore(plain, widget=False)

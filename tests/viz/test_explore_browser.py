@@ -286,3 +286,37 @@ def test_the_widgets_front_end_renders_redraws_on_new_data_and_polls(browser, tm
     assert sorted(states(browser)) == sorted(["z", "%0", "%1"])
     time.sleep(1.3)
     assert {"kind": "poll"} in browser.execute_script("return window.sent")
+
+
+def test_a_stepped_checks_red_link_opens_the_comparison(browser, tmp_path):
+    import microtape.exercises as ex
+
+    def mine(q, k, v, grad_c):
+        t = np.swapaxes
+        scale = 1 / np.sqrt(q.shape[-1])
+        s = q @ t(k, -1, -2) * scale
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        grad_p = grad_c @ t(v, -1, -2)
+        grad_s = p * grad_p  # the rowsum forgotten: the link into grad_scores is wrong
+        return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_s @ k * scale,
+                "grad_k": t(grad_s, -1, -2) @ q * scale, "grad_v": t(p, -1, -2) @ grad_c}  # fmt: skip
+
+    result = ex.check("attention_backward_steps", mine)
+    view = mt.viz.explore(result, student=mine, widget=False)
+    open_page(browser, view.save(tmp_path / "check.html"))
+    red = browser.find_elements(By.CSS_SELECTOR, '[data-verdict="wrong"]')
+    assert [g.get_attribute("data-node") for g in red] == ["scaled_scores"]
+    fill = browser.execute_script("return arguments[0].querySelector('path, polygon').style.fill", red[0])
+    assert fill == "rgb(242, 139, 130)"  # the palette's "first wrong" red (microtape.viz.picture.STATE)
+    click(browser, "scaled_scores")
+    check = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check"]')
+    assert check.find_element(By.TAG_NAME, "h4").text == "your step grad_scores: wrong"
+    expected = view.data["nodes"]["scaled_scores"]["check"]
+    for role, key in (("off-tape", "off_tape"), ("off-implied", "off_implied")):
+        text = check.find_element(By.CSS_SELECTOR, f'[data-role="{role}"]').text
+        assert number(text.rsplit("= ", 1)[1]) == pytest.approx(expected[key], rel=1e-3)
+    assert len(check.find_elements(By.CSS_SELECTOR, "table.mt-heat")) == 3  # yours, the tape's, implied
+    click(browser, "Q")
+    text = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check-text"]').text
+    assert text.startswith("grad_q differs from the tape's because grad_scores does")

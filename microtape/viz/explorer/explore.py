@@ -32,7 +32,9 @@ __all__ = ["explore", "Explorer", "fingerprint"]
 LEAVES_WATCHED = 256  # leaves whose values and gradients the fingerprint sums
 
 
-def explore(obj: Any, *, grad: Any = None, title: str | None = None, widget: bool | None = None) -> Any:
+def explore(
+    obj: Any, *, grad: Any = None, title: str | None = None, widget: bool | None = None, student: Any = None
+) -> Any:
     """The explorer of ``obj``: a tape, a Scalar/Tensor result, a layer that ran, a scalar trace or a check result.
 
     Returns the Jupyter widget (:mod:`.widget`, built on anywidget) — or,
@@ -40,11 +42,16 @@ def explore(obj: Any, *, grad: Any = None, title: str | None = None, widget: boo
     :class:`Explorer`, which shows itself in Jupyter as the same view (it
     needs no kernel) and saves the same file. ``grad`` seeds the backward
     pass (default: the output's ``.grad`` after a backward, else ones);
-    ``title`` is written above the graph.
+    ``title`` is written above the graph. A stepped exercise's check result
+    (``microtape.exercises.check``) opens on its failing trial, each step's
+    node coloured by its link's verdict; ``student`` (your function) adds your
+    own numbers to each link's comparison.
     """
     if widget not in (None, True, False):
         raise TypeError(f"explore(widget=...): expected True, False or None, got {widget!r}")
-    explorer = Explorer(obj, grad=grad, title=title)
+    if student is not None and getattr(type(obj), "_microtape_explore_", None) is None:
+        raise TypeError(f"explore(student=...): only for a check result, not a {type(obj).__name__}")
+    explorer = Explorer(obj, grad=grad, title=title, student=student)
     if widget is False:
         return explorer
     try:
@@ -84,15 +91,15 @@ def _checksum(value: Any) -> float:
 class Explorer:
     """The explorer's view of one object: its data, as a page or a notebook output (see the module docstring)."""
 
-    def __init__(self, obj: Any, *, grad: Any = None, title: str | None = None) -> None:
-        self.grad, self.title = grad, title
+    def __init__(self, obj: Any, *, grad: Any = None, title: str | None = None, student: Any = None) -> None:
+        self.grad, self.title, self.student = grad, title, student
         self.obj: Any = None
         self.data: dict[str, Any] = {}
         self.update(obj)
 
     def update(self, obj: Any) -> Explorer:
         """Show ``obj`` instead (read at once: a bad object raises and leaves the view as it was)."""
-        data = _data_of(obj, self.grad, self.title)
+        data = _data_of(obj, self.grad, self.title, self.student)
         self.obj, self.data, self.version = obj, data, fingerprint(obj)
         return self
 
@@ -127,9 +134,10 @@ class Explorer:
         return f"<Explorer of {type(self.obj).__name__}: {nodes} nodes, {steps} steps>"
 
 
-def _data_of(obj: Any, grad: Any, title: str | None) -> dict[str, Any]:
-    if hasattr(obj, "steps") and hasattr(obj, "exercise"):
-        from .checks import check_data
-
-        return check_data(obj, title=title)
+def _data_of(obj: Any, grad: Any, title: str | None, student: Any) -> dict[str, Any]:
+    # A check result says itself what to show (the exercises know how its trial was drawn; viz does not
+    # import them): the ``_microtape_explore_`` protocol, like ``_repr_html_``.
+    hook = getattr(type(obj), "_microtape_explore_", None)
+    if hook is not None:
+        return hook(obj, student=student, title=title)
     return explore_data(obj, grad=grad, title=title)

@@ -73,13 +73,25 @@ function mtExplore(root, data, options) {
       var s = k < 0 ? "none" : boxState(members, k);
       boxStates[g.getAttribute("data-node")] = s;
       g.setAttribute("data-state", s);
+      var verdict = verdictOf(members);
+      if (verdict) g.setAttribute("data-verdict", verdict);
       var shape = g.querySelector("polygon, path, ellipse");
-      if (shape) shape.style.fill = s === "none" ? "" : data.palette[s];
+      // Before the pass is stepped, a checked answer's boxes show their links' verdicts.
+      if (shape) shape.style.fill = s !== "none" ? data.palette[s] : verdict ? data.verdict_palette[verdict] : "";
       if (s === "current") current = g;
       if (g.getAttribute("data-node") === state.selected) g.classList.add("mt-selected");
       else g.classList.remove("mt-selected");
     }
     if (current && options.scroll !== false) keepInView(current);
+  }
+  function verdictOf(members) {
+    if (!data.verdicts) return null;
+    var order = ["wrong", "carried", "missing", "right"], found = null;
+    members.forEach(function (name) {
+      var v = data.verdicts[name];
+      if (v && (found === null || order.indexOf(v) < order.indexOf(found))) found = v;
+    });
+    return found;
   }
   function keepInView(g) {
     var box = g.getBoundingClientRect(), frame = graph.getBoundingClientRect();
@@ -232,6 +244,7 @@ function mtExplore(root, data, options) {
     var sub = node.kind === "op" ? node.op + (node.shape ? " " + node.shape : "") : node.kind + (node.shape ? " " + node.shape : "");
     header(node.expr ? name + " = " + node.expr : name, sub);
     if (node.order_text) line(panel, node.order_text, "order").className += " mt-order-" + node.order;
+    if (node.check) checkSection(node.check);
     var value = section("value");
     line(value, node.value.text, "value");
     if (node.value.heat) heatmap(value, node, "value");
@@ -244,6 +257,21 @@ function mtExplore(root, data, options) {
     }
     if (state.entry) entryDetail(node);
     paint();
+  }
+
+  function checkSection(check) {
+    var part = section("your step " + check.step + ": " + check.state);
+    part.setAttribute("data-role", "check");
+    part.className = "mt-check mt-check-" + check.state;
+    line(part, check.text, "check-text");
+    var rows = [["yours", check.yours], ["the tape's", check.tape], ["what your upstream steps imply", check.implied]];
+    rows.forEach(function (row) {
+      if (!row[1]) return;
+      var item = line(part, row[0] + ": " + row[1].text, "check-" + (row[0] === "yours" ? "yours" : row[0] === "the tape's" ? "tape" : "implied"));
+      if (row[1].heat) heatmapOf(part, row[1].heat, null);
+    });
+    if (typeof check.off_tape === "number") line(part, "largest |yours − tape's| = " + fmt(check.off_tape), "off-tape");
+    if (typeof check.off_implied === "number") line(part, "largest |yours − implied| = " + fmt(check.off_implied), "off-implied");
   }
 
   function gradientSection(node) {
@@ -307,17 +335,20 @@ function mtExplore(root, data, options) {
     return "rgb(" + [0, 1, 2].map(function (i) { return Math.round(255 + (to[i] - 255) * a); }).join(",") + ")";
   }
   function heatmap(parent, node, which) {
-    var heat = node[which].heat;
+    heatmapOf(parent, node[which].heat, node, which);
+  }
+  function heatmapOf(parent, heat, node, which) {
     if (!heat || !heat.cells) return;
     var scale = 0;
     heat.cells.forEach(function (row) { row.forEach(function (x) { if (typeof x === "number") scale = Math.max(scale, Math.abs(x)); }); });
-    var table = add(parent, "table", { "class": "mt-heat", "data-role": "heat-" + which });
+    var table = add(parent, "table", { "class": "mt-heat", "data-role": "heat-" + (which || "check") });
     heat.cells.forEach(function (row, r) {
       var tr = add(table, "tr");
       row.forEach(function (x, c) {
         var td = add(tr, "td", { tabindex: "0", "data-entry": r + "," + c, title: "[" + r + "," + c + "] " + fmt(x) });
         td.style.background = colour(x, scale);
         if (state.entry && state.entry[0] === r && state.entry[1] === c) td.classList.add("mt-selected");
+        if (!node) return;  // (a comparison's heatmap: its entries are in the tooltips)
         td.onclick = function () { state.entry = [r, c]; showPanel(node.name, true); };
         td.onkeydown = function (event) { if (event.key === "Enter") td.onclick(); };
       });
