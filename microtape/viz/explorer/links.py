@@ -98,5 +98,6 @@ def checked_data(tape, output, grad, links, *, title=None, note=""):
     data["verdicts"] = verdicts
     data["verdict_palette"] = PALETTE
     wrong = [link["step"] for link in links if verdicts[link["node"]] == "wrong"]
-    data["note"] = note or ("wrong links: " + ", ".join(wrong) + " (red: click one)" if wrong else "every link is right")
+    said = f"wrong links: {', '.join(wrong)} (red: click one)" if wrong else "no wrong link"
+    data["note"] = f"{said}; {note}" if note else said
     return data
