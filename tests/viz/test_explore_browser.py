@@ -19,6 +19,7 @@ import pytest
 from browser import chromium
 
 import microtape as mt
+from microtape.viz.explorer.page import data_json
 from microtape.viz.program import collect
 
 pytest.importorskip("selenium.webdriver", reason="selenium is not installed (`make browser` installs it)")
@@ -253,12 +254,12 @@ def test_the_widgets_front_end_renders_redraws_on_new_data_and_polls(browser, tm
     module = view._esm.replace("</", "<\\/")
     page.write_text(
         "<!DOCTYPE html><html><body><div id='out'></div>"
-        f"<script type='application/json' id='first'>{view.data}</script>"
-        f"<script type='application/json' id='later'>{later}</script>"
+        f"<script type='application/json' id='first'>{data_json(view.data)}</script>"
+        f"<script type='application/json' id='later'>{data_json(later)}</script>"
         f"<script type='text/plain' id='esm'>{module}</script>"
         "<script type='module'>\n"
         "const listeners = {}; window.sent = [];\n"
-        "const model = { values: { data: document.getElementById('first').textContent, follow: true },\n"
+        "const model = { values: { data: JSON.parse(document.getElementById('first').textContent), follow: true },\n"
         "  get(k) { return this.values[k]; }, send(m) { window.sent.push(m); },\n"
         "  on(e, f) { listeners[e] = f; }, off(e) { delete listeners[e]; },\n"
         "  set(k, v) { this.values[k] = v; listeners['change:' + k](); } };\n"
@@ -281,7 +282,7 @@ def test_the_widgets_front_end_renders_redraws_on_new_data_and_polls(browser, tm
     root.click()
     root.send_keys(Keys.ARROW_RIGHT)
     assert step_label(browser) == "step 0 of steps 0–3"
-    browser.execute_script("model.set('data', document.getElementById('later').textContent)")
+    browser.execute_script("model.set('data', JSON.parse(document.getElementById('later').textContent))")
     assert step_label(browser) == "step 0 of steps 0–1"  # the new object, at the same step
     assert sorted(states(browser)) == sorted(["z", "%0", "%1"])
     time.sleep(1.3)

@@ -29,6 +29,24 @@ __all__ = ["graph_views", "MAX_EXPANDED"]
 
 MAX_EXPANDED = 24  # module summaries drawn opened in advance; others list their ops on the panel
 
+_COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
+_FONT = re.compile(r' font-family="([^"]*)"')
+_HUNDREDTHS = re.compile(r"(\d\.\d)\d\b")
+
+
+def _compact(text):
+    """Graphviz's SVG, lighter (a notebook holds it twice): no comments, one font, coordinates to 0.1 pt.
+
+    Every text names the same font: it is said once, on the picture, and
+    inherited. A tenth of a point is a tenth of a pixel at natural size.
+    """
+    text = _COMMENT.sub("", text)
+    fonts = set(_FONT.findall(text))
+    if len(fonts) == 1:
+        text = _FONT.sub("", text).replace("<svg ", f'<svg font-family="{fonts.pop()}" ', 1)
+    return _HUNDREDTHS.sub(r"\1", text)
+
+
 _NODE = re.compile(r'<g id="(node\d+)" class="node">\s*<title>([^<]*)</title>')
 
 
@@ -52,7 +70,7 @@ def box_names(view):
 def _marked_svg(view, title):
     """The view's picture as SVG, each box's group carrying ``data-node``, ``data-kind`` and ``tabindex``."""
     text = svg(to_digraph(paint(view, title=title, legend=False)))
-    text = text[text.find("<svg") :]
+    text = _compact(text[text.find("<svg") :])
     boxes = box_names(view)
 
     def mark(match):

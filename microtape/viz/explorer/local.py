@@ -95,8 +95,8 @@ def local_derivative(program, i, position):
     (``∂(a·b)/∂a``), ``text`` (the local derivative, ``b``), ``numbers`` (the
     same with this run's numbers, when that says more than the value),
     ``value`` (a Scalar's local derivative; None for a Tensor), ``latex``
-    (the op's VJP for this input) and ``vjp`` (the VJP's template with the
-    student's names, for a Tensor).
+    (the op's VJP for this input) and, for a Scalar, ``vjp`` (the VJP's
+    template with the student's names; a Tensor's ``text`` is that VJP).
     """
     node = program.equations[i]
     op = node.op
@@ -111,7 +111,7 @@ def local_derivative(program, i, position):
     scalar = node.data.__class__ is float
     local = local_template(template)
     entry["vjp"] = _fill(op, node, template.replace("{g}", f"d{names[-1]}"), names).replace("^T^T", "")
-    entry["text"] = tidy(_fill(op, node, local, names)) if scalar else entry["vjp"]
+    entry["text"] = tidy(_fill(op, node, local, names)) if scalar else entry.pop("vjp")
     entry["numbers"], entry["value"] = "", None
     if scalar:
         value = _scalar_local(node, position)

@@ -100,9 +100,9 @@ def _equation_panel(program, trace, i, uses, order):
     panel.update(kind="op", op=describe(node), expr=expression(node, program.names), order=order)
     panel["order_text"] = ORDER_TEXT.get(order, f"order-{order} derivative step") if order else ""
     panel["step"] = trace.step_of.get(i)
-    panel["upstream"] = show_grad(trace.grad_out.get(i), trace.noise(node))
     panel["local"] = [
-        {"input": program.name(x), **local_derivative(program, i, position)} for position, x in enumerate(node.inputs)
+        _pruned({"input": program.name(x), **local_derivative(program, i, position)})
+        for position, x in enumerate(node.inputs)
     ]
     panel["saved"] = [[name, " ".join(show(data)["text"].split())] for name, data in read_values(node, program.names)]
     panel["inputs"] = [program.name(x) for x in node.inputs]
@@ -126,13 +126,21 @@ def _use_entries(program, trace, node, places):
             "text": local["text"],
             "numbers": local["numbers"],
             "local": local["value"],
-            "upstream": show_grad(upstream),
-            "share": show_grad(share, trace.noise(node)),
+            # (text and number: the heatmaps are the consumer's gradient and share_cells below)
+            "upstream": show_grad(upstream, heat=False),
+            "share": show_grad(share, trace.noise(node), heat=False),
         }
-        if share is not None and np.size(share) > 1:
+        entry = _pruned(entry)
+        if share is not None and np.size(share) > 1 and len(places) > 1:
+            # (one use: its share is the whole gradient, whose heatmap the panel has already)
             entry["share_cells"] = cells(share, shape, trace.noise(node))
         entries.append(entry)
     return entries, max(0, len(places) - MAX_USES)
+
+
+def _pruned(entry):
+    """``entry`` without its empty fields (a big tape has thousands of these: the page reads a missing one as empty)."""
+    return {key: value for key, value in entry.items() if value is not None and value != ""}
 
 
 def backward_steps(program, trace, view):

@@ -27,8 +27,12 @@ def asset(name):
 
 
 def data_json(data):
-    """``data`` as JSON that can sit inside a ``<script>`` element: every ``<`` escaped, so nothing ends it early."""
-    return json.dumps(data, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
+    """``data`` as JSON that can sit inside a ``<script>`` element: no ``</`` or ``<!--`` to end it early.
+
+    Both can only occur inside JSON strings (the SVG), where ``\\/`` and ``\\u0021`` are the same characters.
+    """
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
 def fragment(data, *, uid, page_keys=False):

@@ -21,6 +21,9 @@ from ..text import fmt, grad_lines, value_lines
 __all__ = ["show", "show_grad", "window", "cells", "HEAT"]
 
 HEAT = 12  # rows and columns a heatmap shows at most
+# A heatmap's entries keep 7 significant digits: the page prints 4, and an entry's shares still sum to
+# its gradient well within what it prints (and a notebook holding a view stays light).
+CELL_DIGITS = 7
 
 
 def window(shape):
@@ -56,14 +59,14 @@ def cells(array, shape, noise=0.0):
         part = array[:columns].reshape(1, -1)
     else:
         part = array[prefix][:rows, :columns]
-    return [[_json_number(v) for v in row] for row in part]
+    return [[_json_number(v, CELL_DIGITS) for v in row] for row in part]
 
 
-def _json_number(value):
-    """A float JSON can carry, every digit kept (an entry's shares must sum to its gradient); inf, nan as text."""
+def _json_number(value, digits=None):
+    """A float JSON can carry (to ``digits`` significant digits, or every one); inf and nan as text."""
     value = float(value)
     if np.isfinite(value):
-        return value
+        return float(f"{value:.{digits}g}") if digits else value
     return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
@@ -87,14 +90,14 @@ def show(data, constant=False):
     return {"text": text, "number": None, "shape": list(array.shape), "heat": _heat(array)}
 
 
-def show_grad(grad, noise=0.0):
-    """A gradient for the panel (None: nothing reached this node)."""
+def show_grad(grad, noise=0.0, heat=True):
+    """A gradient for the panel (None: nothing reached this node); ``heat=False``: its text and number only."""
     if grad is None:
         return None
     entry = {"text": " ".join(grad_lines(grad, noise)), "number": None}
     if np.size(grad) == 1:
         entry["number"] = _json_number(np.reshape(grad, -1)[0])
         entry["text"] = fmt(entry["number"]) if isinstance(entry["number"], float) else entry["number"]
-    else:
+    elif heat:
         entry["heat"] = _heat(np.asarray(grad), noise)
     return entry

@@ -363,9 +363,11 @@ function mtExplore(root, data, options) {
     line(part, "value " + fmt(cell(node.value.heat, r, c)), "entry-value");
     if (!node.grad) return;
     var terms = [], sum = 0;
+    var single = node.uses.length === 1 && !node.more_uses;
     node.uses.forEach(function (use) {
-      if (!use.share_cells) return;
-      var x = use.share_cells[r] ? use.share_cells[r][c] : undefined;
+      var from = single ? node.grad.heat : { cells: use.share_cells };  // one use: its share is the gradient
+      if (!from || !from.cells) return;
+      var x = from.cells[r] ? from.cells[r][c] : undefined;
       if (typeof x !== "number") return;
       sum += x;
       terms.push(inParens(x));
