@@ -321,3 +321,55 @@ def test_a_stepped_checks_red_link_opens_the_comparison(browser, tmp_path):
     click(browser, "Q")
     text = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check-text"]').text
     assert text.startswith("grad_q differs from the tape's because grad_scores does")
+
+
+def test_a_big_models_modules_are_collapsed_and_open_on_click(browser, tmp_path):
+    rng = np.random.default_rng(0)
+    layers = [mt.nn.TransformerEncoderLayer(8, 2, 16, seed=i) for i in range(3)]
+    x = mt.Tensor(rng.standard_normal((1, 3, 8)), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        h = x
+        for i, layer in enumerate(layers):
+            with mt.module_scope(f"layer{i}"):
+                h = layer(h)
+    view = mt.viz.explore(tape, widget=False)
+    open_page(browser, view.save(tmp_path / "stack.html"))
+    assert "one per module: click a module to open it" in browser.find_element(By.CSS_SELECTOR, ".mt-explore-note").text
+    overview = set(states(browser))
+    module = "layer1.self_attn.attention"
+    assert (
+        module in overview
+        and browser.find_element(By.CSS_SELECTOR, f'[data-node="{module}"]').get_attribute("data-kind") == "summary"
+    )
+    click(browser, module)
+    opened = set(states(browser))
+    members = set(view.data["summaries"][module]["members"])
+    assert module not in opened and members & opened  # its ops are boxes of their own now
+    assert browser.find_element(By.CSS_SELECTOR, '[data-role="title"]').text == module  # and the panel lists them
+    press(browser, Keys.ARROW_RIGHT, 3)  # stepping goes on in the opened picture
+    assert sum(state == "current" for state in states(browser).values()) == 1
+    browser.find_element(By.CSS_SELECTOR, '[data-role="overview"]').click()
+    assert set(states(browser)) == overview
+
+
+def test_the_keyboard_opens_a_node_and_zoom_enlarges_the_text(browser, readme):
+    g, a, b, path = readme
+    open_page(browser, path)
+    node = browser.find_element(By.CSS_SELECTOR, '[data-node="b"]')
+    browser.execute_script("arguments[0].focus()", node)
+    node.send_keys(Keys.ENTER)
+    assert browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="title"]').text == "b"
+    node.send_keys(Keys.ESCAPE)
+    assert not browser.find_element(By.CSS_SELECTOR, ".mt-explore-panel").is_displayed()
+
+    def text_height():
+        return browser.execute_script(
+            "return document.querySelector('.mt-explore-graph svg text').getBoundingClientRect().height;"
+        )
+
+    plain = text_height()
+    browser.execute_script("document.body.style.zoom = '1.5'")
+    try:
+        assert text_height() >= 1.4 * plain  # no shrinking to fit: zoom makes the graph's text bigger
+    finally:
+        browser.execute_script("document.body.style.zoom = ''")

@@ -31,6 +31,14 @@ def explore_data(source, *, grad=None, title=None):
     return program_data(program, trace_backward(program, grad), title=title)
 
 
+def _note(overview, count):
+    """What the overview says of itself: how it was collapsed, and that a click opens a module."""
+    if overview.drawn_before is None:
+        return overview.note or ""
+    opens = "click a module to open it" if count > 1 else "click a summary to list its ops"
+    return f"{overview.drawn_before} boxes drawn as {len(overview.boxes)}, one per module: {opens}"
+
+
 def program_data(program, trace, *, title=None):
     """The explorer's data for a collected program and its reverse pass."""
     views, overview = graph_views(program)
@@ -43,7 +51,7 @@ def program_data(program, trace, *, title=None):
             summaries[box.group] = {"members": names, "text": text}
     return {
         "title": title or "",
-        "note": overview.note or "",
+        "note": _note(overview, len(views)),
         "loss": program.loss_name,
         "views": views,
         "summaries": summaries,

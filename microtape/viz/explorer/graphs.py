@@ -18,7 +18,9 @@ opening one in the page swaps pictures.
 """
 
 import html
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from ..paint import paint
 from ..picture import to_digraph
@@ -84,12 +86,12 @@ def _marked_svg(view, title):
     return _NODE.sub(mark, text)
 
 
-def _view_entry(view, key, title):
+def _view_entry(view, key, title, drawn):
     boxes = box_names(view)
     return {
         "key": key,
         "title": title,
-        "svg": _marked_svg(view, None),
+        "svg": drawn,
         "boxes": {name: members for name, _, members in boxes.values()},
         "summaries": sorted({name for name, kind, _ in boxes.values() if kind == "summary"}),
     }
@@ -102,8 +104,11 @@ def graph_views(program, max_expanded=MAX_EXPANDED, max_nodes=None):
     """
     sizes = {} if max_nodes is None else {"max_nodes": max_nodes}
     overview = View(program, **sizes)
-    views = [_view_entry(overview, "", "overview")]
     groups = [box.group for box in overview.boxes if box.kind == "summary" and "#" not in box.group and box.group]
-    for group in groups[:max_expanded]:
-        views.append(_view_entry(View(program, expand=group, **sizes), group, f"{group} opened"))
+    planned = [(overview, "", "overview")]
+    planned += [(View(program, expand=group, **sizes), group, f"{group} opened") for group in groups[:max_expanded]]
+    # Graphviz runs as a program of its own: the pictures are drawn side by side.
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        drawn = list(pool.map(lambda plan: _marked_svg(plan[0], None), planned))
+    views = [_view_entry(view, key, title, svg) for (view, key, title), svg in zip(planned, drawn, strict=True)]
     return views, overview
