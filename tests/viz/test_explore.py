@@ -343,3 +343,48 @@ def test_a_check_without_your_function_shows_the_verdicts_and_the_tapes_numbers(
     plain = ex.check("softmax_backward", lambda p, grad_p: p * (grad_p - (grad_p * p).sum(-1, keepdims=True)))
     with pytest.raises(ValueError, match="'softmax_backward' is not a stepped exercise's check"):
         mt.viz.explore(plain, widget=False)
+
+
+# ---------------------------------------------------------------- forward mode and a recorded derivative
+
+
+def test_forward_mode_steps_the_tangents_with_each_local_derivative():
+    a, b, y, tape = readme_example()
+    forward = explore_data(tape, tangents={"a": 1.0})["forward"]
+    assert [step["node"] for step in forward["steps"]] == ["%0", "%1", "%2", "%3"]
+    assert forward["steps"][2]["text"] == "step 2 of steps 0–3: %2 = %0 + %1: d%2 = 1·(-3) + 1·4 = 1"
+    _, expected = mt.jvp(lambda a, b: (a * b + a**2).tanh(), (2.0, -3.0), (1.0, 0.0))
+    assert forward["tangents"]["%3"]["number"] == pytest.approx(expected, rel=1e-12)
+    assert forward["seeded"] == ["a"] and "b" not in forward["tangents"]
+    with pytest.raises(ValueError, match=r"tangents=...: 'c' is not a leaf of this computation; its leaves are a, b"):
+        explore_data(tape, tangents={"c": 1.0})
+    with pytest.raises(TypeError, match="tangents=...: expected a dict"):
+        explore_data(tape, tangents=[1.0])
+
+
+def test_forward_mode_on_tensors_matches_jvp():
+    rng = np.random.default_rng(0)
+    w = mt.Tensor(rng.standard_normal((3, 2)), requires_grad=True, name="w")
+    x = mt.Tensor(rng.standard_normal((4, 3)), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        loss = (x @ w).tanh().sum()
+    direction = rng.standard_normal((3, 2))
+    forward = explore_data(tape, tangents={w: direction})["forward"]
+    _, expected = mt.jvp(lambda w: (mt.Tensor(x.data) @ w).tanh().sum(), (w.data,), (direction,))
+    assert forward["tangents"][tape.variable_names()[loss]]["number"] == pytest.approx(float(expected), rel=1e-12)
+    with pytest.raises(ValueError, match=r"tangents\['w'\]: shape \(2,\), expected the leaf's \(3, 2\)"):
+        explore_data(tape, tangents={"w": np.ones(2)})
+
+
+def test_a_recorded_derivatives_steps_are_told_apart_and_its_gradient_is_the_second_derivative():
+    x = mt.Scalar(1.5, name="x")
+    with mt.Tape():
+        y = x.sin() * x
+        dy_dx = mt.gradients(y, create_graph=True)[x]
+    data = explore_data(dy_dx)
+    assert data["nodes"]["x"]["grad"]["number"] == pytest.approx(2 * np.cos(1.5) - 1.5 * np.sin(1.5), rel=1e-12)
+    orders = {step["order"] for step in data["steps"]}
+    assert {0, 1} <= orders
+    told = [step["text"] for step in data["steps"] if step["order"] == 1]
+    assert told and all(text.endswith("[first-derivative step]") or "[first-derivative step];" in text for text in told)
+    assert re.search(r'data-node="[^"]+"[^>]*data-order="1"', data["views"][0]["svg"])

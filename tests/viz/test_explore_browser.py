@@ -373,3 +373,37 @@ def test_the_keyboard_opens_a_node_and_zoom_enlarges_the_text(browser, readme):
         assert text_height() >= 1.4 * plain  # no shrinking to fit: zoom makes the graph's text bigger
     finally:
         browser.execute_script("document.body.style.zoom = ''")
+
+
+def test_forward_mode_and_a_recorded_derivative_step_the_same_way(browser, tmp_path):
+    a, b = mt.Scalar(2.0, name="a"), mt.Scalar(-3.0, name="b")
+    with mt.Tape() as tape:
+        (a * b + a**2).tanh()
+    open_page(browser, mt.viz.explore(tape, tangents={"a": 1.0}, widget=False).save(tmp_path / "forward.html"))
+    browser.find_element(By.CSS_SELECTOR, '[data-role="mode"]').click()
+    assert step_label(browser) == "before forward mode (steps 0–3)"  # four steps too, from the inputs on
+    assert states(browser)["a"] == "done" and states(browser)["b"] == "off"  # a's direction is given; b has none
+    press(browser, Keys.ARROW_RIGHT, 3)
+    caption = browser.find_element(By.CSS_SELECTOR, '[data-role="caption"]').text
+    assert caption == "step 2 of steps 0–3: %2 = %0 + %1: d%2 = 1·(-3) + 1·4 = 1"
+    assert states(browser)["%2"] == "current" and states(browser)["%3"] == "pending"
+    click(browser, "%3")
+    tangent = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="tangent"]').text
+    _, expected = mt.jvp(lambda a, b: (a * b + a**2).tanh(), (2.0, -3.0), (1.0, 0.0))
+    assert number(tangent) == pytest.approx(expected, rel=1e-3)
+    browser.find_element(By.CSS_SELECTOR, '[data-role="mode"]').click()  # back to the backward pass
+    press(browser, Keys.ARROW_RIGHT)
+    assert states(browser)["%3"] == "current"
+
+    x = mt.Scalar(1.5, name="x")
+    with mt.Tape():
+        dy_dx = mt.gradients(x.sin() * x, create_graph=True)[x]
+    open_page(browser, mt.viz.explore(dy_dx, widget=False).save(tmp_path / "second.html"))
+    press(browser, Keys.ARROW_RIGHT)
+    caption = browser.find_element(By.CSS_SELECTOR, '[data-role="caption"]')
+    assert "[first-derivative step]" in caption.text and caption.get_attribute("data-order") == "1"
+    border = browser.execute_script(
+        'return getComputedStyle(document.querySelector(\'[data-order="1"] > path, [data-order="1"] > polygon\'))'
+        ".stroke"
+    )
+    assert border == "rgb(0, 121, 107)"  # the graphs' colour for a first-derivative step (picture.ORDER)

@@ -17,6 +17,7 @@ from collections import Counter
 
 from ..picture import STATE
 from ..program import collect, trace_backward
+from .forward import forward_data
 from .graphs import graph_views
 from .model import backward_steps, node_panels, seed_text
 
@@ -25,10 +26,16 @@ __all__ = ["explore_data", "program_data"]
 PALETTE_STATES = ("done", "partial", "current", "pending", "off")
 
 
-def explore_data(source, *, grad=None, title=None):
-    """The explorer's data for ``source`` (see the module docstring); ``grad`` seeds the backward pass."""
+def explore_data(source, *, grad=None, title=None, tangents=None):
+    """The explorer's data for ``source`` (see the module docstring); ``grad`` seeds the backward pass.
+
+    ``tangents`` (``{leaf or its name: tangent}``) adds forward mode, stepped the same way (:mod:`.forward`).
+    """
     program = collect(source)
-    return program_data(program, trace_backward(program, grad), title=title)
+    data = program_data(program, trace_backward(program, grad), title=title)
+    if tangents is not None:
+        data["forward"] = forward_data(program, tangents)
+    return data
 
 
 def _note(overview, count):

@@ -33,7 +33,13 @@ LEAVES_WATCHED = 256  # leaves whose values and gradients the fingerprint sums
 
 
 def explore(
-    obj: Any, *, grad: Any = None, title: str | None = None, widget: bool | None = None, student: Any = None
+    obj: Any,
+    *,
+    grad: Any = None,
+    tangents: Any = None,
+    title: str | None = None,
+    widget: bool | None = None,
+    student: Any = None,
 ) -> Any:
     """The explorer of ``obj``: a tape, a Scalar/Tensor result, a layer that ran, a scalar trace or a check result.
 
@@ -42,7 +48,8 @@ def explore(
     :class:`Explorer`, which shows itself in Jupyter as the same view (it
     needs no kernel) and saves the same file. ``grad`` seeds the backward
     pass (default: the output's ``.grad`` after a backward, else ones);
-    ``title`` is written above the graph. A stepped exercise's check result
+    ``tangents`` (``{input or its name: direction}``) adds forward mode,
+    stepped the same way (a button switches); ``title`` is written above the graph. A stepped exercise's check result
     (``microtape.exercises.check``) opens on its failing trial, each step's
     node coloured by its link's verdict; ``student`` (your function) adds your
     own numbers to each link's comparison.
@@ -51,7 +58,7 @@ def explore(
         raise TypeError(f"explore(widget=...): expected True, False or None, got {widget!r}")
     if student is not None and getattr(type(obj), "_microtape_explore_", None) is None:
         raise TypeError(f"explore(student=...): only for a check result, not a {type(obj).__name__}")
-    explorer = Explorer(obj, grad=grad, title=title, student=student)
+    explorer = Explorer(obj, grad=grad, tangents=tangents, title=title, student=student)
     if widget is False:
         return explorer
     try:
@@ -91,15 +98,17 @@ def _checksum(value: Any) -> float:
 class Explorer:
     """The explorer's view of one object: its data, as a page or a notebook output (see the module docstring)."""
 
-    def __init__(self, obj: Any, *, grad: Any = None, title: str | None = None, student: Any = None) -> None:
-        self.grad, self.title, self.student = grad, title, student
+    def __init__(
+        self, obj: Any, *, grad: Any = None, tangents: Any = None, title: str | None = None, student: Any = None
+    ) -> None:
+        self.grad, self.tangents, self.title, self.student = grad, tangents, title, student
         self.obj: Any = None
         self.data: dict[str, Any] = {}
         self.update(obj)
 
     def update(self, obj: Any) -> Explorer:
         """Show ``obj`` instead (read at once: a bad object raises and leaves the view as it was)."""
-        data = _data_of(obj, self.grad, self.title, self.student)
+        data = _data_of(obj, self.grad, self.tangents, self.title, self.student)
         self.obj, self.data, self.version = obj, data, fingerprint(obj)
         return self
 
@@ -134,10 +143,10 @@ class Explorer:
         return f"<Explorer of {type(self.obj).__name__}: {nodes} nodes, {steps} steps>"
 
 
-def _data_of(obj: Any, grad: Any, title: str | None, student: Any) -> dict[str, Any]:
+def _data_of(obj: Any, grad: Any, tangents: Any, title: str | None, student: Any) -> dict[str, Any]:
     # A check result says itself what to show (the exercises know how its trial was drawn; viz does not
     # import them): the ``_microtape_explore_`` protocol, like ``_repr_html_``.
     hook = getattr(type(obj), "_microtape_explore_", None)
     if hook is not None:
         return hook(obj, student=student, title=title)
-    return explore_data(obj, grad=grad, title=title)
+    return explore_data(obj, grad=grad, title=title, tangents=tangents)

@@ -22,9 +22,11 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from ..lifetimes import order_of
 from ..paint import paint
-from ..picture import to_digraph
+from ..picture import ORDER, to_digraph
 from ..render import svg
+from ..saved import colour_orders
 from ..view import View
 
 __all__ = ["graph_views", "MAX_EXPANDED"]
@@ -69,9 +71,13 @@ def box_names(view):
     return boxes
 
 
-def _marked_svg(view, title):
-    """The view's picture as SVG, each box's group carrying ``data-node``, ``data-kind`` and ``tabindex``."""
-    text = svg(to_digraph(paint(view, title=title, legend=False)))
+def _marked_svg(view, title, orders):
+    """The view's picture as SVG, each box's group carrying ``data-node``, ``data-kind`` and ``tabindex``.
+
+    A recorded derivative's steps (``create_graph=True``) are filled by their order, as in every graph,
+    and marked ``data-order``: while the pass is stepped, the fill shows the step and the border the order.
+    """
+    text = svg(to_digraph(colour_orders(paint(view, title=title, legend=False), view)))
     text = _compact(text[text.find("<svg") :])
     boxes = box_names(view)
 
@@ -81,6 +87,9 @@ def _marked_svg(view, title):
             return match.group(0)
         name, kind, _ = box
         attributes = f'data-node="{html.escape(name)}" data-kind="{kind}" tabindex="0" role="button"'
+        order = max((orders[i] for i in view.by_id[html.unescape(match.group(2))].equations), default=0)
+        if order:
+            attributes += f' data-order="{min(order, max(ORDER))}"'
         return match.group(0).replace('class="node">', f'class="node" {attributes}>', 1)
 
     return _NODE.sub(mark, text)
@@ -109,6 +118,7 @@ def graph_views(program, max_expanded=MAX_EXPANDED, max_nodes=None):
     planned += [(View(program, expand=group, **sizes), group, f"{group} opened") for group in groups[:max_expanded]]
     # Graphviz runs as a program of its own: the pictures are drawn side by side.
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        drawn = list(pool.map(lambda plan: _marked_svg(plan[0], None), planned))
+        orders = order_of(program)
+        drawn = list(pool.map(lambda plan: _marked_svg(plan[0], None, orders), planned))
     views = [_view_entry(view, key, title, svg) for (view, key, title), svg in zip(planned, drawn, strict=True)]
     return views, overview

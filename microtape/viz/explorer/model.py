@@ -160,6 +160,8 @@ def backward_steps(program, trace, view):
         sends = [painter.formula(i, position, numbers=True) for position, _ in receivers]
         received = show_grad(trace.grad_out[i], trace.noise(node))["text"]
         text = f"{step_text(s, count)}: {name} = {expression(node, program.names)} receives {received}"
+        if orders[i]:  # a step of a recorded derivative (create_graph=True), told apart from the function's
+            text += f" [{ORDER_TEXT.get(orders[i], f'order-{orders[i]} derivative step')}]"
         if sends:
             text += "; sends " + ";  ".join(sends)
         if s == count - 1:

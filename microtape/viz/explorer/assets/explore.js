@@ -6,7 +6,7 @@ function mtExplore(root, data, options) {
   "use strict";
   options = options || {};
   var steps = data.steps, count = steps.length;
-  var state = { step: -1, view: 0, selected: null, entry: null, timer: null };
+  var state = { step: -1, view: 0, selected: null, entry: null, timer: null, mode: "backward" };
   var boxStates = {};
 
   function el(tag, attrs, text) {
@@ -30,6 +30,8 @@ function mtExplore(root, data, options) {
   var last = add(controls, "button", { type: "button", "data-role": "last", title: "the whole pass (End)" }, "end ⇥");
   var stepLabel = add(controls, "span", { "data-role": "step", "aria-live": "polite" });
   var overview = add(controls, "button", { type: "button", "data-role": "overview", hidden: "" }, "⤺ overview");
+  var mode = add(controls, "button", { type: "button", "data-role": "mode", title: "backward pass or forward mode" });
+  if (!data.forward) mode.hidden = true;
   var caption = add(bar, "div", { "class": "mt-explore-caption", "data-role": "caption" });
   var body = add(root, "div", { "class": "mt-explore-body" });
   var graph = add(body, "div", { "class": "mt-explore-graph" });
@@ -40,7 +42,13 @@ function mtExplore(root, data, options) {
   // ------------------------------------------------------------------ states at a step
   // A name's state after step k: "current" (its step is k), "done", "partial" (some shares arrived),
   // "pending", or "off" (not on the path to the output). A box's state: those of its members.
+  function forwardState(name, k) {
+    var f = data.forward, s = f.step_of[name];
+    if (s === undefined) return f.tangents[name] ? "done" : "off";  // a seeded input: its tangent is given
+    return s === k ? "current" : s < k ? "done" : "pending";
+  }
   function nameState(name, k) {
+    if (state.mode === "forward") return forwardState(name, k);
     var node = data.nodes[name];
     if (!node) return "off";
     if (node.step === k && k >= 0) return "current";
@@ -70,7 +78,7 @@ function mtExplore(root, data, options) {
     var current = null;
     for (var i = 0; i < groups.length; i++) {
       var g = groups[i], members = view.boxes[g.getAttribute("data-node")] || [];
-      var s = k < 0 ? "none" : boxState(members, k);
+      var s = k < 0 && state.mode === "backward" ? "none" : boxState(members, k);
       boxStates[g.getAttribute("data-node")] = s;
       g.setAttribute("data-state", s);
       var verdict = verdictOf(members);
@@ -101,14 +109,14 @@ function mtExplore(root, data, options) {
 
   // ------------------------------------------------------------------ stepping
   function stepText(k) {
-    if (k < 0) return "before the backward pass (steps 0–" + (count - 1) + ")";
+    if (k < 0) return "before " + (state.mode === "forward" ? "forward mode" : "the backward pass") + " (steps 0–" + (count - 1) + ")";
     return "step " + k + " of steps 0–" + (count - 1);
   }
   function go(k) {
     k = Math.max(-1, Math.min(count - 1, k));
     state.step = k;
     stepLabel.textContent = count ? stepText(k) : "no backward steps";
-    caption.textContent = k < 0 ? data.before : steps[k].text;
+    caption.textContent = k < 0 ? (state.mode === "forward" ? data.forward.before : data.before) : steps[k].text;
     var order = k < 0 ? 0 : steps[k].order;
     caption.setAttribute("data-order", String(order));
     back.disabled = first.disabled = k < 0;
@@ -125,6 +133,16 @@ function mtExplore(root, data, options) {
       go(state.step + 1);
     }, options.interval || 900);
   }
+  function setMode(which) {
+    state.mode = which;
+    steps = which === "forward" ? data.forward.steps : data.steps;
+    count = steps.length;
+    mode.textContent = which === "forward" ? "forward mode ⇄ backward" : "backward ⇄ forward mode";
+    root.setAttribute("data-mode", which);
+    go(-1);
+  }
+  mode.onclick = function () { setMode(state.mode === "forward" ? "backward" : "forward"); };
+  mode.textContent = "backward ⇄ forward mode";
   first.onclick = function () { go(-1); };
   back.onclick = function () { go(state.step - 1); };
   next.onclick = function () { go(state.step + 1); };
@@ -248,6 +266,7 @@ function mtExplore(root, data, options) {
     var value = section("value");
     line(value, node.value.text, "value");
     if (node.value.heat) heatmap(value, node, "value");
+    if (state.mode === "forward") tangentSection(node);
     if (node.grad) gradientSection(node);
     if (node.local && node.local.length) localSection(node);
     if (node.uses.length) chainSection(node);
@@ -274,11 +293,20 @@ function mtExplore(root, data, options) {
     if (typeof check.off_implied === "number") line(part, "largest |yours − implied| = " + fmt(check.off_implied), "off-implied");
   }
 
+  function tangentSection(node) {
+    var f = data.forward, tangent = f.tangents[node.name];
+    var part = section("forward mode: tangent d" + node.name);
+    line(part, tangent ? said(tangent) : "no tangent reaches it", "tangent");
+    var s = f.step_of[node.name];
+    if (s !== undefined) line(part, f.steps[s].text, "tangent-step");
+    else if (tangent) line(part, "given (an input's direction)", "tangent-step");
+  }
+
   function gradientSection(node) {
     var part = section("gradient ∂" + data.loss + "/∂" + node.name);
     line(part, "complete: " + said(node.grad), "grad");
     if (node.grad.heat) heatmap(part, node, "grad");
-    if (state.step >= 0 || state.step === -1) {
+    if (state.mode === "backward") {  // (what the backward pass has brought so far)
       var a = arrived(node, state.step);
       var text = a.expected === 0 ? "nothing reaches it" : a.got === 0 ? "nothing has arrived yet" :
         (a.numbers ? fmt(a.total) : a.got === a.expected ? said(node.grad) : "partly") +
@@ -304,7 +332,9 @@ function mtExplore(root, data, options) {
     var shares = [];
     node.uses.forEach(function (use) {
       var row = add(part, "div", { "class": "mt-line mt-use", "data-role": "use", "data-at": use.at });
-      if (use.step !== null && use.step !== undefined && use.step > state.step) row.classList.add("mt-later");
+      if (state.mode === "backward" && use.step !== null && use.step !== undefined && use.step > state.step) {
+        row.classList.add("mt-later");  // this share has not been sent yet at the step shown
+      }
       var local = use.symbol + " = " + use.text + (use.numbers ? " = " + use.numbers : "") +
         (typeof use.local === "number" ? " = " + fmt(use.local) : "");
       add(row, "div", { "class": "mt-local" }, local);
