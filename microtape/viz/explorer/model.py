@@ -53,15 +53,23 @@ def node_panels(program, trace):
     """``{name: panel}`` for every equation and leaf of ``program`` (see the module docstring)."""
     uses = _uses_of(program)
     orders = order_of(program)
+    found = {}
+
+    def local(i, position):  # each use's local derivative, worked out once (a node's panel and its input's)
+        key = (i, position)
+        if key not in found:
+            found[key] = local_derivative(program, i, position)
+        return found[key]
+
     panels = {}
     for j, leaf in enumerate(program.leaves):
-        panels[program.name(leaf)] = _leaf_panel(program, trace, leaf, program.kinds[j], uses)
+        panels[program.name(leaf)] = _leaf_panel(program, trace, leaf, program.kinds[j], uses, local)
     for i, node in enumerate(program.equations):
-        panels[program.name(node)] = _equation_panel(program, trace, i, uses, orders[i])
+        panels[program.name(node)] = _equation_panel(program, trace, i, uses, orders[i], local)
     return panels
 
 
-def _base(program, trace, node, uses):
+def _base(program, trace, node, uses, local):
     scalar = node.data.__class__ is float
     grad = trace.total.get(node)
     panel = {
@@ -73,7 +81,7 @@ def _base(program, trace, node, uses):
         "output": node in trace.seeds,
         "module": node.module or "",
     }
-    panel["uses"], panel["more_uses"] = _use_entries(program, trace, node, uses.get(node, ()))
+    panel["uses"], panel["more_uses"] = _use_entries(program, trace, node, uses.get(node, ()), local)
     # when its shares arrive, from every use (a constant receives none: it stays "off" as the pass goes by)
     panel["gets"] = sorted(
         {
@@ -88,20 +96,20 @@ def _base(program, trace, node, uses):
     return panel
 
 
-def _leaf_panel(program, trace, leaf, kind, uses):
-    panel = _base(program, trace, leaf, uses)
+def _leaf_panel(program, trace, leaf, kind, uses, local):
+    panel = _base(program, trace, leaf, uses, local)
     panel.update(kind=kind, op=kind, expr="", step=None, local=[], saved=[], order=0)
     return panel
 
 
-def _equation_panel(program, trace, i, uses, order):
+def _equation_panel(program, trace, i, uses, order, local):
     node = program.equations[i]
-    panel = _base(program, trace, node, uses)
+    panel = _base(program, trace, node, uses, local)
     panel.update(kind="op", op=describe(node), expr=expression(node, program.names), order=order)
     panel["order_text"] = ORDER_TEXT.get(order, f"order-{order} derivative step") if order else ""
     panel["step"] = trace.step_of.get(i)
     panel["local"] = [
-        _pruned({"input": program.name(x), **local_derivative(program, i, position)})
+        _pruned({"input": program.name(x), **local(i, position)})
         for position, x in enumerate(node.inputs)
     ]
     panel["saved"] = [[name, " ".join(show(data)["text"].split())] for name, data in read_values(node, program.names)]
@@ -109,14 +117,14 @@ def _equation_panel(program, trace, i, uses, order):
     return panel
 
 
-def _use_entries(program, trace, node, places):
+def _use_entries(program, trace, node, places, local_of):
     """Each use of ``node``: the chain rule's product there (upstream × local = share), in tape order."""
     entries = []
     shape = np.shape(node.data)
     for i, position in places[:MAX_USES]:
         consumer = program.equations[i]
         s = trace.step_of.get(i)
-        local = local_derivative(program, i, position)
+        local = local_of(i, position)
         share = trace.sent[s][position] if s is not None else None
         upstream = trace.grad_out.get(i)
         entry = {
