@@ -388,3 +388,42 @@ def test_a_recorded_derivatives_steps_are_told_apart_and_its_gradient_is_the_sec
     told = [step["text"] for step in data["steps"] if step["order"] == 1]
     assert told and all(text.endswith("[first-derivative step]") or "[first-derivative step];" in text for text in told)
     assert re.search(r'data-node="[^"]+"[^>]*data-order="1"', data["views"][0]["svg"])
+
+
+def _ran(kind):
+    rng = np.random.default_rng(0)
+    if kind == "conv2d":
+        layer = mt.nn.Conv2d(2, 3, 3, seed=0)
+        layer(rng.standard_normal((1, 2, 5, 5)))
+    elif kind == "gru":
+        layer = mt.nn.GRUCell(3, 4, seed=0)
+        layer(rng.standard_normal((2, 3)), np.zeros((2, 4)))
+    else:
+        layer = mt.nn.TransformerDecoderLayer(8, 2, 16, seed=0)
+        layer(rng.standard_normal((1, 3, 8)), rng.standard_normal((1, 4, 8)))
+    return layer
+
+
+@pytest.mark.parametrize("kind", ["conv2d", "gru", "decoder"])
+def test_every_layer_kind_explores_with_the_engines_gradients(kind):
+    from microtape.viz.program import collect
+
+    layer = _ran(kind)
+    data = explore_data(layer)
+    program = collect(layer)
+    output = program.outputs[0]
+    g = mt.gradients(output, np.ones_like(output.data), tape=program.tape)
+    compared = 0
+    for node in [*program.leaves, *program.equations]:
+        panel = data["nodes"][program.name(node)]
+        if node not in g or not panel["grad"] or "heat" not in panel["grad"]:
+            continue
+        grad = np.asarray(g[node])
+        corner = grad.reshape((-1,) + grad.shape[-2:])[0] if grad.ndim > 1 else grad.reshape(1, -1)
+        cells = np.asarray(panel["grad"]["heat"]["cells"])
+        noise = 1e-12 * max(1.0, float(np.abs(grad).max()))  # what the page shows as 0 is rounding noise
+        np.testing.assert_allclose(cells, corner[: cells.shape[0], : cells.shape[1]], rtol=1e-6, atol=noise)
+        compared += 1
+    assert compared >= 5
+    steps = mt.gradients(output, np.ones_like(output.data), tape=program.tape, steps=True).steps
+    assert len(data["steps"]) == len(steps)
