@@ -427,3 +427,20 @@ def test_every_layer_kind_explores_with_the_engines_gradients(kind):
     assert compared >= 5
     steps = mt.gradients(output, np.ones_like(output.data), tape=program.tape, steps=True).steps
     assert len(data["steps"]) == len(steps)
+
+
+def test_shown_in_a_notebook_the_widget_is_a_static_page_then_the_live_view(widget_of, monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, **kwargs: shown.append((data, kwargs)))
+    a, b, y, tape = readme_example()
+    view = widget_of(y)
+    view._ipython_display_()
+    (page, _), (live, options) = shown
+    # first the page (it needs no kernel: what a reopened notebook shows), marked for the widget to hide
+    assert list(page) == ["text/html"] and f'id="{view.static_id}"' in page["text/html"]
+    assert "mtStaticFallback(" in page["text/html"] and "mtExplore(document" in page["text/html"]
+    # then the widget, whose own html copy is empty (the page above is the fallback)
+    assert "application/vnd.jupyter.widget-view+json" in live and live["text/html"] == ""
+    assert options["raw"] is True and view.static_id.startswith("mt-explore-")

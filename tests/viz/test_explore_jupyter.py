@@ -49,12 +49,13 @@ def server(tmp_path_factory):
     # the second cell runs the layer again: the view must follow without a new cell showing it
     notebook.cells = [nbformat.v4.new_code_cell(FIRST_CELL), nbformat.v4.new_code_cell("layer(2 * x);")]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for name in ("lab.ipynb", "classic.ipynb"):
+    for name in ("lab.ipynb", "classic.ipynb", "reopen.ipynb"):
         nbformat.write(notebook, folder / name)
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), JUPYTER_CONFIG_DIR=str(folder / ".config"))
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-               "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={folder}"]  # fmt: skip
+               "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+               f"--ServerApp.root_dir={folder}"]  # fmt: skip
     log = open(folder / "server.log", "w")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -91,22 +92,50 @@ def wait_for(browser, script, timeout=120):
     raise AssertionError(f"waited {timeout} s for: {script}")
 
 
+def visible_explorers(browser):
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('.jp-OutputArea .mt-explore')).filter(function (e) {"
+        " return e.offsetParent !== null; }).length"
+    )
+
+
+def open_and_run(browser, server, path):
+    browser.get(f"{server}/{path}?reset")  # a fresh workspace: this notebook alone
+    wait_for(browser, "return document.querySelector('jp-button[data-command=\"notebook:run-cell-and-select-next\"]')")
+    name = path.rsplit("/", 1)[1]
+    deadline = time.time() + 120
+    while not kernel_idle(server, name):  # the notebook's kernel has started
+        assert time.time() < deadline, f"no idle kernel for {name}"
+        time.sleep(0.5)
+    run_cell(browser)
+    wait_for(browser, "return document.querySelectorAll('.jp-OutputArea .mt-explore [data-node]').length > 5")
+
+
 def kernel_idle(server, name):
     """Is the kernel of the notebook ``name`` started and idle (the server's sessions say)?"""
     sessions = json.load(urllib.request.urlopen(server + "/api/sessions", timeout=5))
     return any(s["path"].endswith(name) and s["kernel"]["execution_state"] == "idle" for s in sessions)
 
 
+def toolbar_button(browser, command):
+    """The toolbar button of ``command`` on the notebook on show (other tabs keep theirs, hidden)."""
+    buttons = browser.find_elements(By.CSS_SELECTOR, f'jp-button[data-command="{command}"]')
+    return next(button for button in buttons if button.is_displayed())
+
+
 def run_cell(browser):
     """Run the selected cell and select the next, by the toolbar's ▶ (what Shift+Enter does)."""
-    browser.find_element(By.CSS_SELECTOR, 'jp-button[data-command="notebook:run-cell-and-select-next"]').click()
+    toolbar_button(browser, "notebook:run-cell-and-select-next").click()
 
 
 def value_of_x(browser):
+    """Click x in the explorer on show and read its value off the panel."""
     return browser.execute_script(
-        "var g = document.querySelector('.mt-explore [data-node=\"x\"]');"
+        "var shown = Array.from(document.querySelectorAll('.mt-explore')).filter(function (e) {"
+        " return e.offsetParent !== null; })[0];"
+        "var g = shown && shown.querySelector('[data-node=\"x\"]');"
         "if (!g) return null; g.dispatchEvent(new MouseEvent('click', {bubbles: true}));"
-        "var v = document.querySelector('.mt-explore-panel [data-role=\"value\"]'); return v && v.textContent;"
+        "var v = shown.querySelector('.mt-explore-panel [data-role=\"value\"]'); return v && v.textContent;"
     )
 
 
@@ -122,9 +151,30 @@ def test_the_widget_shows_answers_a_click_and_follows_its_layer(server, browser,
         time.sleep(0.5)
     run_cell(browser)
     wait_for(browser, "return document.querySelectorAll('.jp-OutputArea .mt-explore [data-node]').length > 5")
+    assert visible_explorers(browser) == 1  # live: the static copy above the widget is hidden
     assert value_of_x(browser) == "mean 1 · |max| 1"
     run_cell(browser)  # layer(2 * x): a new forward
     deadline = time.time() + 60
     while value_of_x(browser) != "mean 2 · |max| 2" and time.time() < deadline:
         time.sleep(0.5)
     assert value_of_x(browser) == "mean 2 · |max| 2"
+
+
+def test_a_saved_notebook_reopened_without_a_kernel_shows_the_last_view(server, browser):
+    open_and_run(browser, server, "lab/tree/reopen.ipynb")
+    toolbar_button(browser, "docmanager:save").click()
+    time.sleep(2)
+    for session in json.load(urllib.request.urlopen(server + "/api/sessions", timeout=5)):
+        if session["path"].endswith("reopen.ipynb"):  # the kernel goes: no widget model is left
+            request = urllib.request.Request(server + "/api/sessions/" + session["id"], method="DELETE")
+            urllib.request.urlopen(request, timeout=10)
+    browser.get(f"{server}/lab/tree/reopen.ipynb?reset")  # (a fresh workspace: this notebook alone)
+    wait_for(browser, "return document.querySelectorAll('.jp-OutputArea .mt-explore [data-node]').length > 5")
+    time.sleep(6)  # the page's copy waits a few seconds for a live view before hiding the widget's line
+    assert visible_explorers(browser) == 1
+    shown = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.jp-OutputArea-child')).filter(function (e) {"
+        " return e.offsetParent !== null; }).map(function (e) { return e.innerText; }).join('\\n')"
+    )
+    assert "Error displaying widget" not in shown and "Loading widget" not in shown
+    assert browser.execute_script("return document.querySelector('.jp-OutputArea [data-role=\"step\"]').textContent")

@@ -109,8 +109,7 @@ def _equation_panel(program, trace, i, uses, order, local):
     panel["order_text"] = ORDER_TEXT.get(order, f"order-{order} derivative step") if order else ""
     panel["step"] = trace.step_of.get(i)
     panel["local"] = [
-        _pruned({"input": program.name(x), **local(i, position)})
-        for position, x in enumerate(node.inputs)
+        _pruned({"input": program.name(x), **local(i, position)}) for position, x in enumerate(node.inputs)
     ]
     panel["saved"] = [[name, " ".join(show(data)["text"].split())] for name, data in read_values(node, program.names)]
     panel["inputs"] = [program.name(x) for x in node.inputs]

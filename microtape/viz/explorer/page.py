@@ -35,9 +35,14 @@ def data_json(data):
     return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
-def fragment(data, *, uid, page_keys=False):
-    """The explorer's HTML: a ``<div>``, its style and the script that fills it from ``data``."""
+def fragment(data, *, uid, page_keys=False, beside_widget=False):
+    """The explorer's HTML: a ``<div>``, its style and the script that fills it from ``data``.
+
+    ``beside_widget``: the static copy a notebook keeps above the live widget (see
+    :mod:`.widget`): it hides the widget's output when no live view comes.
+    """
     options = json.dumps({"pageKeys": page_keys})
+    fallback = f"mtStaticFallback(document.getElementById({json.dumps(uid)}));\n" if beside_widget else ""
     return (
         f'<div id="{uid}" class="mt-explore-root"></div>\n'
         f"<style>{asset('explore.css')}</style>\n"
@@ -45,7 +50,7 @@ def fragment(data, *, uid, page_keys=False):
         f"<script>{asset('explore.js')}\n"
         f"mtExplore(document.getElementById({json.dumps(uid)}), "
         f"JSON.parse(document.getElementById({json.dumps(uid + '-data')}).textContent), {options});\n"
-        "</script>"
+        f"{fallback}</script>"
     )
 
 

@@ -9,30 +9,32 @@ alive::
     view.save("attn.html")          # the same view as one file
 
 The widget's front end is the page's own script (``assets/explore.js``)
-wrapped as an ES module; the view's data travels as one JSON string (the
+wrapped as an ES module; the view's data travels as one JSON object (the
 ``data`` trait). Following: every second the front end asks the kernel
 (a custom message) whether the object changed — its tape, its length, the
 sum of its leaves' values and gradients (:func:`.explore.fingerprint`) —
 and the kernel sends new data only when it did. Messages wait while a cell
 runs, so the view catches up when the cell ends.
 
-A saved notebook reopened without a kernel: the output also carries a
-``text/html`` copy — the graph as last shown (and, in a page built from
-executed notebooks with ``MICROTAPE_STATIC_PAGES`` set, as the docs site does,
-the whole explorer, which needs no kernel) — which renderers without a
-widget manager show (nbconvert, GitHub, the site). JupyterLab itself prefers the widget's own output type; with its
-"Save Widget State Automatically" setting on, the widget comes back from
-the saved state (its ``data`` holds the whole view) with no kernel.
+A saved notebook reopened without a kernel: shown in a notebook, the widget
+is two outputs — the explorer as a page (static: script and data inside,
+no kernel needed), then the widget itself. Live, the widget hides the page;
+reopened with no widget model (JupyterLab would say "Error displaying
+widget: model not found"), the page stays and hides that line. Renderers
+without widgets (nbconvert, GitHub, the docs site) show the page. Called
+for its ``_repr_mimebundle_`` alone, the widget's ``text/html`` is the
+graph as last shown (the whole explorer when ``MICROTAPE_STATIC_PAGES`` is set).
 
 anywidget is imported here only, and only when a widget is made.
 """
 
 import html
 import os
+import uuid
 from functools import cache
 
 from ..frames import STATIC_PAGES
-from .page import asset
+from .page import asset, fragment
 
 __all__ = ["widget_class", "esm"]
 
@@ -41,6 +43,11 @@ POLL_MS = 1000  # how often the front end asks whether the object changed
 _WRAPPER = """
 function mtMount(model, el) {
   var view = null;
+  // Live: hide the static copy shown beside this widget (it is for a notebook reopened without a kernel).
+  var copy = model.get("static_id") ? document.getElementById(model.get("static_id")) : null;
+  if (copy) (copy.closest(".jp-OutputArea-child, .output_area") || copy).style.display = "none";
+  var own = el.closest(".jp-OutputArea-child, .output_area");
+  if (own) own.style.display = "";
   function draw() {
     var step = view ? view.state.step : undefined;
     var selected = view ? view.state.selected : null;
@@ -97,6 +104,7 @@ def widget_class():
         _css = asset("explore.css")
         data = traitlets.Dict().tag(sync=True)  # the whole view (sent as JSON, kept in a saved widget state)
         follow = traitlets.Bool(True).tag(sync=True)
+        static_id = traitlets.Unicode("").tag(sync=True)  # the static copy beside the widget (see _ipython_display_)
 
         def __init__(self, explorer, **kwargs):
             super().__init__(**kwargs)
@@ -128,6 +136,17 @@ def widget_class():
         def _on_message(self, _widget, content, _buffers):
             if isinstance(content, dict) and content.get("kind") == "poll" and self.follow:
                 self.refresh()
+
+        def _ipython_display_(self, **kwargs):
+            # Two outputs: the explorer as a page (static: it needs no kernel), then the widget. Live, the
+            # widget hides the page; reopened without a kernel, the page stays and hides the widget's
+            # "model not found" (JupyterLab shows a widget's own output type whenever it has one).
+            from IPython.display import display
+
+            self.static_id = "mt-explore-" + uuid.uuid4().hex[:8]
+            display({"text/html": fragment(self.explorer.data, uid=self.static_id, beside_widget=True)}, raw=True)
+            data, metadata = super()._repr_mimebundle_(**kwargs)
+            display({**data, "text/html": ""}, metadata=metadata, raw=True)  # (the page above is the fallback)
 
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs)

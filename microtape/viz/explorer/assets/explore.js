@@ -416,3 +416,16 @@ function mtExplore(root, data, options) {
     state: state,
   };
 }
+
+// The static copy a notebook keeps beside the live widget (microtape.viz.explorer.widget): when no live
+// view appears in the output below it (the notebook was reopened: no kernel, no widget model), that output's
+// "Loading widget..." / "Error displaying widget" line is hidden and this copy stays. The live widget, when it
+// renders, hides this copy and shows itself again: whichever is live wins.
+function mtStaticFallback(root, waitMs) {
+  "use strict";
+  var mine = root.closest(".jp-OutputArea-child, .output_area, .cell-output-ipywidget-background") || root;
+  setTimeout(function () {
+    var next = mine.nextElementSibling;
+    if (next && !next.querySelector(".mt-explore") && /widget/i.test(next.textContent)) next.style.display = "none";
+  }, waitMs || 4000);
+}
