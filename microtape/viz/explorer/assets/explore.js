@@ -412,7 +412,10 @@ function mtExplore(root, data, options) {
   go(options.step === undefined ? -1 : options.step);
   return {
     go: go,
-    select: function (name) { var g = graph.querySelector('[data-node="' + name + '"]'); if (g) select(g); else showPanel(name); },
+    select: function (name) {
+      var g = graph.querySelector('[data-node="' + (window.CSS && CSS.escape ? CSS.escape(name) : name) + '"]');
+      if (g) select(g); else showPanel(name);
+    },
     state: state,
   };
 }
