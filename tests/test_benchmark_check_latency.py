@@ -1,4 +1,4 @@
-"""benchmarks/check_latency.py runs: every exercise's right answer checks right, each stepped one's wrong link is timed."""
+"""benchmarks/check_latency.py runs: the right answers check right, each stepped wrong link is timed."""
 
 from benchmarks import check_latency
 
