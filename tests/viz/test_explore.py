@@ -295,7 +295,7 @@ def attention_steps(q, k, v, grad_c, *, rowsum=True, scale_q=True):
     grad_p = grad_c @ t(v)
     grad_s = p * (grad_p - (np.sum(grad_p * p, axis=-1, keepdims=True) if rowsum else 0.0))
     grad_q = grad_s @ k * (scale if scale_q else 1.0)
-    return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_q, "grad_k": t(grad_s) @ q * scale,
+    return {"grad_weights": grad_p, "grad_scaled_scores": grad_s, "grad_q": grad_q, "grad_k": t(grad_s) @ q * scale,
             "grad_v": t(p) @ grad_c}  # fmt: skip
 
 
@@ -306,18 +306,18 @@ def test_a_checks_wrong_link_opens_yours_the_tapes_and_what_your_upstream_implie
         return attention_steps(q, k, v, grad_c, rowsum=False)
 
     result = ex.check("attention_backward_steps", mine)
-    assert result.first_wrong == "grad_scores"
+    assert result.first_wrong == "grad_scaled_scores"
     data = mt.viz.explore(result, student=mine, widget=False).data
-    assert data["verdicts"] == {"weights": "right", "scaled_scores": "wrong", "Q": "carried", "K": "carried",
-                                "V": "right"}  # fmt: skip
+    assert data["verdicts"] == {"weights": "right", "scaled_scores": "wrong", "q": "carried", "k": "carried",
+                                "v": "right"}  # fmt: skip
     wrong = data["nodes"]["scaled_scores"]["check"]
-    assert wrong["step"] == "grad_scores" and wrong["after"] == ["grad_weights"]
+    assert wrong["step"] == "grad_scaled_scores" and wrong["after"] == ["grad_weights"]
     # grad_weights was right, so what it implies is the tape's own dS: the error is at this link
     assert wrong["off_implied"] == pytest.approx(wrong["off_tape"], rel=1e-12) and wrong["off_tape"] > 0.1
-    carried = data["nodes"]["Q"]["check"]
+    carried = data["nodes"]["q"]["check"]
     assert carried["off_tape"] > 0.1 and carried["off_implied"] < 1e-12  # right from your own dS
-    assert carried["text"].startswith("grad_q differs from the tape's because grad_scores does")
-    assert "grad_scores" in data["note"]
+    assert carried["text"].startswith("grad_q differs from the tape's only because grad_scaled_scores does")
+    assert "grad_scaled_scores" in data["note"]
 
 
 def test_a_second_independent_wrong_link_is_not_hidden_behind_the_first():
@@ -327,8 +327,11 @@ def test_a_second_independent_wrong_link_is_not_hidden_behind_the_first():
         return attention_steps(q, k, v, grad_c, rowsum=False, scale_q=False)
 
     result = ex.check("attention_backward_steps", mine)
-    checked = mt.viz.explore(result, student=mine, widget=False).data["nodes"]["Q"]["check"]
-    assert checked["off_implied"] > 0.1  # dQ is wrong even from your own dS: the panel shows it
+    data = mt.viz.explore(result, student=mine, widget=False).data
+    checked = data["nodes"]["q"]["check"]
+    assert checked["state"] == "wrong" and checked["off_implied"] > 0.1  # wrong even from your own dS
+    assert data["verdicts"]["scaled_scores"] == "wrong" and data["verdicts"]["k"] == "carried"
+    assert "wrong links: grad_scaled_scores, grad_q" in data["note"]
 
 
 def test_a_check_without_your_function_shows_the_verdicts_and_the_tapes_numbers():
@@ -337,7 +340,7 @@ def test_a_check_without_your_function_shows_the_verdicts_and_the_tapes_numbers(
     result = ex.check("attention_backward_steps", lambda q, k, v, grad_c: attention_steps(q, k, v, grad_c))
     data = mt.viz.explore(result, widget=False).data
     assert set(data["verdicts"].values()) == {"right"}
-    assert data["nodes"]["Q"]["check"]["yours"] is None and "student=your_function" in data["note"]
+    assert data["nodes"]["q"]["check"]["yours"] is None and "student=your_function" in data["note"]
     with pytest.raises(TypeError, match=r"explore\(student=...\): only for a check result, not a Scalar"):
         mt.viz.explore(mt.Scalar(1.0), student=print)
     plain = ex.check("softmax_backward", lambda p, grad_p: p * (grad_p - (grad_p * p).sum(-1, keepdims=True)))

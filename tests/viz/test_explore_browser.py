@@ -299,8 +299,8 @@ def test_a_stepped_checks_red_link_opens_the_comparison(browser, tmp_path):
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
         grad_p = grad_c @ t(v, -1, -2)
-        grad_s = p * grad_p  # the rowsum forgotten: the link into grad_scores is wrong
-        return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_s @ k * scale,
+        grad_s = p * grad_p  # the rowsum forgotten: the link into grad_scaled_scores is wrong
+        return {"grad_weights": grad_p, "grad_scaled_scores": grad_s, "grad_q": grad_s @ k * scale,
                 "grad_k": t(grad_s, -1, -2) @ q * scale, "grad_v": t(p, -1, -2) @ grad_c}  # fmt: skip
 
     result = ex.check("attention_backward_steps", mine)
@@ -312,15 +312,15 @@ def test_a_stepped_checks_red_link_opens_the_comparison(browser, tmp_path):
     assert fill == "rgb(242, 139, 130)"  # the palette's "first wrong" red (microtape.viz.picture.STATE)
     click(browser, "scaled_scores")
     check = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check"]')
-    assert check.find_element(By.TAG_NAME, "h4").text == "your step grad_scores: wrong"
+    assert check.find_element(By.TAG_NAME, "h4").text == "your step grad_scaled_scores: wrong"
     expected = view.data["nodes"]["scaled_scores"]["check"]
     for role, key in (("off-tape", "off_tape"), ("off-implied", "off_implied")):
         text = check.find_element(By.CSS_SELECTOR, f'[data-role="{role}"]').text
         assert number(text.rsplit("= ", 1)[1]) == pytest.approx(expected[key], rel=1e-3)
     assert len(check.find_elements(By.CSS_SELECTOR, "table.mt-heat")) == 3  # yours, the tape's, implied
-    click(browser, "Q")
+    click(browser, "q")
     text = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check-text"]').text
-    assert text.startswith("grad_q differs from the tape's because grad_scores does")
+    assert text.startswith("grad_q differs from the tape's only because grad_scaled_scores does")
 
 
 def test_a_big_models_modules_are_collapsed_and_open_on_click(browser, tmp_path):

@@ -11,9 +11,8 @@ which knows how the check drew its trial): one dict per step — ``step``
 ``state``, ``after`` (the steps it is computed from) and the arrays
 ``yours``, ``tape`` and ``implied`` (the tape's reverse pass with your own
 upstream steps put in; None when unknown). The verdicts are the
-checker's; the panel gives the largest difference of yours from the
-tape's and from what your upstream implies, so a second wrong link behind a
-first one shows (until the checker says so itself). A step is ``right``,
+checker's (judged link by link); the panel also gives the largest
+difference of yours from the tape's and from what your upstream implies. A step is ``right``,
 ``carried`` (wrong only because a step it comes from is wrong: the link
 itself is right), ``wrong`` (an error at this link) or ``missing`` — the
 checker's own words (``"first wrong"``, ``"computed from wrong"``) are read
@@ -62,7 +61,7 @@ def _said(link, state):
     if state == "missing":
         return f"{step} was not returned: the tape's value stands in for it"
     if state == "carried":
-        return f"{step} differs from the tape's because {after} does: compare it with what your {after} implies"
+        return f"{step} differs from the tape's only because {after} does: from your {after}, this link is right"
     upstream = f"your {after}" if after else "the given upstream gradient"
     return f"the link into {step} is wrong: {step} is not what {upstream} implies"
 

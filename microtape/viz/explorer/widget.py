@@ -91,6 +91,7 @@ def _static_view(explorer):
     )
 
 
+# long on purpose: the class is defined inside, on first use, so that importing microtape never imports anywidget
 @cache
 def widget_class():
     """The widget class (made on first use, so that importing microtape never imports anywidget)."""
