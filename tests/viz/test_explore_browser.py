@@ -310,7 +310,9 @@ def test_a_stepped_checks_red_link_opens_the_comparison(browser, tmp_path):
     assert [g.get_attribute("data-node") for g in red] == ["scaled_scores"]
     fill = browser.execute_script("return arguments[0].querySelector('path, polygon').style.fill", red[0])
     assert fill == "rgb(242, 139, 130)"  # the palette's "first wrong" red (microtape.viz.picture.STATE)
-    click(browser, "scaled_scores")
+    links = browser.find_elements(By.CSS_SELECTOR, '[data-link="wrong"]')
+    assert links and {link.get_attribute("data-edge-from") for link in links} == {"scaled_scores"}
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", links[0])
     check = browser.find_element(By.CSS_SELECTOR, '.mt-explore-panel [data-role="check"]')
     assert check.find_element(By.TAG_NAME, "h4").text == "your step grad_scaled_scores: wrong"
     expected = view.data["nodes"]["scaled_scores"]["check"]

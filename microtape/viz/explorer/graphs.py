@@ -12,7 +12,8 @@ Each picture is :func:`microtape.viz.graph`'s own forward picture
 :func:`~microtape.viz.picture.to_digraph`): the same boxes, names, colours
 and collapsing rules. Every box's ``<g>`` gets ``data-node="<name>"`` — an
 equation's or a leaf's name (``scores``, ``a``), or for a module summary
-its module path — so the page (and a test) finds it by name. A big graph's
+its module path — so the page (and a test) finds it by name; every edge's
+``<g>`` gets ``data-edge-from`` and ``data-edge-to``, the names of its ends. A big graph's
 summaries are each drawn opened once here (at most :data:`MAX_EXPANDED`);
 opening one in the page swaps pictures.
 """
@@ -51,6 +52,7 @@ def _compact(text):
     return _HUNDREDTHS.sub(r"\1", text)
 
 
+_EDGE = re.compile(r'<g id="(edge\d+)" class="edge">\s*<title>([^<]*)</title>')
 _NODE = re.compile(r'<g id="(node\d+)" class="node">\s*<title>([^<]*)</title>')
 
 
@@ -92,7 +94,14 @@ def _marked_svg(view, title, orders):
             attributes += f' data-order="{min(order, max(ORDER))}"'
         return match.group(0).replace('class="node">', f'class="node" {attributes}>', 1)
 
-    return _NODE.sub(mark, text)
+    def mark_edge(match):
+        tail, _, head = html.unescape(match.group(2)).partition("->")
+        if tail not in boxes or head not in boxes:
+            return match.group(0)  # (a junction's line)
+        names = f'data-edge-from="{html.escape(boxes[tail][0])}" data-edge-to="{html.escape(boxes[head][0])}"'
+        return match.group(0).replace('class="edge">', f'class="edge" {names}>', 1)
+
+    return _EDGE.sub(mark_edge, _NODE.sub(mark, text))
 
 
 def _view_entry(view, key, title, drawn):

@@ -90,6 +90,7 @@ function mtExplore(root, data, options) {
       if (g.getAttribute("data-node") === state.selected) g.classList.add("mt-selected");
       else g.classList.remove("mt-selected");
     }
+    if (data.verdicts) redLinks(view);
     if (current && options.scroll !== false) keepInView(current);
   }
   function verdictOf(members) {
@@ -100,6 +101,22 @@ function mtExplore(root, data, options) {
       if (v && (found === null || order.indexOf(v) < order.indexOf(found))) found = v;
     });
     return found;
+  }
+  // A checked answer: the link into a wrong step — the edges out of its box in the forward picture, along
+  // which its gradient comes back — is drawn red; a click on it opens that step's comparison.
+  function redLinks(view) {
+    var edges = graph.querySelectorAll("[data-edge-from]");
+    for (var i = 0; i < edges.length; i++) {
+      var from = edges[i].getAttribute("data-edge-from");
+      var wrong = verdictOf(view.boxes[from] || []) === "wrong";
+      edges[i].setAttribute("data-link", wrong ? "wrong" : "");
+      var lines = edges[i].querySelectorAll("path, polygon");
+      for (var j = 0; j < lines.length; j++) {
+        lines[j].style.stroke = wrong ? "#c62828" : "";
+        lines[j].style.strokeWidth = wrong ? "3px" : "";
+        if (lines[j].tagName === "polygon") lines[j].style.fill = wrong ? "#c62828" : "";
+      }
+    }
   }
   function keepInView(g) {
     var box = g.getBoundingClientRect(), frame = graph.getBoundingClientRect();
@@ -186,7 +203,9 @@ function mtExplore(root, data, options) {
   }
   graph.addEventListener("click", function (event) {
     var g = event.target.closest ? event.target.closest("[data-node]") : null;
-    if (g) select(g);
+    if (g) { select(g); return; }
+    var link = event.target.closest ? event.target.closest('[data-link="wrong"]') : null;
+    if (link) showPanel(link.getAttribute("data-edge-from"));  // the red link: its step's comparison
   });
   function select(g) {
     var name = g.getAttribute("data-node");
