@@ -447,3 +447,32 @@ def test_shown_in_a_notebook_the_widget_is_a_static_page_then_the_live_view(widg
     # then the widget, whose own html copy is empty (the page above is the fallback)
     assert "application/vnd.jupyter.widget-view+json" in live and live["text/html"] == ""
     assert options["raw"] is True and view.static_id.startswith("mt-explore-")
+
+
+def test_a_teachers_own_derivation_is_explored_link_by_link():
+    import microtape.exercises as ex
+
+    def forward(x, w):
+        h = (x @ w).tanh()
+        return {"h": h, "loss": (h * h).sum()}
+
+    def inputs(rng, size):
+        n = {"visible": 3, "hidden": 5, "large": 40}[size]
+        return {"x": rng.standard_normal((n, 4)), "w": rng.standard_normal((4, 2))}
+
+    name = "explore_tanh_square"
+    ex.derivation(name, forward, inputs=inputs, steps=["h", "w"])
+    try:
+
+        def mine(x, w):
+            h = np.tanh(x @ w)
+            grad_h = h  # the 2 of d(h²)/dh forgotten: the first link is wrong
+            return {"grad_h": grad_h, "grad_w": x.T @ (grad_h * (1 - h**2))}
+
+        result = ex.check(name, mine)
+        data = mt.viz.explore(result, student=mine, widget=False).data
+        assert data["verdicts"] == {"h": "wrong", "w": "carried"}
+        carried = data["nodes"]["w"]["check"]
+        assert carried["off_implied"] < 1e-12 < carried["off_tape"]  # right from your own grad_h
+    finally:
+        ex.EXERCISES.pop(name, None)
