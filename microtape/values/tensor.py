@@ -48,7 +48,10 @@ __all__ = ["Tensor", "check_broadcast", "answer_numpy_with"]
 
 # numpy's functions on a Tensor (``np.exp(t)``) are answered by :mod:`microtape.numpy_api.protocol`,
 # which builds on Tensor and so sits above this module. It fills these slots when microtape is
-# imported (MyGrad's pattern): the call goes up, the import never does.
+# imported (MyGrad's pattern): the call goes up, the import never does. Why the slots are always
+# filled before a Tensor exists: Python runs microtape/__init__ before any module of the package
+# (`from microtape.values.tensor import Tensor` runs it first), and it imports the protocol.
+# tests/values/test_fresh_import.py checks that in a fresh process, for Tensor and Scalar.
 _numpy_protocol: dict[str, Any] = {"ufunc": None, "function": None}
 
 
