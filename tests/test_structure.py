@@ -309,3 +309,53 @@ def test_the_private_name_rule_catches_a_tape_read_and_an_import():
     private = {"_nodes", "_topological_order"}
     source = "from ..engine.tape import _topological_order\ndef f(tape):\n    return tape._nodes, self._nodes\n"
     assert _private_engine_reads(source, private) == [(1, "import _topological_order"), (3, "tape._nodes")]
+
+
+# Inside nn/, attention is built on the layers below it (linear, masks, dropout_mask, module, checks…)
+# and under the layers built on it. Only these may import nn/attention from the rest of nn/.
+BUILT_ON_ATTENTION = {
+    "microtape.nn",
+    "microtape.nn.transformer",
+    "microtape.nn.transformer_torch",
+    "microtape.nn.post_norm",
+}
+
+
+def _attention_importers(modules):
+    """``{module: the nn/attention modules it imports}`` for the modules of nn/ outside nn/attention."""
+    found = {}
+    for name, path in modules.items():
+        if name.startswith("microtape.nn") and not name.startswith("microtape.nn.attention"):
+            targets = {t for t in _imports(name, path, at_import_time=False) if t.startswith("microtape.nn.attention")}
+            if targets:
+                found[name] = sorted(targets)
+    return found
+
+
+def test_nothing_in_nn_that_attention_builds_on_imports_attention():
+    importers = _attention_importers(MODULES)
+    assert set(importers) <= BUILT_ON_ATTENTION, (
+        f"{sorted(set(importers) - BUILT_ON_ATTENTION)} import nn/attention: only the layers built on attention "
+        f"({sorted(BUILT_ON_ATTENTION)}) may; what attention builds on (Linear, masks, …) keeps its own code"
+    )
+    # And attention builds on none of those layers (that would be the upward arrow again).
+    used_by_attention = {
+        target
+        for name, path in MODULES.items()
+        if name.startswith("microtape.nn.attention")
+        for target in _imports(name, path, at_import_time=False)
+    }
+    assert not used_by_attention & BUILT_ON_ATTENTION, sorted(used_by_attention & BUILT_ON_ATTENTION)
+    assert "microtape.nn.linear" in used_by_attention  # the rule reads what it is about
+
+
+def test_the_attention_rule_catches_linear_importing_attention():
+    probe = PACKAGE / "nn" / "_probe_for_the_attention_rule.py"
+    probe.write_text("def backward():\n    from .attention import analytic\n")
+    try:
+        modules = {"microtape.nn._probe_for_the_attention_rule": probe}
+        assert _attention_importers(modules) == {
+            "microtape.nn._probe_for_the_attention_rule": ["microtape.nn.attention.analytic"]
+        }
+    finally:
+        probe.unlink()
