@@ -85,6 +85,21 @@ class Step:
     scores) and ``also_grads(g, sent, constants)`` their gradients (``sent``:
     what ``vjp`` returned). ``when`` (``"keep"`` or None) names the constant
     that must be given for the step to run.
+
+    Why a Step is not an :class:`microtape.ops.Op` (it looks like one: a
+    forward, a VJP, formulas per input). A Step is a *composition* of ops,
+    not a primitive: ``scaled_scores`` is ``matmul`` then ``scale``, ``weights``
+    is the masks' ``add_constant`` rows then ``softmax`` — several named rows
+    of the tape, each an ``Op`` with its own VJP, which the engine's reverse
+    pass differentiates. Made one ``Op``, the step would be one row on the
+    tape, and the rows the reports, the pictures and the exercises name
+    (``scores``, ``causal_scores``, …) would be gone. The Step's ``vjp`` is
+    the hand-derived *link* of that composition, and the analytic route
+    (:func:`run_backward`) walks the links outside the engine on purpose: it
+    is the independent opinion the reports hold the tape to, so it must not
+    share the engine's reverse pass it checks. :func:`run_forward` is not a
+    runner either: it calls each step's ``forward``, whose ops the engine
+    records (or, on plain arrays, only computes).
     """
 
     name: str
