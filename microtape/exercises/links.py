@@ -32,6 +32,7 @@ import numpy as np
 
 from ..engine import gradients
 from .diagnose import compare_one, compare_outputs, generic, same
+from .result import Diagnosis
 from .student_call import MISSING
 
 __all__ = ["link_values", "compare_steps"]
@@ -121,9 +122,17 @@ def compare_steps(exercise, args, inputs, outputs, expected, *, diagnose=True):
             at_link.what = "link"  # (an error at the link, told against the student's own upstream steps)
         known = [d for d in problem.diagnoses if d.name in {m.name for m in exercise.mistakes}]
         if diagnose and at_link.what != "missing":
-            at_link.diagnoses = known or generic(exercise, i, got[output.name], links_in_order)
+            at_link.diagnoses = known or _against_your_steps(generic(exercise, i, got[output.name], links_in_order))
         kept.append(at_link)
     return kept, worst, states
+
+
+def _against_your_steps(diagnoses):
+    """Generic hints found against the link: "the right answer" there is what the tape makes of your own steps."""
+    return [
+        Diagnosis(d.name, d.kind, d.hint.replace("the right answer", "what the tape computes from your earlier steps"))
+        for d in diagnoses
+    ]
 
 
 def _join(names):

@@ -34,10 +34,15 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
     the repository's ``instructor/`` folder).
 
 A *stepped* exercise's outputs are :class:`Step`\ s: the derivation's named
-intermediate gradients (``grad_scores``, ``grad_var``, …), each with the steps
-it is computed from; the tape's answer reads each off the recorded forward
-(``record``), each mistake names the step it breaks, and the checker names the
-first wrong step and does not blame the ones computed from it.
+intermediate gradients (``grad_scaled_scores``, ``grad_var``, …, each
+``grad_`` + its tape node's name), each with the steps it is computed from;
+the tape's answer reads each off the recorded forward (``record``), each
+mistake names the step it breaks, and the checker judges every step link by
+link (:mod:`.links`: against the tape, and against the tape run from the
+student's own earlier steps, found on ``record``'s tape by ``Step.node``),
+naming every wrong link and crediting the steps carried from a wrong one
+(``carry_forward``). :func:`~microtape.exercises.derivation.derivation` makes
+such an exercise from a forward alone.
 """
 
 import difflib
