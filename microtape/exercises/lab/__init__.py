@@ -1,4 +1,4 @@
-"""The course: the lab's 31 exercises, each declared with the framework's public names.
+"""The course: the lab's exercises, each declared with the framework's public names.
 
 Each module of this folder holds one exercise — its stub (the signature and
 the maths prompt), its visible and hidden trials, ``make_inputs``, the tape's
