@@ -39,6 +39,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..exercises.catalogue import list_exercises
 from ..exercises.registry import EXERCISES, get
@@ -48,7 +49,7 @@ from ..grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, MAX_TIMEOUT, check
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the `list | stub | check` sub-commands to ``parser`` (an argparse parser)."""
     parser.description = "Derivative exercises: list them, print stubs to fill in, check a student's file."
     actions = parser.add_subparsers(dest="exercises_action", metavar="{list,stub,check}")
@@ -83,7 +84,7 @@ def add_arguments(parser):
     return parser
 
 
-def run(args):
+def run(args: argparse.Namespace) -> Any:
     """Run the parsed command; returns the exit status."""
     action = getattr(args, "exercises_action", None) or "list"
     if action == "list":
@@ -93,7 +94,7 @@ def run(args):
     return _check(args)
 
 
-def _list():
+def _list() -> int:
     width = max(len(name) for name in EXERCISES)
     for name in list_exercises():
         exercise = EXERCISES[name]
@@ -107,7 +108,7 @@ def _list():
     return 0
 
 
-def _stub(names):
+def _stub(names: Any) -> int:
     from ..exercises import starter_file
 
     try:
@@ -119,12 +120,12 @@ def _stub(names):
     return 0
 
 
-def _usage(message):
+def _usage(message: object) -> int:
     print(f"microtape exercises check: {message}", file=sys.stderr)
     return 2
 
 
-def _check(args):
+def _check(args: argparse.Namespace) -> Any:
     if args.trials is not None and args.trials < 1:
         return _usage(f"--trials must be at least 1, got {args.trials}")
     if args.seed < 0:
@@ -149,7 +150,7 @@ def _check(args):
     return status
 
 
-def _write_picture(report, path):
+def _write_picture(report: Any, path: Any) -> None:
     """Draw the check of the first stepped exercise that is not right (else the first stepped one) to ``path``."""
     from ..viz.render import GraphvizNotFound, render
 

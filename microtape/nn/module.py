@@ -52,6 +52,8 @@ class Module:
     ``forward``. ``training`` is True for a new module (dropout active).
     """
 
+    training: bool  # set in __init__ (object.__setattr__: not a parameter nor a sub-layer)
+
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})

@@ -297,6 +297,7 @@ class TransformerEncoderLayer(_PostNormLayer):
         Block("ff", "norm2", "residual2", "norm1", "dropout2"),
     )
     attentions = ("self_attn",)
+    self_attn: MultiHeadAttention  # set by _PostNormLayer.__init__ from ``blocks``
 
     def __init__(
         self,

@@ -42,6 +42,8 @@ INSTALL_HINT = (
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is not on ``PATH``; ``.dot_path`` is where the source went."""
 
+    paths: dict[str, Path]  # set by the writers of several files (viz.demo): what was written before dot was missed
+
     def __init__(self, message, dot_path=None):
         super().__init__(message)
         self.dot_path = dot_path
