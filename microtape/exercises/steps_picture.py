@@ -10,6 +10,7 @@ drawn: the student's code is never run for a picture.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class _StepReport:
     first_failure: str | None
 
 
-def step_picture(result):
+def step_picture(result: Any) -> Any:
     """A ``graphviz.Digraph`` of ``result``'s (a stepped exercise's CheckResult) check; see the module docstring."""
     from ..viz import report_graph
 

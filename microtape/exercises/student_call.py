@@ -9,7 +9,9 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -29,19 +31,19 @@ __all__ = [
 ]
 
 
-def exit_code(error):
+def exit_code(error: Any) -> Any:
     return "" if error.code is None else repr(error.code)
 
 
 class Clock:
     """The time limit of one check, shared by all its trials."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: Any) -> None:
         self.limit = limit
         self.used = 0.0
 
     @contextmanager
-    def running(self):
+    def running(self) -> Iterator[Any]:
         if self.limit is None:
             yield
             return
@@ -54,7 +56,7 @@ class Clock:
 
 
 @contextmanager
-def time_limit(seconds, message="time limit exceeded"):
+def time_limit(seconds: Any, message: str = "time limit exceeded") -> Iterator[Any]:
     """Raise :class:`TimeLimitExceeded` in the block if it runs longer than ``seconds``.
 
     Uses SIGALRM, so it works in the main thread of a Unix process (a
@@ -65,7 +67,7 @@ def time_limit(seconds, message="time limit exceeded"):
         yield
         return
 
-    def ring(signum, frame):
+    def ring(signum: Any, frame: Any) -> None:
         raise TimeLimitExceeded(message)
 
     previous = signal.signal(signal.SIGALRM, ring)
@@ -77,7 +79,7 @@ def time_limit(seconds, message="time limit exceeded"):
         signal.signal(signal.SIGALRM, previous)
 
 
-def signature_problem(exercise, student_fn):
+def signature_problem(exercise: Any, student_fn: Any) -> Any:
     """A message if the function cannot take the exercise's arguments, else None."""
     try:
         signature = inspect.signature(student_fn)
@@ -94,12 +96,12 @@ def signature_problem(exercise, student_fn):
     return None
 
 
-def copies(args):
+def copies(args: Any) -> Any:
     """Fresh copies, so a function that writes into its inputs harms nobody."""
     return [arg.copy() if isinstance(arg, np.ndarray) else arg for arg in args]
 
 
-def describe(parameters, args):
+def describe(parameters: Any, args: Any) -> Any:
     parts = []
     for parameter, arg in zip(parameters, args, strict=True):
         if isinstance(arg, np.ndarray):
@@ -110,7 +112,7 @@ def describe(parameters, args):
     return ", ".join(parts)
 
 
-def exception_message(name, student_fn, error, where):
+def exception_message(name: str, student_fn: Any, error: Any, where: Any) -> Any:
     kind = getattr(error, "type_name", type(error).__name__)  # a StudentError from the box names the real type
     lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
     location = getattr(error, "location", None) or _where_raised(student_fn, error)
@@ -130,7 +132,7 @@ def exception_message(name, student_fn, error, where):
     return "\n".join(lines)
 
 
-def where_in_file(location):
+def where_in_file(location: Any) -> Any:
     """The feedback's line naming where the student's code raised: file, line number, function and code.
 
     ``location`` is ``(file name, line number, function, code line)`` (the
@@ -141,7 +143,7 @@ def where_in_file(location):
     return f"  at {place}, in {function}" + (f":  {code_line}" if code_line else "")
 
 
-def _where_raised(student_fn, error):
+def _where_raised(student_fn: Any, error: Any) -> Any:
     """``(file name, line number, function, code line)`` of the innermost frame in the student's file, or None."""
     code = getattr(student_fn, "__code__", None)
     frames = traceback.extract_tb(error.__traceback__)
@@ -152,7 +154,7 @@ def _where_raised(student_fn, error):
     return frame.filename, frame.lineno, frame.name, (frame.line or "").strip()
 
 
-def unpack(exercise, returned, *, hidden=False):
+def unpack(exercise: Any, returned: Any, *, hidden: bool = False) -> Any:
     """The returned value as a list of numeric arrays, one per output, or a problem message.
 
     With ``hidden=True`` the message names no type or description the student's code chose.
@@ -179,7 +181,7 @@ def unpack(exercise, returned, *, hidden=False):
     return arrays, None
 
 
-def _values(exercise, returned, hidden=False):
+def _values(exercise: Any, returned: Any, hidden: bool = False) -> Any:
     """``(one value per output, None)``, or ``(None, a problem message)`` when the count or form is off."""
     names = [output.name for output in exercise.outputs]
     count = len(names)

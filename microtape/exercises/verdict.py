@@ -1,5 +1,7 @@
 """The verdict over all trials: which outputs stayed right, the first failure, and the feedback text."""
 
+from typing import Any
+
 from .result import CheckResult, StepResult
 
 __all__ = ["Verdict"]
@@ -8,17 +10,19 @@ __all__ = ["Verdict"]
 class Verdict:
     """Collects the trials: which outputs stayed right, and the first failure to explain."""
 
-    def __init__(self, exercise, hidden):
+    def __init__(self, exercise: Any, hidden: Any) -> None:
         self.exercise = exercise
         self.hidden = hidden
         self.right = {output.name: True for output in exercise.outputs}
         self.trials_run = 0
-        self.first = None  # (trial, message or where, problems, exception) of the first failing trial
-        self.later_crash = None
+        self.first: tuple[Any, Any, Any, Any] | None = (
+            None  # (trial, message or where, problems, exception) of the first failing trial
+        )
+        self.later_crash: str | None = None
         self.worst = 0.0
         self.key = None  # what drew the trials (kept in the result, for the picture)
 
-    def crashed(self, message, trial, exception):
+    def crashed(self, message: str, trial: Any, exception: Any) -> None:
         """The function raised or returned something unusable: no output is right."""
         self.trials_run = trial + 1
         for name in self.right:
@@ -28,7 +32,7 @@ class Verdict:
         else:
             self.later_crash = message
 
-    def trial_done(self, trial, where, problems, error):
+    def trial_done(self, trial: Any, where: Any, problems: Any, error: Any) -> None:
         self.trials_run = trial + 1
         for problem in problems:
             self.right[problem.output] = False
@@ -39,13 +43,21 @@ class Verdict:
         if not problems:
             self.worst = max(self.worst, error)
 
-    def finish(self, message=None, trials_run=None, trial=None, *, exception=None, status=None):
+    def finish(
+        self,
+        message: str | None = None,
+        trials_run: Any = None,
+        trial: Any = None,
+        *,
+        exception: Any = None,
+        status: Any = None,
+    ) -> Any:
         exercise = self.exercise
         name = exercise.name
         trials_run = self.trials_run if trials_run is None else trials_run
         if status is not None:  # not started / not checked: no output earns its points
             outputs = {output.name: False for output in exercise.outputs}
-            return CheckResult(name, False, message, trials_run, trial, exception=exception, status=status,
+            return CheckResult(name, False, message, trials_run, trial, exception=exception, status=status,  # type: ignore[arg-type]  # a status comes with its message
                                outputs=outputs, max_score=exercise.max_score, hidden=self.hidden)  # fmt: skip
         if message is not None:  # the function could not even be called
             outputs = {output.name: False for output in exercise.outputs}
@@ -84,7 +96,7 @@ class Verdict:
                            computed_from_wrong=not_blamed, trial_key=self.key)  # fmt: skip
 
 
-def _steps(exercise, right, crashed):
+def _steps(exercise: Any, right: Any, crashed: Any) -> Any:
     """``(StepResults in derivation order, the first wrong step, the wrong steps computed from a wrong one)``.
 
     A wrong step is *computed from wrong* when any step it is computed from,
@@ -113,7 +125,9 @@ def _steps(exercise, right, crashed):
     return tuple(steps), first, tuple(not_blamed)
 
 
-def _stepped_message(name, where, problems, right, first_wrong, not_blamed, exercise):
+def _stepped_message(
+    name: str, where: Any, problems: Any, right: Any, first_wrong: Any, not_blamed: Any, exercise: Any
+) -> Any:
     """A stepped exercise's feedback: the first wrong step, the others wrong on their own, those not blamed."""
     own = [problem for problem in problems if problem.output not in not_blamed] or problems
     wrong = [problem.output for problem in own]
@@ -127,7 +141,7 @@ def _stepped_message(name, where, problems, right, first_wrong, not_blamed, exer
     lines = [headline + ".", f"  {where}"]
     lines += [f"  {problem.text}" for problem in own]
     # The later steps computed from a wrong one, grouped by the blamed wrong steps they come from.
-    groups = {}
+    groups: dict[Any, Any] = {}
     for step in not_blamed:
         sources = tuple(s for s in exercise.depends_on(step) if s not in right and s not in not_blamed)
         groups.setdefault(sources, []).append(step)
@@ -136,7 +150,7 @@ def _stepped_message(name, where, problems, right, first_wrong, not_blamed, exer
         which = "which is" if len(sources) == 1 else "which are"
         lines.append(f"  {_join(steps)} {verb} computed from {_join(sources)}, {which} wrong: fix "
                      f"{_join(sources)} first ({pronoun} not counted as mistakes of their own).")  # fmt: skip
-    shown = {}
+    shown: dict[Any, Any] = {}
     for problem in own:
         for diagnosis in problem.diagnoses:
             shown.setdefault(diagnosis.hint, (diagnosis, []))[1].append(problem.output)
@@ -147,7 +161,7 @@ def _stepped_message(name, where, problems, right, first_wrong, not_blamed, exer
     return "\n".join(lines)
 
 
-def _score_line(exercise, right, score, trials_run):
+def _score_line(exercise: Any, right: Any, score: Any, trials_run: Any) -> Any:
     names = [output.name for output in exercise.outputs]
     good = [n for n in names if right[n]]
     bad = [n for n in names if not right[n]]
@@ -159,7 +173,7 @@ def _score_line(exercise, right, score, trials_run):
     return line
 
 
-def _failure_message(name, where, problems, right):
+def _failure_message(name: str, where: Any, problems: Any, right: Any) -> Any:
     wrong = [problem.output for problem in problems]
     headline = f"✗ {name}: {_join(wrong)} {'is' if len(wrong) == 1 else 'are'} wrong"
     if right:
@@ -167,7 +181,7 @@ def _failure_message(name, where, problems, right):
     lines = [headline + ".", f"  {where}"]
     for problem in problems:
         lines.append(f"  {problem.text}")
-    shown = {}
+    shown: dict[Any, Any] = {}
     for problem in problems:
         for diagnosis in problem.diagnoses:
             shown.setdefault(diagnosis.hint, (diagnosis, []))[1].append(problem.output)
@@ -178,7 +192,7 @@ def _failure_message(name, where, problems, right):
     return "\n".join(lines)
 
 
-def _join(names):
+def _join(names: Any) -> Any:
     names = list(names)
     if len(names) == 1:
         return names[0]

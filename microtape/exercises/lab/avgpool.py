@@ -5,6 +5,8 @@ The tape's answer: the windows cut out by recorded ``take`` (im2col,
 window, and the tape backward — no pooling primitive.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import Exercise, Mistake, Output, register
@@ -14,7 +16,7 @@ from .core import variant
 __all__ = ["avgpool_backward"]
 
 
-def avgpool_backward(x, grad_y, kernel, stride):
+def avgpool_backward(x: Any, grad_y: Any, kernel: Any, stride: Any) -> None:
     r"""Backward pass of 2-D average pooling (square windows, no padding).
 
     Forward (done for you):
@@ -53,12 +55,12 @@ HIDDEN = (
 )
 
 
-def _mean(windows, kernel):
+def _mean(windows: Any, kernel: Any) -> Any:
     """Each window's mean: ``y`` [N, C, H_out, W_out]."""
     return windows.mean(axis=(3, 5), name="y")
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: Any) -> Any:
     return taped_pool(inputs, _mean)
 
 
@@ -74,7 +76,7 @@ _MISTAKES = (
 )
 
 
-def _with_mistake(mistake, x, grad_y, kernel, stride):
+def _with_mistake(mistake: Any, x: Any, grad_y: Any, kernel: Any, stride: Any) -> Any:
     """``{"grad_x": …}`` by the spreading with that one thing wrong (any other name is refused)."""
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")

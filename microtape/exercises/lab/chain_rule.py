@@ -8,6 +8,8 @@ expression or for thousands. The tape's answer builds every copy from
 :class:`~microtape.Scalar`\\ s and runs ``L.backward()`` on it.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...values.scalar import Scalar
@@ -20,7 +22,7 @@ __all__ = ["scalar_chain_rule", "NODES"]
 NODES = ("a", "b", "c", "e", "d", "f", "g")
 
 
-def scalar_chain_rule(a, b, c, g):
+def scalar_chain_rule(a: Any, b: Any, c: Any, g: Any) -> None:
     r"""The gradient of L at every node of a small scalar expression, by hand.
 
     Forward (compute it yourself from the leaves a, b, c, g):
@@ -69,13 +71,13 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     shape = (case["n"],)
     spread = case.get("spread", 1.0)
     return {name: rng.standard_normal(shape) * spread for name in ("a", "b", "c", "g")}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: Any) -> Any:
     leaves = [inputs[name] for name in ("a", "b", "c", "g")]
     grads = np.empty((len(NODES), leaves[0].size))
     # One small Scalar graph per copy, differentiated by L.backward(), as in the lecture.
@@ -107,7 +109,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, a, b, c, g):
+def _with_mistake(mistake: Any, a: Any, b: Any, c: Any, g: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     d = a * b + c
