@@ -27,6 +27,8 @@ Scalar; ``create_graph=True``, :func:`~microtape.engine.reverse.gradients` and e
 use the reference path.
 """
 
+from typing import Any
+
 from ..engine import node as recording  # (read at each op: the counts of tapes and modules in force change)
 from ..engine.boundary import check_seed, check_user_vjp, gradient_like, sum_into_grad
 from ..engine.reverse import _vjp_params, no_gradient_error
@@ -40,7 +42,7 @@ __all__ = ["float_operator", "record_floats", "backward"]
 _new = object.__new__
 
 
-def float_operator(op):
+def float_operator(op: Any) -> Any:
     """``record(op, (a,) or (a, b), None, name)`` made for one built-in op of Scalars without parameters.
 
     ``Scalar.__mul__ = float_operator(ops.mul)``: the function it returns,
@@ -52,7 +54,7 @@ def float_operator(op):
     """
     forward = op.forward
 
-    def operator(a, b=None, name=None):
+    def operator(a: Any, b: Any = None, name: str | None = None) -> Any:
         if b is None:
             data = forward(a.data)
         else:
@@ -79,10 +81,10 @@ def float_operator(op):
     return operator
 
 
-_float_operators = {}  # op -> its float_operator, made once per op (ops hash by identity)
+_float_operators: dict[Any, Any] = {}  # op -> its float_operator, made once per op (ops hash by identity)
 
 
-def record_floats(op, a, b=None, name=None):
+def record_floats(op: Any, a: Any, b: Any = None, name: str | None = None) -> Any:
     """``record(op, (a,) or (a, b), None, name)`` for a built-in op of Scalars without parameters (by its operator)."""
     operator = _float_operators.get(op)
     if operator is None:
@@ -99,10 +101,10 @@ def record_floats(op, a, b=None, name=None):
 _RECURSION_DEPTH = 100
 
 
-def backward(output, grad=None):
+def backward(output: Any, grad: Any = None) -> None:
     """``output.backward(grad)`` for a Scalar ``output``: the same ``.grad`` values as the reference path."""
     seed = check_seed(output, grad, "backward")
-    held = []  # (node, its .grad before the pass): the pass sums into .grad, so those wait aside
+    held: list[Any] = []  # (node, its .grad before the pass): the pass sums into .grad, so those wait aside
     try:
         order = _order_holding(output, held)
     except BaseException:  # (an interrupt)
@@ -123,7 +125,7 @@ def backward(output, grad=None):
         node.grad = total
 
 
-def _order_holding(root, held):
+def _order_holding(root: Any, held: Any) -> Any:
     """``Tape.of(root)``'s order, and every ``.grad`` the pass will write to set aside into ``held``.
 
     The same depth-first post-order as :func:`~.tape._topological_order`
@@ -134,7 +136,7 @@ def _order_holding(root, held):
     _hold_gradients((), held, root)
     if root.op is None:
         return []
-    order = []
+    order: list[Any] = []
     try:
         _visit(root, _RECURSION_DEPTH, set(), order, held)
     except RecursionError:
@@ -147,7 +149,7 @@ def _order_holding(root, held):
     return order
 
 
-def _visit(node, depth, entered, order, held):
+def _visit(node: Any, depth: Any, entered: Any, order: Any, held: Any) -> None:
     """Order what ``node`` depends on, then ``node`` (a module function: a closure calling itself is a cycle)."""
     entered.add(node)
     for child in node.inputs:
@@ -168,7 +170,7 @@ def _visit(node, depth, entered, order, held):
     order.append(node)
 
 
-def _hold_gradients(nodes, held, root=None):
+def _hold_gradients(nodes: Any, held: Any, root: Any = None) -> None:
     """Set aside the ``.grad`` of ``root``, of ``nodes`` and of their inputs into ``held``, leaving ``None`` there."""
     if root is not None and root.grad is not None:
         held.append((root, root.grad))
@@ -183,7 +185,7 @@ def _hold_gradients(nodes, held, root=None):
                 x.grad = None
 
 
-def _reverse_into_grads(order):
+def _reverse_into_grads(order: Any) -> None:
     """The reverse pass of :func:`~.reverse._reverse`, with each node's ``.grad`` as its sum.
 
     Reaching a node, every use of it lies behind us, so its ``.grad`` is
@@ -219,7 +221,7 @@ def _reverse_into_grads(order):
             _general_step(node)
 
 
-def _general_step(node):
+def _general_step(node: Any) -> None:
     """One step for a node with parameters, a user-defined op, or three inputs: the reference's loop."""
     op, inputs = node.op, node.inputs
     sent = op.vjp(node.grad, node.data, *[x.data for x in inputs], **_vjp_params(node))
@@ -234,14 +236,14 @@ def _general_step(node):
             x.grad = gx if previous is None else previous + gx
 
 
-def _as_gradient(op, position, x, gx):
+def _as_gradient(op: Any, position: Any, x: Any, gx: Any) -> Any:
     """A gradient that is not a float: refused if missing, else made a float (the dtype rule)."""
     if gx is None:
         raise no_gradient_error(op, position, x)
     return gradient_like(x.data, gx)
 
 
-def _put_back(output, order, held):
+def _put_back(output: Any, order: Any, held: Any) -> None:
     """Undo a pass that failed: every ``.grad`` it wrote to is ``None`` again, then the held ones return."""
     output.grad = None
     for node in order:
