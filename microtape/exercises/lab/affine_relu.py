@@ -17,7 +17,7 @@ from .core import variant
 __all__ = ["affine_relu_backward"]
 
 
-def affine_relu_backward(x: Any, w: Any, b: Any, grad_out: Any) -> None:
+def affine_relu_backward(x, w, b, grad_out):
     r"""Backward pass of an affine layer followed by a ReLU (CS231n's convention).
 
     Forward (recompute what you need):

@@ -18,7 +18,7 @@ from . import core
 __all__ = ["attention_backward"]
 
 
-def attention_backward(q: Any, k: Any, v: Any, grad_c: Any) -> None:
+def attention_backward(q, k, v, grad_c):
     r"""Backward pass of scaled dot-product attention.
 
     Forward (recompute it yourself: you need P):

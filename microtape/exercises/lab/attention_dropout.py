@@ -18,7 +18,7 @@ from . import core
 __all__ = ["attention_dropout_backward"]
 
 
-def attention_dropout_backward(q: Any, k: Any, v: Any, mask: Any, p: Any, grad_c: Any) -> None:
+def attention_dropout_backward(q, k, v, mask, p, grad_c):
     r"""Backward pass of scaled dot-product attention with dropout on the weights.
 
     Forward (recompute it yourself: you need P and P̃):

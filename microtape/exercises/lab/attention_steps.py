@@ -22,7 +22,7 @@ from . import attention, core
 __all__ = ["attention_backward_steps"]
 
 
-def attention_backward_steps(q: Any, k: Any, v: Any, grad_c: Any) -> None:
+def attention_backward_steps(q, k, v, grad_c):
     r"""Backward pass of scaled dot-product attention, one named step at a time.
 
     Forward (recompute it yourself: you need P):

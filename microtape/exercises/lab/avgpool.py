@@ -16,7 +16,7 @@ from .core import variant
 __all__ = ["avgpool_backward"]
 
 
-def avgpool_backward(x: Any, grad_y: Any, kernel: Any, stride: Any) -> None:
+def avgpool_backward(x, grad_y, kernel, stride):
     r"""Backward pass of 2-D average pooling (square windows, no padding).
 
     Forward (done for you):

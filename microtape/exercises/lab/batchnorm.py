@@ -5,7 +5,6 @@ batch's own mean and variance (train mode). The student returns every
 intermediate gradient by name; the chain is :mod:`.norm_chain`'s.
 """
 
-from typing import Any
 
 from .. import register
 from . import norm_chain
@@ -15,7 +14,7 @@ __all__ = ["batchnorm_backward"]
 AXIS = 0
 
 
-def batchnorm_backward(x: Any, gamma: Any, grad_y: Any, eps: float) -> None:
+def batchnorm_backward(x, gamma, grad_y, eps):
     r"""Backward pass of batch normalisation (train mode), one named step at a time.
 
     Forward, over the batch (B rows), for each of the C features:

@@ -22,7 +22,7 @@ __all__ = ["scalar_chain_rule", "NODES"]
 NODES = ("a", "b", "c", "e", "d", "f", "g")
 
 
-def scalar_chain_rule(a: Any, b: Any, c: Any, g: Any) -> None:
+def scalar_chain_rule(a, b, c, g):
     r"""The gradient of L at every node of a small scalar expression, by hand.
 
     Forward (compute it yourself from the leaves a, b, c, g):

@@ -7,7 +7,6 @@ by :func:`~microtape.exercises.lab.conv_chain.conv_exercise`, as ``conv2d_backwa
 is: this module gives the stub, the trials and the hints' words.
 """
 
-from typing import Any
 
 from .. import register
 from . import conv_chain
@@ -15,7 +14,7 @@ from . import conv_chain
 __all__ = ["conv1d_backward"]
 
 
-def conv1d_backward(x: Any, w: Any, grad_y: Any, stride: Any, padding: Any) -> None:
+def conv1d_backward(x, w, grad_y, stride, padding):
     r"""Backward pass of a 1-D convolution (PyTorch's ``conv1d``: a cross-correlation).
 
     Forward (done for you), with ``xp`` = ``x`` padded by ``padding`` zeros at both ends:

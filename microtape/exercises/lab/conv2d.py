@@ -6,7 +6,6 @@ the outputs and the mistakes' chains); this module gives the stub, the trials
 and the hints' words for two axes.
 """
 
-from typing import Any
 
 from .. import register
 from . import conv_chain
@@ -14,7 +13,7 @@ from . import conv_chain
 __all__ = ["conv2d_backward"]
 
 
-def conv2d_backward(x: Any, w: Any, grad_y: Any, stride: Any, padding: Any) -> None:
+def conv2d_backward(x, w, grad_y, stride, padding):
     r"""Backward pass of a 2-D convolution (PyTorch's ``conv2d``: a cross-correlation).
 
     Forward (done for you), with ``xp`` = ``x`` padded by ``padding`` zeros on every side

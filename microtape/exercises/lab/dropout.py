@@ -13,7 +13,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["dropout_backward"]
 
 
-def dropout_backward(grad_y: Any, mask: Any, p: Any) -> None:
+def dropout_backward(grad_y, mask, p):
     r"""Backward pass of inverted dropout.
 
     Forward (done for you, in training mode):

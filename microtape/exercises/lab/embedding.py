@@ -18,7 +18,7 @@ from .core import variant
 __all__ = ["embedding_backward"]
 
 
-def embedding_backward(tokens: Any, table: Any, grad_out: Any) -> None:
+def embedding_backward(tokens, table, grad_out):
     r"""Backward pass of an embedding lookup: the gradient of the table.
 
     Forward (done for you):

@@ -16,7 +16,7 @@ from .core import variant
 __all__ = ["gru_cell_backward"]
 
 
-def gru_cell_backward(x: Any, h: Any, W_ih: Any, W_hh: Any, b_ih: Any, b_hh: Any, grad_h_next: Any) -> None:
+def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
     r"""Backward pass of one step of a GRU cell, as ``torch.nn.GRUCell`` computes it.
 
     Forward (done for you). The weights stack the three gates in the order r, z, n

@@ -33,7 +33,7 @@ __all__ = ["tanh_layer_backward", "tanh_layer_tape", "NODES"]
 NODES = ("z", "x", "weight", "bias")
 
 
-def tanh_layer_backward(x: Any, weight: Any, bias: Any, grad_h: Any) -> None:
+def tanh_layer_backward(x, weight, bias, grad_h):
     r"""Gradients of a tanh layer, by node name (check them with ``mt.check.compare``).
 
     Forward (``tanh_layer_tape(x, weight, bias)`` records it, nodes named):

@@ -18,7 +18,7 @@ from .core import variant
 __all__ = ["layernorm_backward"]
 
 
-def layernorm_backward(x: Any, gamma: Any, grad_y: Any, eps: float) -> None:
+def layernorm_backward(x, gamma, grad_y, eps):
     r"""Backward pass of layer normalisation (a stretch exercise).
 
     Forward (done for you), over the last axis of each row (F features):

@@ -6,7 +6,6 @@ checker names the first wrong step. The chain is :mod:`.norm_chain`'s, along
 the features (``axis=-1``).
 """
 
-from typing import Any
 
 from .. import register
 from . import norm_chain
@@ -16,7 +15,7 @@ __all__ = ["layernorm_backward_steps"]
 AXIS = -1
 
 
-def layernorm_backward_steps(x: Any, gamma: Any, grad_y: Any, eps: float) -> None:
+def layernorm_backward_steps(x, gamma, grad_y, eps):
     r"""Backward pass of layer normalisation, one named step at a time.
 
     Forward, over the last axis of each row (F features):

@@ -15,7 +15,7 @@ from .. import Exercise, Mistake, Output, register
 __all__ = ["linear_backward"]
 
 
-def linear_backward(x: Any, weight: Any, grad_y: Any) -> None:
+def linear_backward(x, weight, grad_y):
     r"""Backward pass of a fully connected layer.
 
     Forward (done for you): ``y = x @ weight.T + bias``, PyTorch's convention:

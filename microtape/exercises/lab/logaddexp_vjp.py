@@ -28,7 +28,7 @@ def logaddexp_forward(a: Any, b: Any) -> Any:
     return np.logaddexp(a, b)
 
 
-def logaddexp_vjp(g: Any, ans: Any, a: Any, b: Any) -> None:
+def logaddexp_vjp(g, ans, a, b):
     r"""The VJP of ``y = logaddexp(a, b)`` — as an op of microtape.
 
     Forward (done for you, ``logaddexp_forward``):

@@ -18,7 +18,7 @@ from .core import variant
 __all__ = ["logistic_loss_backward"]
 
 
-def logistic_loss_backward(logits: Any, y: Any) -> None:
+def logistic_loss_backward(logits, y):
     r"""Gradient of the mean binary cross-entropy with logits (PyTorch's BCEWithLogitsLoss).
 
     Forward (done for you), one logit per example:

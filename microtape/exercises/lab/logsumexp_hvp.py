@@ -16,7 +16,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["logsumexp_hvp"]
 
 
-def logsumexp_hvp(x: Any, v: Any) -> None:
+def logsumexp_hvp(x, v):
     r"""Second order: the Hessian of logsumexp times a vector.
 
     The function: ``f(x) = Σ_n logsumexp(x[n])``, each row's

@@ -19,7 +19,7 @@ from . import core
 __all__ = ["masked_attention"]
 
 
-def masked_attention(q: Any, k: Any, v: Any, mask: Any, grad_c: Any) -> None:
+def masked_attention(q, k, v, mask, grad_c):
     r"""Masked scaled dot-product attention: the forward *and* the backward.
 
     Forward (write it):

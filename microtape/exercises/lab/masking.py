@@ -19,7 +19,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["masked_softmax_backward"]
 
 
-def masked_softmax_backward(s: Any, mask: Any, grad_p: Any) -> None:
+def masked_softmax_backward(s, mask, grad_p):
     r"""Backward pass of a masked softmax.
 
     Forward (recompute it yourself):

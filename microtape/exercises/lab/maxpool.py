@@ -17,7 +17,7 @@ from .core import variant
 __all__ = ["maxpool_backward"]
 
 
-def maxpool_backward(x: Any, grad_y: Any, kernel: Any, stride: Any) -> None:
+def maxpool_backward(x, grad_y, kernel, stride):
     r"""Backward pass of 2-D max pooling (square windows, no padding).
 
     Forward (done for you):

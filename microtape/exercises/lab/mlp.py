@@ -17,7 +17,7 @@ from .core import variant
 __all__ = ["mlp_backward"]
 
 
-def mlp_backward(x: Any, w1: Any, b1: Any, w2: Any, grad_y: Any) -> None:
+def mlp_backward(x, w1, b1, w2, grad_y):
     r"""Backward pass of a two-layer perceptron (PyTorch's Linear convention).
 
     Forward (recompute what you need):

@@ -15,7 +15,7 @@ from .core import variant
 __all__ = ["mse_backward"]
 
 
-def mse_backward(pred: Any, target: Any) -> None:
+def mse_backward(pred, target):
     r"""Gradients of the mean squared error with respect to the prediction and the target.
 
     Forward (done for you):

@@ -19,7 +19,7 @@ from .core import variant
 __all__ = ["residual_norm_backward"]
 
 
-def residual_norm_backward(x: Any, w: Any, b: Any, gamma: Any, grad_y: Any, eps: float) -> None:
+def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     r"""Backward pass of a post-norm residual block: y = LayerNorm(x + x @ w.T + b).
 
     Forward (recompute what you need), F features per row:

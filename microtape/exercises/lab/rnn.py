@@ -17,7 +17,7 @@ from .core import variant
 __all__ = ["rnn_bptt"]
 
 
-def rnn_bptt(x: Any, h0: Any, W_xh: Any, W_hh: Any, b: Any, grad_h: Any) -> None:
+def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
     r"""Backpropagation through time (BPTT) for a vanilla RNN.
 
     Forward (done for you), for t = 0 … T−1, starting from ``h_{−1} = h0``:

@@ -17,7 +17,7 @@ from .. import Exercise, Mistake, Output, register
 __all__ = ["softmax_backward"]
 
 
-def softmax_backward(p: Any, grad_p: Any) -> None:
+def softmax_backward(p, grad_p):
     r"""Backward pass of a row-wise softmax.
 
     Forward (done for you): ``p = softmax(s)`` along the last axis, so for

@@ -18,7 +18,7 @@ from .core import unstable_weights, variant
 __all__ = ["softmax_cross_entropy_backward"]
 
 
-def softmax_cross_entropy_backward(logits: Any, y: Any) -> None:
+def softmax_cross_entropy_backward(logits, y):
     r"""Gradient of the mean softmax cross-entropy loss with respect to the logits.
 
     Forward (done for you), for N rows of C class scores:

@@ -16,7 +16,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["softmax_jvp"]
 
 
-def softmax_jvp(s: Any, ds: Any) -> None:
+def softmax_jvp(s, ds):
     r"""Forward mode: the JVP of a row-wise softmax.
 
     Forward (part of your job): ``p = softmax(s)`` along the last axis,

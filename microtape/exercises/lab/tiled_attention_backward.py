@@ -18,7 +18,7 @@ from .core import GRADIENT_OUTPUTS, scale_of, variant
 __all__ = ["tiled_attention_backward"]
 
 
-def tiled_attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, grad_o: Any) -> None:
+def tiled_attention_backward(q, k, v, o, lse, grad_o):
     r"""The backward pass of flash attention, from what its forward saved.
 
     Forward (done for you, tile by tile with an online softmax):
