@@ -145,6 +145,6 @@ def graph(
     return digraph.full_size() if full_size else digraph
 
 
-def _saved_values(picture, view):
+def _saved_values(picture: Any, view: Any) -> Any:
     """Steps coloured by order, and the values each step's VJP reads beside it (``saved=True``)."""
     return add_saved(colour_orders(picture, view), view)

@@ -15,6 +15,8 @@ against a ledger recorded at the real length. So 4096² arrays are never
 made, and the figure draws in a second.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..nn import MultiHeadAttention
@@ -34,7 +36,7 @@ VARIANTS = {
 _RECORDED_AT = 11  # T₀: a prime, unlike every other dimension here (B, E, H, D, B·H, the block size)
 
 
-def peak_at(ledger, recorded_at, length):
+def peak_at(ledger: Any, recorded_at: Any, length: Any) -> Any:
     """The ledger's peak live bytes with every axis of size ``recorded_at`` made ``length`` long."""
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
@@ -49,7 +51,7 @@ def peak_at(ledger, recorded_at, length):
     return int(np.cumsum(live)[:ticks].max())
 
 
-def _ledger(options, batch, embed, heads, dtype, seed):
+def _ledger(options: Any, batch: Any, embed: Any, heads: int, dtype: Any, seed: int) -> Any:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)
     g = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)
@@ -58,7 +60,15 @@ def _ledger(options, batch, embed, heads, dtype, seed):
     return lifetimes(attn, g)
 
 
-def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=16, heads=2, dtype=np.float64, seed=0):
+def memory_scaling(
+    lengths: Any = (128, 256, 512, 1024, 2048, 4096),
+    *,
+    batch: int = 1,
+    embed: int = 16,
+    heads: int = 2,
+    dtype: Any = np.float64,
+    seed: int = 0,
+) -> Any:
     """Peak memory against ``T`` for the full tape, lean tape and tiled op (and the numpy reference), log axes.
 
     Returns the figure; ``fig.peaks`` maps each variant to its peaks (bytes,
@@ -100,5 +110,5 @@ def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=
     axes.set_xticks(lengths, [str(t) for t in lengths])
     axes.set_xticks([], minor=True)  # (log axes label their minor ticks too: 2×10², 3×10³ … among ours)
     axes.legend(fontsize=8, loc="upper left")
-    fig.peaks, fig.slopes, fig.lengths = peaks, slopes, lengths
+    fig.peaks, fig.slopes, fig.lengths = peaks, slopes, lengths  # type: ignore[attr-defined]  # notes on the figure
     return fig
