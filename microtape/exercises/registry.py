@@ -45,9 +45,14 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "get"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "get", "MakeInputs", "TapeGradients",
+]  # fmt: skip
 
 #: The kinds of known mistake, each with the label printed in feedback.
 KINDS = {
@@ -155,15 +160,31 @@ class Mistake:
         return KINDS[self.kind]
 
 
+class MakeInputs(Protocol):
+    """An exercise's ``make_inputs(rng, case)``: one trial, ``{name: value}`` (the stub's arguments first).
+
+    Every exercise of the course declares one, and so does a teacher's; the checker calls it
+    with a seeded generator and one of the ``visible``/``hidden`` case dicts.
+    """
+
+    def __call__(self, rng: "np.random.Generator", case: Any, /) -> dict[str, Any]: ...
+
+
+class TapeGradients(Protocol):
+    """An exercise's ``tape_gradients(inputs)``: the right outputs of one trial, by the tape's backward pass."""
+
+    def __call__(self, inputs: dict[str, Any], /) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One derivative exercise: the stub, its trials, the tape's answer, known mistakes."""
 
     name: str
     title: str
-    stub: Callable
-    make_inputs: Callable
-    tape_gradients: Callable
+    stub: Callable[..., Any]
+    make_inputs: MakeInputs
+    tape_gradients: TapeGradients
     outputs: tuple
     mistakes: tuple
     visible: tuple
@@ -186,7 +207,7 @@ class Exercise:
         The docstring marks code the reST way (````p````); printed, one backquote reads better
         (```p```), as in the notebooks' Markdown.
         """
-        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub), flags=re.S)  # type: ignore[arg-type]  # a stub has a docstring  # (a literal may span lines)
+        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub), flags=re.S)  # type: ignore[arg-type]  # (a stub has a docstring; a literal may span lines)
 
     @property
     def max_score(self) -> Any:

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..engine import Node, Tape, gradients
 from ..engine.lean import DroppedAsRecorded, NotKept
-from .program import collect
+from .program import Recorded, collect
 
 __all__ = ["Array", "Row", "Ledger", "lifetimes", "order_of", "VIEW_OPS"]
 
@@ -178,7 +178,7 @@ def lifetimes(source: Any, grad: Any = None) -> Any:
     return Ledger(counter.arrays, rows, len(equations), counter.lean, tiled)
 
 
-def _program(source: Any) -> Any:
+def _program(source: Tape | Node | Recorded) -> Any:
     """The program of ``source``, refused with a clear error when memory cannot be counted for it."""
     if not isinstance(source, (Tape, Node)) and not hasattr(source, "tape"):
         raise TypeError(

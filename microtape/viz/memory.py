@@ -22,13 +22,19 @@ its backward, gradients — and, for a tape holding a recorded derivative
 their own: that is what a second derivative keeps alive.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..nn import MultiHeadAttention
 from .figure import new_figure
 from .lifetimes import human_bytes, lifetimes
+
+if TYPE_CHECKING:
+    from ..engine import Node, Tape
+    from .program import Recorded
 
 __all__ = ["memory", "compare_attention", "numpy_reference_peak", "draw_timeline", "slope", "KIND_COLOURS"]
 
@@ -40,7 +46,9 @@ KIND_COLOURS = {
 }
 
 
-def memory(tape_or_layer: Any, *, grad: Any = None, title: str | None = None, axes: Any = None) -> Any:
+def memory(
+    tape_or_layer: Tape | Node | Recorded, *, grad: Any = None, title: str | None = None, axes: Any = None
+) -> Any:
     """A matplotlib figure of live bytes against the step; ``fig.table`` is the :class:`~.lifetimes.Ledger`.
 
     ``tape_or_layer``: a :class:`~microtape.Tape` of Tensors, a layer after

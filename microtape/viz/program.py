@@ -27,14 +27,25 @@ of every output at once (the gradient of ``L = Σ g ⊙ output``).
 """
 
 import contextvars
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..engine import Node, Tape, gradients
 from .text import fmt, peak
 
-__all__ = ["Program", "BackwardTrace", "collect", "trace_backward", "leaf_kind", "parameter_set"]
+__all__ = ["Program", "BackwardTrace", "Recorded", "collect", "trace_backward", "leaf_kind", "parameter_set"]
+
+
+class Recorded(Protocol):
+    """A layer that has run: it keeps the tape of its last forward (None before the first).
+
+    Every ``nn`` layer with a recorded forward is one (MultiHeadAttention, LayerNorm, the Transformer
+    layers …), and so is a model of yours that exposes ``tape``: the pictures draw any of them.
+    """
+
+    @property
+    def tape(self) -> Tape | None: ...
 
 
 class Program:

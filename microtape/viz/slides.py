@@ -28,7 +28,7 @@ from typing import Any
 from .drawing import check_options, warn_if_collapsed
 from .paint import paint
 from .picture import to_digraph
-from .program import collect, trace_backward
+from .program import Recorded, collect, trace_backward
 from .render import render, svg
 from .saved import colour_orders
 from .view import MAX_NODES, View
@@ -41,7 +41,7 @@ FORMULA_WIDTH = 40  # characters: a longer formula on an edge may be written on 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
-def slide(layer: Any, *, title: str | None = None, expand: Any = None) -> Any:
+def slide(layer: Recorded, *, title: str | None = None, expand: Any = None) -> Any:
     """The 16:9 slide of ``layer``'s last forward and backward (a ``graphviz.Digraph``).
 
     ``layer``: a MultiHeadAttention (drawn op by op) or a Transformer

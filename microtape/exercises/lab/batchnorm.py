@@ -5,7 +5,6 @@ batch's own mean and variance (train mode). The student returns every
 intermediate gradient by name; the chain is :mod:`.norm_chain`'s.
 """
 
-
 from .. import register
 from . import norm_chain
 

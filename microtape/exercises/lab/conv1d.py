@@ -7,7 +7,6 @@ by :func:`~microtape.exercises.lab.conv_chain.conv_exercise`, as ``conv2d_backwa
 is: this module gives the stub, the trials and the hints' words.
 """
 
-
 from .. import register
 from . import conv_chain
 

@@ -6,7 +6,6 @@ the outputs and the mistakes' chains); this module gives the stub, the trials
 and the hints' words for two axes.
 """
 
-
 from .. import register
 from . import conv_chain
 

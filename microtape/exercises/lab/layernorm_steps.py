@@ -6,7 +6,6 @@ checker names the first wrong step. The chain is :mod:`.norm_chain`'s, along
 the features (``axis=-1``).
 """
 
-
 from .. import register
 from . import norm_chain
 

@@ -28,7 +28,7 @@ class Absent:
         self.__name__ = name.rpartition(".")[2]
         self._name = name
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{self._name} {_WHY}")
 
     def __getattr__(self, attribute: Any) -> Any:

@@ -14,7 +14,7 @@ class DefinedOp:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"op {self.name!r}: ops do not run in graded code (there is no tape here)")
 
     def __repr__(self) -> str:

@@ -19,7 +19,7 @@ def _nothing(*args: Any, **kwargs: Any) -> Any:
 check = assert_correct = assert_right = assert_output = score = prompt = stub_source = _nothing
 
 
-def __getattr__(name: str) -> None:
+def __getattr__(name: str) -> Any:
     raise AttributeError(
         f"microtape.exercises.{name} is not available to graded code: only the notebook's feedback calls are."
     )
