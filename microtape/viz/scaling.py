@@ -15,6 +15,7 @@ against a ledger recorded at the real length. So 4096² arrays are never
 made, and the figure draws in a second.
 """
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,9 @@ def peak_at(ledger: Any, recorded_at: Any, length: Any) -> Any:
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
     for array in ledger.arrays:
-        if not array.nbytes:
+        # (A step's scratch is left out: the tiled op's is block-sized, the same at every T, and the
+        # tapes' ops declare none; so the law drawn is that of the arrays on the tape.)
+        if not array.nbytes or array.kind == "scratch":
             continue
         shape = [length if size == recorded_at else size for size in array.shape]
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(array.dtype).itemsize
@@ -60,6 +63,20 @@ def _ledger(options: Any, batch: Any, embed: Any, heads: int, dtype: Any, seed: 
     return lifetimes(attn, g)
 
 
+def _check_lengths(lengths: Any) -> Any:
+    """``lengths`` as a list of ints, refused unless it holds two distinct whole lengths >= 2 (a slope needs two)."""
+    expected = f"expected a sequence of at least two distinct whole lengths >= 2 (and not {_RECORDED_AT})"
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"memory_scaling(lengths={lengths!r}): {expected}")
+    items = list(lengths)
+    if not all(isinstance(t, (numbers.Integral, np.integer)) and not isinstance(t, (bool, np.bool_)) for t in items):
+        raise TypeError(f"memory_scaling(lengths={lengths!r}): {expected}, got a non-integer")
+    items = [int(t) for t in items]
+    if len(set(items)) < 2 or any(t < 2 or t == _RECORDED_AT for t in items):
+        raise ValueError(f"memory_scaling(lengths={lengths!r}): {expected}")
+    return items
+
+
 def memory_scaling(
     lengths: Any = (128, 256, 512, 1024, 2048, 4096),
     *,
@@ -75,11 +92,7 @@ def memory_scaling(
     one per length), ``fig.slopes`` to the slope of log peak against log T
     (least squares over ``lengths``), which the legend prints.
     """
-    lengths = [int(t) for t in lengths]
-    if len(lengths) < 2 or any(t < 2 or t == _RECORDED_AT for t in lengths):
-        raise ValueError(
-            f"memory_scaling(lengths={lengths!r}): expected at least two lengths >= 2 (and not {_RECORDED_AT})"
-        )
+    lengths = _check_lengths(lengths)
     if _RECORDED_AT in (batch, embed, heads, embed // heads, batch * heads):
         raise ValueError(f"memory_scaling: a dimension equals {_RECORDED_AT}, the length it records at; change it")
     itemsize = np.dtype(dtype).itemsize
