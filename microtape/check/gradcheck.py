@@ -264,7 +264,9 @@ def gradcheck(
     return _raise_or_return(result, raise_exception)
 
 
-def _gradcheck(fn: Any, inputs: Any, eps: float, atol: float, rtol: float, max_entries: Any, seed: int) -> Any:
+def _gradcheck(
+    fn: Any, inputs: Any, eps: float, atol: float, rtol: float, max_entries: Any, seed: int
+) -> GradcheckResult:
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)

@@ -118,7 +118,7 @@ def make_row(
     rtol: float,
     step: Any = None,
     note: str = "",
-) -> Any:
+) -> "Row":
     """Compare ``analytic`` with ``taped`` (same shape) and return a :class:`Row`."""
     analytic = np.asarray(analytic)
     taped = np.asarray(taped)

@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> Any:
     return parser
 
 
-def config_from(args: argparse.Namespace) -> Any:
+def config_from(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` the options describe; a value out of range, or a combination that makes no
     sense, is a UsageError naming the option (checked before any work: ``--length`` sizes the task as 10^length).
     """

@@ -236,7 +236,7 @@ _HIDDEN_TEXT = {
 }
 
 
-def in_own_words(exercise: Any, problem: Any) -> Any:
+def in_own_words(exercise: Any, problem: Any) -> Problem:
     """``problem`` told in the grader's words only: which output failed and why, no value, index or shape."""
     output = next(output for output in exercise.outputs if output.name == problem.output)
     text = _HIDDEN_TEXT.get(problem.what, "{name} is wrong").format(name=output.name, like=output.like)

@@ -31,7 +31,7 @@ from .registry import get
 __all__ = ["ScoreTable", "score", "score_table", "not_defined"]
 
 
-def not_defined(name: str) -> Any:
+def not_defined(name: str) -> CheckResult:
     """The result for an exercise whose function is not there at all: not started, no points."""
     exercise = get(name)
     outputs = {output.name: False for output in exercise.outputs}
@@ -41,7 +41,7 @@ def not_defined(name: str) -> Any:
 
 def score(
     namespace: Any, names: Any = None, *, hidden: bool = False, time_limit: Any = None, secret: Any = None
-) -> Any:
+) -> "ScoreTable":
     """Check every exercise whose function ``namespace`` defines, and return the :class:`ScoreTable`.
 
     ``namespace`` is a dict of functions by name (``globals()`` in a
@@ -64,7 +64,7 @@ def score(
     return ScoreTable(results)
 
 
-def score_table(results: Any) -> Any:
+def score_table(results: Any) -> "ScoreTable":
     """A :class:`ScoreTable` of ``results`` (CheckResults, or a dict of them by name)."""
     if isinstance(results, dict):
         results = list(results.values())

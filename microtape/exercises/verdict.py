@@ -51,7 +51,7 @@ class Verdict:
         *,
         exception: Any = None,
         status: Any = None,
-    ) -> Any:
+    ) -> CheckResult:
         exercise = self.exercise
         name = exercise.name
         trials_run = self.trials_run if trials_run is None else trials_run

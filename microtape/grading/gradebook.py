@@ -190,14 +190,14 @@ class Graded:
         return "\n".join(lines) + "\n"
 
 
-def _not_counted(name: str, status: Any, message: str) -> Any:
+def _not_counted(name: str, status: Any, message: str) -> CheckResult:
     exercise = get(name)
     outputs = {output.name: False for output in exercise.outputs}
     return CheckResult(name, False, f"✗ {name}: {status} — {message}.", status=status, outputs=outputs,
                        max_score=exercise.max_score)  # fmt: skip
 
 
-def _not_graded(path: Any, names: Any, reason: Any, started: Any) -> Any:
+def _not_graded(path: Any, names: Any, reason: Any, started: Any) -> "Graded":
     """The row of a submission the grader could not grade: no points given, and the reason."""
     reason = safe_text(reason, 300)
     results = {name: _not_counted(name, "not graded", reason) for name in names}

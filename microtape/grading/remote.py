@@ -183,7 +183,7 @@ class BoxedSubmission:
         notes = reply.get("notes")
         self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
 
-    def function(self, name: str, seconds: Any) -> Any:
+    def function(self, name: str, seconds: Any) -> "BoxedFunction":
         """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
         return BoxedFunction(self, name, seconds, self.defined.get(name))
 

@@ -45,7 +45,7 @@ class FileReport:
         self.notes: list[Any] = []  # notebook cells that failed (one line each)
         self.grader_error: str | None = None  # one line when the grader, not the file, failed (no box could start)
 
-    def _not_checked_result(self, name: str, message: str) -> Any:
+    def _not_checked_result(self, name: str, message: str) -> CheckResult:
         exercise = get(name)
         outputs = {output.name: False for output in exercise.outputs}
         return CheckResult(name, False, f"✗ {name}: not checked — {message}.", status="not checked",

@@ -109,7 +109,7 @@ class CheckedLayer(TwoRouteLayer):
 
     # -- the two routes
 
-    def _tape_extras(self, grads: Any) -> Any:
+    def _tape_extras(self, grads: Any) -> NamedGradients:
         """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
 
         ``grads`` holds the layer's named gradients and ``grads.reverse_pass``,

@@ -153,7 +153,7 @@ class FeedForward(CheckedLayer):
         """The block on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 
-        def run() -> Any:
+        def run() -> LastForward:
             node = self._input_node(x, data, "x")
             keep = None
             if self._dropout_on:

@@ -124,7 +124,7 @@ class LayerNorm(CheckedLayer):
         """Normalise ``x`` row by row on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 
-        def run() -> Any:
+        def run() -> LastForward:
             node = self._input_node(x, data, "x")
             record: dict[Any, Any] = {}
             with self.scope():

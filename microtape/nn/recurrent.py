@@ -57,7 +57,7 @@ class _Cell(Module):
         bound = 1.0 / np.sqrt(self.hidden_size)
         rows = self.gates * self.hidden_size
 
-        def draw(*shape: Any) -> Any:
+        def draw(*shape: Any) -> Tensor:
             return Tensor(rng.uniform(-bound, bound, shape).astype(dtype), requires_grad=True)
 
         self.weight_ih = draw(rows, self.input_size)

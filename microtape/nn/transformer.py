@@ -137,7 +137,7 @@ class _PostNormLayer(CheckedLayer):
         return call
 
     def _run_forward(self, given: Any, arrays: Any, masks: Any) -> Any:
-        def run() -> Any:
+        def run() -> LastForward:
             inputs = {role: self._input_node(given[role], arrays[role], role) for role in self.input_roles}
             batch, length = arrays["x"].shape[:2]
             keeps = self._draw_keeps(batch, length)

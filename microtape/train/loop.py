@@ -191,7 +191,7 @@ def train(config: Any = None, progress: Any = None) -> Any:
         return _train(config, progress)
 
 
-def _train(config: Any, progress: Any) -> Any:
+def _train(config: Any, progress: Any) -> "TrainResult":
     seeds = np.random.SeedSequence(config.seed).spawn(3)
     model = TinyTransformer(
         config.vocab, config.length, config.embed, config.heads, config.ff_dim, config.layers,

@@ -66,7 +66,7 @@ class Plain(ArrayMethods):
     def _array(self) -> Any:
         return self.data
 
-    def _wrap(self, array: Any, name: str | None = None) -> Any:
+    def _wrap(self, array: Any, name: str | None = None) -> "Plain":
         return Plain(array, name)
 
     @property
@@ -75,31 +75,31 @@ class Plain(ArrayMethods):
 
     # -- elementwise
 
-    def exp(self, name: str | None = None) -> Any:
+    def exp(self, name: str | None = None) -> "Plain":
         return Plain(np.exp(self.data), name)
 
-    def tanh(self, name: str | None = None) -> Any:
+    def tanh(self, name: str | None = None) -> "Plain":
         return Plain(np.tanh(self.data), name)
 
-    def relu(self, name: str | None = None) -> Any:
+    def relu(self, name: str | None = None) -> "Plain":
         return Plain(np.maximum(self.data, 0), name)
 
-    def gelu(self, name: str | None = None) -> Any:
+    def gelu(self, name: str | None = None) -> "Plain":
         return Plain(ops.gelu.forward(self.data), name)
 
-    def sqrt(self, name: str | None = None) -> Any:
+    def sqrt(self, name: str | None = None) -> "Plain":
         return Plain(np.sqrt(self.data), name)
 
-    def scale(self, factor: Any, name: str | None = None) -> Any:
+    def scale(self, factor: Any, name: str | None = None) -> "Plain":
         return Plain(self.data * factor, name)
 
-    def add_constant(self, constant: Any, name: str | None = None) -> Any:
+    def add_constant(self, constant: Any, name: str | None = None) -> "Plain":
         return Plain(self.data + _data(constant), name)
 
-    def dropout(self, keep: Any, name: str | None = None) -> Any:
+    def dropout(self, keep: Any, name: str | None = None) -> "Plain":
         return Plain(self.data * _data(keep), name)
 
-    def astype(self, dtype: Any, name: str | None = None) -> Any:
+    def astype(self, dtype: Any, name: str | None = None) -> "Plain":
         return Plain(self.data.astype(dtype), name)
 
     # -- products
@@ -108,27 +108,27 @@ class Plain(ArrayMethods):
     # into one 2-D product (``[B·T, n] @ [n, m]``), whose BLAS summation order
     # differs from numpy's batched ``@`` in the last bit. Finite differences
     # and ``forward_plain`` must compute what the tape computed, bit for bit.
-    def __matmul__(self, other: Any) -> Any:
+    def __matmul__(self, other: Any) -> "Plain":
         return Plain(ops.matmul.forward(self.data, _data(other)))
 
-    def __rmatmul__(self, other: Any) -> Any:
+    def __rmatmul__(self, other: Any) -> "Plain":
         return Plain(ops.matmul.forward(_data(other), self.data))
 
-    def matmul(self, other: Any, name: str | None = None) -> Any:
+    def matmul(self, other: Any, name: str | None = None) -> "Plain":
         return Plain(ops.matmul.forward(self.data, _data(other)), name)
 
     # -- reductions
 
-    def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.sum(self.data, axis=axis, keepdims=keepdims), name)
 
-    def mean(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    def mean(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.mean(self.data, axis=axis, keepdims=keepdims), name)
 
-    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.max(self.data, axis=axis, keepdims=keepdims), name)
 
-    def softmax(self, axis: Any = -1, name: str | None = None) -> Any:
+    def softmax(self, axis: Any = -1, name: str | None = None) -> "Plain":
         # The very forward the tape's softmax op runs: one definition.
         return Plain(ops.softmax.forward(self.data, axis=axis), name)
 

@@ -72,7 +72,7 @@ class ScalarArray(ArrayMethods):
     def _array(self) -> Any:
         return self.items
 
-    def _wrap(self, items: Any, name: str | None = None) -> Any:
+    def _wrap(self, items: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(items, name)
 
     @property
@@ -85,17 +85,17 @@ class ScalarArray(ArrayMethods):
         """The gradients as a float64 numpy array (0 where none arrived)."""
         return _values(self.items, "grad")
 
-    def exp(self, name: str | None = None) -> Any:
+    def exp(self, name: str | None = None) -> "ScalarArray":
         return ScalarArray(_exp(self.items), name)
 
-    def scale(self, factor: Any, name: str | None = None) -> Any:
+    def scale(self, factor: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(self.items * float(factor), name)
 
-    def add_constant(self, constant: Any, name: str | None = None) -> Any:
+    def add_constant(self, constant: Any, name: str | None = None) -> "ScalarArray":
         # Adding plain floats: the Scalars treat them as constants.
         return ScalarArray(self.items + np.asarray(constant, dtype=np.float64).astype(object), name)
 
-    def dropout(self, keep: Any, name: str | None = None) -> Any:
+    def dropout(self, keep: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(self.items * np.asarray(keep, dtype=np.float64).astype(object), name)
 
     def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
@@ -106,12 +106,12 @@ class ScalarArray(ArrayMethods):
             return total
         return ScalarArray(total, name)
 
-    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "ScalarArray":
         # Picks the largest Scalar itself (no new op): the gradient then flows
         # through whichever entry won, which is what max's VJP says too.
         return ScalarArray(np.max(self.items, axis=axis, keepdims=keepdims))
 
-    def softmax(self, axis: Any = -1, name: str | None = None) -> Any:
+    def softmax(self, axis: Any = -1, name: str | None = None) -> "ScalarArray":
         """The op's stable softmax (shift by the max, exp, normalise), run on the Scalars: each step recorded."""
         # On an object array numpy calls each Scalar's own -, exp and /: the one forward, traced scalar by scalar.
         return ScalarArray(ops.softmax.forward(self.items, axis=axis), name)

@@ -40,7 +40,7 @@ class Edges:
         values: bool
         program: Any
 
-    def arrow(self, link: Any) -> Any:
+    def arrow(self, link: Any) -> Arrow:
         trace = self.trace
         count = len(link.uses)
         summarised = self.view.by_id[link.tail].summarised or self.view.by_id[link.head].summarised

@@ -164,7 +164,7 @@ def order_of(program: Any) -> Any:
     return [orders[node] for node in program.equations]
 
 
-def lifetimes(source: Any, grad: Any = None) -> Any:
+def lifetimes(source: Any, grad: Any = None) -> "Ledger":
     """The :class:`Ledger` of a tape, a layer (its last forward) or a result: see the module docstring.
 
     ``grad``: the gradient the reverse pass starts from (default: the

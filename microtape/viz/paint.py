@@ -87,7 +87,7 @@ class Painter(Edges):
 
     # -- the whole picture
 
-    def picture(self, title: str | None = None, legend: bool = True, rankdir: Any = None) -> Any:
+    def picture(self, title: str | None = None, legend: bool = True, rankdir: Any = None) -> Picture:
         view = self.view
         shapes = [self.shape(box) for box in view.boxes]
         arrows = [self.arrow(link) for link in view.links]
@@ -107,7 +107,7 @@ class Painter(Edges):
             shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below, straight
         )
 
-    def fork(self, junction: Any, arrows: Any) -> Any:
+    def fork(self, junction: Any, arrows: Any) -> Fork:
         """A junction's point; backward, its line into the parameter is done when every arrow from it is."""
         state = None
         if self.backward:
@@ -156,7 +156,7 @@ class Painter(Edges):
 
     # -- boxes
 
-    def shape(self, box: Any) -> Any:
+    def shape(self, box: Any) -> Shape:
         state = self.state(box)
         if box.kind == "summary":
             lines = self.summary_lines(box, state)

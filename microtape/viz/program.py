@@ -182,7 +182,7 @@ def leaf_kind(leaf: Any, parameters: Any = (frozenset(), frozenset())) -> str:
 # ---------------------------------------------------------------- sources
 
 
-def collect(source: Any, output: Any = None, parameters: Any = None) -> Any:
+def collect(source: Any, output: Any = None, parameters: Any = None) -> "Program":
     """The :class:`Program` of a tape, a result node, a layer's last forward, or a scalar trace."""
     given = parameter_set(parameters)
     owned: tuple[frozenset[Any], frozenset[Any]] = (frozenset(), frozenset())
@@ -303,7 +303,7 @@ class BackwardTrace:
         return snapshots
 
 
-def trace_backward(program: Any, grad: Any = None) -> Any:
+def trace_backward(program: Any, grad: Any = None) -> "BackwardTrace":
     """The reverse pass of ``program`` (nothing is written, nothing recorded).
 
     One output: the seed is ``grad`` if given, else the output's ``.grad`` if

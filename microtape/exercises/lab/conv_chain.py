@@ -188,7 +188,7 @@ def conv_with_mistake(mistake: Any, x: Any, weight: Any, grad_y: Any, stride: An
     return {name: every[name] for name in CONV_MISTAKES[mistake]}
 
 
-def conv_exercise(stub: Any, *, title: str, visible: Any, hidden: Any, hints: Any) -> Any:
+def conv_exercise(stub: Any, *, title: str, visible: Any, hidden: Any, hints: Any) -> Exercise:
     """The :class:`~microtape.exercises.Exercise` of a convolution's backward (one for the family).
 
     ``stub`` is the student's function, ``visible`` and ``hidden`` its trials,

@@ -146,7 +146,7 @@ def variant(with_mistake: Any, mistake: Any) -> Any:
     return run
 
 
-def unstable_exp_mistake(with_mistake: Any) -> Any:
+def unstable_exp_mistake(with_mistake: Any) -> Mistake:
     """The mistake every attention exercise can make: a softmax whose exp overflows on the large-score trials."""
     return Mistake(
         "exp_not_stabilised",

@@ -54,7 +54,7 @@ def _input_array(layer: Any, value: Any, argument: Any) -> Any:
     return input_array(data, argument, "MultiHeadAttention.forward", layer.dtype)  # now the finite check
 
 
-def check_inputs(layer: Any, query: Any, key: Any, value: Any) -> Any:
+def check_inputs(layer: Any, query: Any, key: Any, value: Any) -> "AttentionCall":
     """Types, shapes and values of query/key/value; an :class:`AttentionCall` without its masks yet."""
     if (key is None) != (value is None):
         raise ValueError("MultiHeadAttention.forward: give both key and value, or neither (self-attention)")
@@ -169,7 +169,7 @@ def _check_rows(suppressed: Any, argument: Any, where: Any) -> None:
         )
 
 
-def _with_masks(layer: Any, call: Any, mask: Any, argument: Any, where: Any) -> Any:
+def _with_masks(layer: Any, call: Any, mask: Any, argument: Any, where: Any) -> "AttentionCall":
     """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
     user_mask = _check_mask(layer, mask, call.q_len, call.k_len, argument, where)
     if layer.block_size is not None:

@@ -57,7 +57,7 @@ def scalar_op_estimate(batch: Any, q_len: int, k_len: int, embed: Any) -> Any:
 
 def trace_scalars(
     attn: Any, query: Any, key: Any = None, value: Any = None, mask: Any = None, max_ops: int = 200_000
-) -> Any:
+) -> "ScalarTrace":
     """Run ``attn``'s forward with one Scalar per number (tiny sizes only).
 
     Returns a :class:`ScalarTrace`: its ``tape`` has one equation per scalar

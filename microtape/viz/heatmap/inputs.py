@@ -56,7 +56,7 @@ class Maps:
         self.masked, self.dropped = masked, dropped
 
 
-def read_maps(source: Any, which: Any, batch: Any, heads: Any, tokens: Any, key_tokens: Any, mask: Any) -> Any:
+def read_maps(source: Any, which: Any, batch: Any, heads: Any, tokens: Any, key_tokens: Any, mask: Any) -> "Maps":
     """The :class:`Maps` that ``attention_heatmaps(source, which=..., ...)`` draws."""
     whiches = (which,) if isinstance(which, str) else tuple(which)
     if not whiches or any(w not in WHICH for w in whiches):

@@ -31,7 +31,7 @@ class Absent:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"{self._name} {_WHY}")
 
-    def __getattr__(self, attribute: Any) -> Any:
+    def __getattr__(self, attribute: Any) -> "Absent":
         if attribute.startswith("__"):
             raise AttributeError(attribute)
         return Absent(f"{self._name}.{attribute}")
@@ -41,7 +41,7 @@ class Absent:
 
 
 class _AbsentModule(types.ModuleType):
-    def __getattr__(self, attribute: Any) -> Any:
+    def __getattr__(self, attribute: Any) -> "Absent":
         if attribute.startswith("__"):
             raise AttributeError(attribute)
         return Absent(f"{self.__name__}.{attribute}")

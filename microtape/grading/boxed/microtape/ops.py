@@ -21,7 +21,7 @@ class DefinedOp:
         return f"<op {self.name} (graded code: recorded, not run)>"
 
 
-def define(name: str, forward: Any = None, vjp: Any = None, formula: Any = None, **more: Any) -> Any:
+def define(name: str, forward: Any = None, vjp: Any = None, formula: Any = None, **more: Any) -> "DefinedOp":
     """Record the op ``name`` and return a stand-in for it."""
     DEFINED[name] = dict(forward=forward, vjp=vjp, formula=formula, **more)
     return DefinedOp(name)
