@@ -173,7 +173,7 @@ def _label(tape: Any, node: Any) -> Any:
     return tape.variable_names().get(node, node.name or "output")
 
 
-def _tolerance(value: Any, what: Any) -> Any:
+def _tolerance(value: Any, what: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"compare({what}={value!r}): expected a number with 0 <= {what} < 1")
     return float(value)

@@ -120,7 +120,7 @@ def _parse_mistakes(names: Any, layer: Any) -> Any:
     return chosen
 
 
-def _mask_of(layer: Any, arguments: Any, where: Any) -> Any:
+def _mask_of(layer: Any, arguments: Any, where: str) -> Any:
     """The additive mask the forward gives attention sublayer ``where`` (None if none)."""
     key = {"TransformerEncoderLayer": "mask", "TransformerDecoderLayer": "tgt_mask"}.get(type(layer).__name__)
     mask = arguments.get("memory_mask" if where == "multihead_attn" else key)
@@ -178,7 +178,7 @@ def _wrong_formulas(layer: Any, chosen: Any) -> Any:
     return wrong
 
 
-def _row_of(layer: Any, where: Any, mistake: Any) -> Any:
+def _row_of(layer: Any, where: str, mistake: Any) -> Any:
     """The row whose formula a layer mistake replaces (the first row it shows in)."""
     if mistake.part == "layernorm":
         return "dx" if not where else f"d_{next(b.residual for b in layer.blocks if b.norm == where)}"

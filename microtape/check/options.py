@@ -38,7 +38,7 @@ class ReportOptions(NamedTuple):
     @classmethod
     def parse(
         cls,
-        where: Any,
+        where: str,
         dtype: Any,
         *,
         tolerance: float | None = None,
@@ -76,13 +76,13 @@ def _fd_samples(where: str, finite_differences: Any) -> int:
     )
 
 
-def _seed(where: Any, seed: int) -> Any:
+def _seed(where: str, seed: int) -> Any:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"{where}(seed={seed!r}): expected an integer")
     return int(seed)
 
 
-def mistake_names(where: Any, mistakes: Any) -> Any:
+def mistake_names(where: str, mistakes: Any) -> Any:
     """``mistakes`` (None, a name, or names) as a tuple of strings, in order, each once."""
     if mistakes is None:
         return ()

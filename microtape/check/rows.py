@@ -341,7 +341,7 @@ class ConfiguredReport(GradientReport):
         return data
 
 
-def upstream_gradient(grad_output: Any, output_shape: Any, seed: int, dtype: Any, where: Any) -> Any:
+def upstream_gradient(grad_output: Any, output_shape: Any, seed: int, dtype: Any, where: str) -> Any:
     """The gradient a report starts from, and a sentence saying where it came from (checked before any forward).
 
     ``grad_output=None`` draws a standard normal one from ``seed``; a given

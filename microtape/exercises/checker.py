@@ -184,7 +184,7 @@ def _checked_arguments(name: str, student_fn: Any, cases: Any, trials: Any, seed
     return int(trials)
 
 
-def _raised(verdict: Any, student_fn: Any, error: Any, trial: Any, where: Any, time_limit: Any) -> Any:
+def _raised(verdict: Any, student_fn: Any, error: Any, trial: Any, where: str, time_limit: Any) -> Any:
     """The student's function raised ``error``: the finished result when that ends the check, else None.
 
     Not written yet (``NotImplementedError`` on the first trial), too slow,

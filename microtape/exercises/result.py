@@ -45,7 +45,7 @@ class SubmissionTooLong(NotChecked):
 class NotAnArray:
     """A returned value that is not numbers (it came back from the box described, not as an object)."""
 
-    def __init__(self, what: Any) -> None:
+    def __init__(self, what: str) -> None:
         self.what = what
 
     def __repr__(self) -> str:

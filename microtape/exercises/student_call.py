@@ -112,7 +112,7 @@ def describe(parameters: Any, args: Any) -> Any:
     return ", ".join(parts)
 
 
-def exception_message(name: str, student_fn: Any, error: Any, where: Any) -> Any:
+def exception_message(name: str, student_fn: Any, error: Any, where: str) -> Any:
     kind = getattr(error, "type_name", type(error).__name__)  # a StudentError from the box names the real type
     lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
     location = getattr(error, "location", None) or _where_raised(student_fn, error)

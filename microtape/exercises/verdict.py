@@ -32,7 +32,7 @@ class Verdict:
         else:
             self.later_crash = message
 
-    def trial_done(self, trial: Any, where: Any, problems: Any, error: Any) -> None:
+    def trial_done(self, trial: Any, where: str, problems: Any, error: Any) -> None:
         self.trials_run = trial + 1
         for problem in problems:
             self.right[problem.output] = False
@@ -126,7 +126,7 @@ def _steps(exercise: Any, right: Any, crashed: Any) -> Any:
 
 
 def _stepped_message(
-    name: str, where: Any, problems: Any, right: Any, first_wrong: Any, not_blamed: Any, exercise: Any
+    name: str, where: str, problems: Any, right: Any, first_wrong: Any, not_blamed: Any, exercise: Any
 ) -> Any:
     """A stepped exercise's feedback: the first wrong step, the others wrong on their own, those not blamed."""
     own = [problem for problem in problems if problem.output not in not_blamed] or problems
@@ -173,7 +173,7 @@ def _score_line(exercise: Any, right: Any, score: Any, trials_run: Any) -> Any:
     return line
 
 
-def _failure_message(name: str, where: Any, problems: Any, right: Any) -> Any:
+def _failure_message(name: str, where: str, problems: Any, right: Any) -> Any:
     wrong = [problem.output for problem in problems]
     headline = f"✗ {name}: {_join(wrong)} {'is' if len(wrong) == 1 else 'are'} wrong"
     if right:

@@ -27,7 +27,7 @@ from .module import Module
 __all__ = ["Conv1d", "Conv2d"]
 
 
-def _sizes(value: Any, n: Any, what: Any, smallest: Any) -> Any:
+def _sizes(value: Any, n: Any, what: str, smallest: Any) -> Any:
     """An int or ``n`` ints (each ≥ ``smallest``) as a tuple of ``n`` ints."""
     values = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     if (

@@ -42,7 +42,7 @@ __all__ = ["FeedForward", "feedforward_chain", "ACTIVATIONS", "check_activation"
 ACTIVATIONS = ("relu", "gelu")
 
 
-def check_activation(activation: Any, where: Any) -> Any:
+def check_activation(activation: Any, where: str) -> Any:
     """``activation`` if it is one of :data:`ACTIVATIONS`; a ValueError naming it otherwise."""
     if activation not in ACTIVATIONS:
         raise ValueError(

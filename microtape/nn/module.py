@@ -222,7 +222,7 @@ class RecordedLayer(Module):
         super().__init__()
         self._last: Any = None
 
-    def _require_forward(self, what: Any) -> Any:
+    def _require_forward(self, what: str) -> Any:
         if self._last is None:
             raise RuntimeError(f"{type(self).__name__}.{what}: call forward() first")
         return self._last

@@ -69,7 +69,7 @@ class _Cell(Module):
     def dtype(self) -> Any:
         return self.weight_ih.data.dtype
 
-    def _node(self, value: Any, argument: Any, size: Any, batch: Any = None) -> Any:
+    def _node(self, value: Any, argument: str, size: Any, batch: Any = None) -> Any:
         where = f"{type(self).__name__}.forward"
         data = input_array(value, argument, where, self.dtype)
         if data.ndim != 2 or data.shape[1] != size or (batch is not None and data.shape[0] != batch):

@@ -45,7 +45,7 @@ def _torch_dtype(dtype: Any) -> Any:
     return torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
 
 
-def _expect(module: Any, kind: Any, where: Any) -> None:
+def _expect(module: Any, kind: Any, where: str) -> None:
     if not isinstance(module, kind):
         raise TypeError(f"{where}.from_torch(module): expected a torch.nn.{kind.__name__}, got {type(module).__name__}")
 
@@ -61,7 +61,7 @@ def _copy_to_torch(torch_parameter: Any, array: Any) -> None:
         torch_parameter.copy_(torch.from_numpy(np.ascontiguousarray(array)))
 
 
-def _copy_linear(target: Any, module: Any, what: Any) -> None:
+def _copy_linear(target: Any, module: Any, what: str) -> None:
     if module.bias is None:
         raise ValueError(f"from_torch: {what} has no bias; microtape's layers always have one (bias=True)")
     _copy_into(target.weight, torch_array(module.weight, f"{what}.weight"))
@@ -121,7 +121,7 @@ def embedding_to_torch(layer: Any) -> Any:
 # ---------------------------------------------------------------- activations
 
 
-def _activation_name(activation: Any, where: Any) -> str:
+def _activation_name(activation: Any, where: str) -> str:
     """``"relu"`` or ``"gelu"`` (tanh form) for a torch activation; refuse anything else, the exact GELU too."""
     import functools
 
@@ -217,7 +217,7 @@ def feedforward_to_torch(layer: Any) -> Any:
 # ---------------------------------------------------------------- encoder and decoder layers
 
 
-def _one_value(module: Any, fields: Any, what: Any, where: Any) -> Any:
+def _one_value(module: Any, fields: Any, what: str, where: str) -> Any:
     """The value that every ``field`` of ``module`` (dotted paths) shares; refuse naming the first that differs."""
     values = {}
     for field in fields:

@@ -44,7 +44,7 @@ COMPUTED = "#6baed6"
 SKIPPED = "#d9d9d9"
 
 
-def _tiled_row(attn: Any, what: Any) -> Any:
+def _tiled_row(attn: Any, what: str) -> Any:
     """The recorded ``tiled_attention`` node of ``attn``'s last forward (clear errors otherwise)."""
     tape = getattr(attn, "tape", None)
     if tape is None:
@@ -57,7 +57,7 @@ def _tiled_row(attn: Any, what: Any) -> Any:
     return node
 
 
-def _schedule_of(source: Any, what: Any) -> Any:
+def _schedule_of(source: Any, what: str) -> Any:
     if isinstance(source, tiled.TileSchedule):
         return source
     node = _tiled_row(source, what)
@@ -115,7 +115,7 @@ def tile_schedule(source: Any, order: str = "forward") -> Figure:
     return fig
 
 
-def _check_index(value: Any, size: Any, what: Any) -> Any:
+def _check_index(value: Any, size: Any, what: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < size:  # type: ignore[operator]  # an Integral compares
         raise ValueError(f"online_softmax({what}={value!r}): expected an integer in 0..{size - 1}")
     return int(value)

@@ -41,7 +41,7 @@ class AttentionCall:
     total_mask: np.ndarray | None = None  # their sum
 
 
-def _input_array(layer: Any, value: Any, argument: Any) -> Any:
+def _input_array(layer: Any, value: Any, argument: str) -> Any:
     data = input_array(value, argument, "MultiHeadAttention.forward", layer.dtype, finite=False)
     if data.ndim != 3:
         raise ValueError(f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
@@ -126,7 +126,7 @@ def _check_tiled_memory(layer: Any, batch: Any, q_len: int, k_len: int) -> None:
         )
 
 
-def require_score_memory(layer: Any, what: Any, copies: Any) -> None:
+def require_score_memory(layer: Any, what: str, copies: Any) -> None:
     """Refuse to materialise ``copies`` score-sized arrays of the last (tiled) forward over the limit."""
     last = layer._last
     values = last.batch * layer.num_heads * last.nodes["Q_heads"].shape[1] * last.nodes["K_heads"].shape[1]
@@ -139,7 +139,7 @@ def require_score_memory(layer: Any, what: Any, copies: Any) -> None:
         )
 
 
-def _check_mask(layer: Any, mask: Any, q_len: int, k_len: int, argument: Any, where: Any) -> Any:
+def _check_mask(layer: Any, mask: Any, q_len: int, k_len: int, argument: str, where: str) -> Any:
     if mask is None:
         return None
     if np.asarray(getattr(mask, "data", mask)).dtype == np.bool_:
@@ -157,7 +157,7 @@ def _check_mask(layer: Any, mask: Any, q_len: int, k_len: int, argument: Any, wh
     return mask
 
 
-def _check_rows(suppressed: Any, argument: Any, where: Any) -> None:
+def _check_rows(suppressed: Any, argument: str, where: str) -> None:
     """Refuse a mask (``suppressed``: booleans ``[Tq, Tk]``, causal part included) that hides a whole row."""
     blocked = np.all(suppressed, axis=-1)
     if np.any(blocked):
@@ -169,7 +169,7 @@ def _check_rows(suppressed: Any, argument: Any, where: Any) -> None:
         )
 
 
-def _with_masks(layer: Any, call: Any, mask: Any, argument: Any, where: Any) -> "AttentionCall":
+def _with_masks(layer: Any, call: Any, mask: Any, argument: str, where: str) -> "AttentionCall":
     """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
     user_mask = _check_mask(layer, mask, call.q_len, call.k_len, argument, where)
     if layer.block_size is not None:

@@ -39,13 +39,13 @@ class AttentionReadouts:
         causal: bool
         dtype: np.dtype
 
-        def _require_forward(self, what: Any) -> Any: ...
+        def _require_forward(self, what: str) -> Any: ...
         def named_parameters(self) -> list[tuple[str, Tensor]]: ...
 
     def _per_head(self, array: Any) -> Any:
         return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
 
-    def _weights(self, what: Any) -> Any:
+    def _weights(self, what: str) -> Any:
         """``P [B·H, Tq, Tk]`` of the last forward: the tape's ``weights``, or (tiled) ``exp(S − L)`` recomputed."""
         last = self._require_forward(what)
         if not last.tiled:
@@ -102,7 +102,7 @@ class AttentionReadouts:
         """
         return read_only(self._keep())
 
-    def _last_grad(self, name: str, what: Any) -> Any:
+    def _last_grad(self, name: str, what: str) -> Any:
         last = self._require_forward(what)
         grads = last.grads
         if not grads:
@@ -111,7 +111,7 @@ class AttentionReadouts:
             raise not_kept_error(f"{name} (MultiHeadAttention.{what})", "gradient", name)
         return read_only(grads[name])
 
-    def _score_gradient(self, name: str, what: Any) -> Any:
+    def _score_gradient(self, name: str, what: str) -> Any:
         """A score-sized gradient of the last backward: kept by the standard path, recomputed when tiled."""
         last = self._require_forward(what)
         if not last.tiled:

@@ -20,7 +20,7 @@ from ..checks import check_finite
 __all__ = ["attention_from_torch", "attention_to_torch", "torch_array"]
 
 
-def torch_array(tensor: Any, what: Any) -> Any:
+def torch_array(tensor: Any, what: str) -> Any:
     """A torch parameter as a float64 numpy array; refuses NaN/inf weights."""
     array = tensor.detach().cpu().double().numpy()
     check_finite(array, what, "from_torch")

@@ -88,7 +88,7 @@ def is_layer(source: Any) -> Any:
     return hasattr(source, "attention_weights")
 
 
-def _as_bhqk(array: Any, what: Any) -> Any:
+def _as_bhqk(array: Any, what: str) -> Any:
     raw = np.asarray(getattr(array, "data", array))
     if raw.dtype.kind not in "fiu":
         raise TypeError(
@@ -220,7 +220,7 @@ def _heads(heads: Any, H: int) -> Any:
     return [int(h) for h in items]
 
 
-def _labels(tokens: Any, n: Any, what: Any) -> Any:
+def _labels(tokens: Any, n: Any, what: str) -> Any:
     if tokens is None:
         return [str(i) for i in range(n)]
     if isinstance(tokens, str):
