@@ -90,7 +90,7 @@ class AttentionPoint:
             array[index] = saved
         return (up - down) / (2 * eps)
 
-    def sample(self, kind: Any, name: str, count: Any, rng: np.random.Generator, eps: float = EPS) -> Any:
+    def sample(self, kind: Any, name: str, count: int, rng: np.random.Generator, eps: float = EPS) -> Any:
         """``count`` distinct random entries (in index order) and their estimates."""
         shape = self._target(kind, name).shape
         size = int(np.prod(shape))

@@ -30,7 +30,7 @@ __all__ = ["LARGE", "shift_rows", "shift_keys", "causal", "padding", "attention_
 LARGE = 1000.0
 
 
-def _signed_sizes(rng: np.random.Generator, count: Any, magnitude: Any) -> Any:
+def _signed_sizes(rng: np.random.Generator, count: int, magnitude: Any) -> Any:
     """``count`` shifts of size 0.6–1.0 × ``magnitude``, alternating in sign, the first exactly +magnitude."""
     sizes = magnitude * rng.uniform(0.6, 1.0, size=count)
     sizes[0] = magnitude

@@ -50,7 +50,7 @@ class BatchNorm(Module):
     ``num_batches_tracked``, as PyTorch names them.
     """
 
-    def __init__(self, num_features: Any, eps: float = 1e-5, momentum: float = 0.1, *, dtype: Any = np.float64) -> None:
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, *, dtype: Any = np.float64) -> None:
         super().__init__()
         self.num_features = positive_int(num_features, "BatchNorm(num_features)")
         for value, what in ((eps, "eps"), (momentum, "momentum")):

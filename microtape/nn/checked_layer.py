@@ -45,7 +45,7 @@ def named(value: Any, name: str | None) -> Any:
     return value
 
 
-def sequence_array(value: Any, argument: str, where: str, embed: Any, dtype: Any) -> Any:
+def sequence_array(value: Any, argument: str, where: str, embed: int, dtype: Any) -> Any:
     """A ``[B, T, E]`` input with ``E == embed``, as a finite array of ``dtype``; clear errors otherwise."""
     data = input_array(value, argument, where, dtype, finite=False)
     if data.ndim != 3:

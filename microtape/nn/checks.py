@@ -171,7 +171,7 @@ def seed_value(seed: Any, what: str) -> Any:
     return int(seed)
 
 
-def child_seeds(seed: Any, count: Any, what: str) -> Any:
+def child_seeds(seed: Any, count: int, what: str) -> Any:
     """``count`` independent seed sequences from ``seed`` (None, a non-negative int or a SeedSequence).
 
     What a layer made of sub-layers gives each of them, so that one seed fixes

@@ -49,8 +49,8 @@ class _ConvNd(Module):
 
     def __init__(
         self,
-        in_channels: Any,
-        out_channels: Any,
+        in_channels: int,
+        out_channels: int,
         kernel_size: Any,
         stride: int = 1,
         padding: int = 0,

@@ -45,7 +45,7 @@ class _Cell(Module):
 
     gates = 1
 
-    def __init__(self, input_size: Any, hidden_size: Any, bias: Any, seed: int | None, dtype: Any) -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: Any, seed: int | None, dtype: Any) -> None:
         super().__init__()
         kind = type(self).__name__
         self.input_size = positive_int(input_size, f"{kind}(input_size)")
@@ -69,7 +69,7 @@ class _Cell(Module):
     def dtype(self) -> Any:
         return self.weight_ih.data.dtype
 
-    def _node(self, value: Any, argument: str, size: Any, batch: Any = None) -> Any:
+    def _node(self, value: Any, argument: str, size: Any, batch: int | None = None) -> Any:
         where = f"{type(self).__name__}.forward"
         data = input_array(value, argument, where, self.dtype)
         if data.ndim != 2 or data.shape[1] != size or (batch is not None and data.shape[0] != batch):
@@ -93,8 +93,8 @@ class RNNCell(_Cell):
 
     def __init__(
         self,
-        input_size: Any,
-        hidden_size: Any,
+        input_size: int,
+        hidden_size: int,
         bias: bool = True,
         nonlinearity: str = "tanh",
         *,
@@ -126,7 +126,7 @@ class GRUCell(_Cell):
     gates = 3
 
     def __init__(
-        self, input_size: Any, hidden_size: Any, bias: bool = True, *, seed: int | None = None, dtype: Any = np.float64
+        self, input_size: int, hidden_size: int, bias: bool = True, *, seed: int | None = None, dtype: Any = np.float64
     ) -> None:
         super().__init__(input_size, hidden_size, bias, seed, dtype)
 

@@ -32,12 +32,12 @@ class TinyTransformer(Module):
 
     def __init__(
         self,
-        vocab: Any,
-        length: Any,
-        embed: Any,
+        vocab: int,
+        length: int,
+        embed: int,
         heads: int,
-        ff_dim: Any,
-        layers: Any,
+        ff_dim: int,
+        layers: int,
         *,
         seed: int | None = None,
         dtype: Any = np.float32,

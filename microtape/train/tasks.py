@@ -44,7 +44,7 @@ TASKS = {"reverse": reverse, "sort": sort}
 class HeldOut:
     """``count`` test sequences of ``length`` digits below ``vocab``, and their targets."""
 
-    def __init__(self, task: Any, count: Any, length: Any, vocab: Any, seed: int) -> None:
+    def __init__(self, task: Any, count: int, length: int, vocab: int, seed: int) -> None:
         self.ids = np.random.default_rng(seed).integers(0, vocab, (count, length))
         self.targets = TASKS[task](self.ids)
         self._rows = {row.tobytes() for row in self.ids}
@@ -54,7 +54,7 @@ class HeldOut:
         return np.array([row.tobytes() in self._rows for row in ids], dtype=bool)
 
 
-def training_batch(task: Any, rng: np.random.Generator, batch: Any, length: Any, vocab: Any, held_out: Any) -> Any:
+def training_batch(task: Any, rng: np.random.Generator, batch: int, length: int, vocab: int, held_out: Any) -> Any:
     """A batch ``(ids, targets)`` of fresh random sequences, none of them held out."""
     ids = rng.integers(0, vocab, (batch, length))
     clash = held_out.contains(ids)

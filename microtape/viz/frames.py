@@ -117,7 +117,7 @@ def _union_legend(pictures: Any) -> Any:
     return [key for key in LEGEND if key in keys] + kinds
 
 
-def _caption(painter: Any, count: Any) -> Any:
+def _caption(painter: Any, count: int) -> Any:
     """What step ``k`` does, in one line, with the names the picture uses."""
     view, program, trace = painter.view, painter.program, painter.trace
     k, i = painter.step, trace.order[painter.engine_step]
@@ -168,7 +168,7 @@ def _sends(painter: Any, i: Any) -> Any:
     return "sends " + ";  ".join(parts) if parts else ""
 
 
-def _drawing(frames: Any, count: Any) -> Any:
+def _drawing(frames: Any, count: int) -> Any:
     # dot takes ~0.1 s a frame: a big tape's hundreds of frames get a bar (on a terminal or in Jupyter).
     return progress(frames, total=count, desc="drawing frames", unit="frame", leave=False, at_least=50)
 

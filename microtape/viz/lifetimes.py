@@ -130,7 +130,7 @@ class Ledger:
         return "\n".join(lines)
 
 
-def human_bytes(count: Any) -> Any:
+def human_bytes(count: int) -> Any:
     """``1.5 MB``, ``320 B`` (powers of 1024, as tracemalloc's users read them)."""
     for unit in ("B", "KB", "MB", "GB"):
         if abs(count) < 1024 or unit == "GB":

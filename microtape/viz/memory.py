@@ -127,7 +127,7 @@ def _unit(peak: Any) -> Any:
     return "bytes", 1
 
 
-def numpy_reference_peak(batch: Any, length: Any, embed: Any, heads: int, itemsize: int = 8) -> Any:
+def numpy_reference_peak(batch: int, length: int, embed: int, heads: int, itemsize: int = 8) -> Any:
     """The peak of ``benchmarks/numpy_attention.py``'s forward + backward, counted from shapes (bytes).
 
     Mirrors that file line by line (leaves — ``x``, the weights, the seed —

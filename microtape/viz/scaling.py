@@ -37,7 +37,7 @@ VARIANTS = {
 _RECORDED_AT = 11  # T₀: a prime, unlike every other dimension here (B, E, H, D, B·H, the block size)
 
 
-def peak_at(ledger: Any, recorded_at: Any, length: Any) -> Any:
+def peak_at(ledger: Any, recorded_at: Any, length: int) -> Any:
     """The ledger's peak live bytes with every axis of size ``recorded_at`` made ``length`` long."""
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
@@ -54,7 +54,7 @@ def peak_at(ledger: Any, recorded_at: Any, length: Any) -> Any:
     return int(np.cumsum(live)[:ticks].max())
 
 
-def _ledger(options: Any, batch: Any, embed: Any, heads: int, dtype: Any, seed: int) -> Any:
+def _ledger(options: Any, batch: int, embed: int, heads: int, dtype: Any, seed: int) -> Any:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)
     g = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)

@@ -163,7 +163,7 @@ def visible(text: str) -> Any:
     return "".join(c if c.isprintable() else chr(0x2400 + ord(c)) if ord(c) < 0x20 else "␡" for c in text)
 
 
-def step_text(k: Any, count: Any) -> str:
+def step_text(k: Any, count: int) -> str:
     """``step 2 of steps 0–3``: one numbering for ``graph(step=k)``, ``frames[k]``, the slider and the captions.
 
     Steps are counted from 0 like the frames of a list; saying the range

@@ -154,7 +154,7 @@ CONV_KINDS = {
 }
 
 
-def _placed(offset: Any, count: Any, stride: Any) -> Any:
+def _placed(offset: Any, count: int, stride: Any) -> Any:
     """The positions ``offset, offset + stride, …`` (``count`` of them) as a slice."""
     return slice(offset, offset + stride * (count - 1) + 1, stride)
 

@@ -77,7 +77,7 @@ def check_inputs(layer: Any, query: Any, key: Any, value: Any) -> "AttentionCall
     return AttentionCall(self_attention, (query, key, value), (q_data, k_data, v_data), batch, q_len, k_len)
 
 
-def score_bytes(layer: Any, batch: Any, q_len: int, k_len: int) -> Any:
+def score_bytes(layer: Any, batch: int, q_len: int, k_len: int) -> Any:
     """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
     values = batch * layer.num_heads * q_len * k_len
     # scores, scaled_scores, weights (+ causal/masked scores, + dropout's
@@ -86,7 +86,7 @@ def score_bytes(layer: Any, batch: Any, q_len: int, k_len: int) -> Any:
     return 2 * copies * values * np.dtype(layer.dtype).itemsize
 
 
-def tiled_bytes(layer: Any, batch: Any, q_len: int, k_len: int) -> Any:
+def tiled_bytes(layer: Any, batch: int, q_len: int, k_len: int) -> Any:
     """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile.
 
     Q, K, V heads and their gradients, O and dO, the row statistics L and
@@ -98,7 +98,7 @@ def tiled_bytes(layer: Any, batch: Any, q_len: int, k_len: int) -> Any:
     return (per_head + tile) * np.dtype(layer.dtype).itemsize
 
 
-def check_memory(layer: Any, batch: Any, q_len: int, k_len: int) -> None:
+def check_memory(layer: Any, batch: int, q_len: int, k_len: int) -> None:
     if layer.block_size is not None:
         _check_tiled_memory(layer, batch, q_len, k_len)
         return
@@ -114,7 +114,7 @@ def check_memory(layer: Any, batch: Any, q_len: int, k_len: int) -> None:
         )
 
 
-def _check_tiled_memory(layer: Any, batch: Any, q_len: int, k_len: int) -> None:
+def _check_tiled_memory(layer: Any, batch: int, q_len: int, k_len: int) -> None:
     needed = tiled_bytes(layer, batch, q_len, k_len)
     if needed > layer.max_score_bytes:
         raise MemoryError(

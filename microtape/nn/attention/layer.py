@@ -240,11 +240,11 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         """
         return attention_call.check_call(self, query, key, value, mask, **naming)
 
-    def score_bytes(self, batch: Any, q_len: int, k_len: int) -> Any:
+    def score_bytes(self, batch: int, q_len: int, k_len: int) -> Any:
         """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
         return attention_call.score_bytes(self, batch, q_len, k_len)
 
-    def tiled_bytes(self, batch: Any, q_len: int, k_len: int) -> Any:
+    def tiled_bytes(self, batch: int, q_len: int, k_len: int) -> Any:
         """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile."""
         return attention_call.tiled_bytes(self, batch, q_len, k_len)
 

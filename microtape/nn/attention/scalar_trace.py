@@ -50,7 +50,7 @@ class ScalarTrace:
         return grads
 
 
-def scalar_op_estimate(batch: Any, q_len: int, k_len: int, embed: Any) -> Any:
+def scalar_op_estimate(batch: int, q_len: int, k_len: int, embed: int) -> Any:
     """About how many scalar ops the trace records (projections, then the attention core)."""
     return 4 * batch * (q_len + 2 * k_len) * embed * embed + 6 * batch * q_len * k_len * embed
 
@@ -113,7 +113,7 @@ _PER_HEAD = re.compile(r"^(scores|scaled_scores|causal_scores|masked_scores|weig
                        r"\[(\d+),(\d+),(\d+)\]$")  # fmt: skip
 
 
-def _name_by_head(tape: Any, num_heads: Any, batch: Any) -> None:
+def _name_by_head(tape: Any, num_heads: int, batch: int) -> None:
     """``scores[5,1,2]`` (row 5 of B·H) becomes ``scores[h1,q1,k2]`` — or ``[b1,h1,q1,k2]`` for a batch.
 
     The core's arrays stack batch and heads on their first axis; a student
@@ -130,7 +130,7 @@ def _name_by_head(tape: Any, num_heads: Any, batch: Any) -> None:
         node.name = f"{step}[{where}]"
 
 
-def _tag_heads(tape: Any, heads: Any, num_heads: Any, batch: Any) -> None:
+def _tag_heads(tape: Any, heads: Any, num_heads: int, batch: int) -> None:
     """Move each scalar op of the attention core into its head's module ("attention.head1").
 
     At scalar granularity every number belongs to one head: a score of head h

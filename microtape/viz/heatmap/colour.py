@@ -19,7 +19,7 @@ LINEAR_UP_TO = 16  # norm="auto": linear up to this many keys, row-scaled above
 MASK_GREY = "#d0d0d0"
 
 
-def shared_scales(whiches: Any, arrays: Any, batch: Any, head_list: Any, masked: Any, vmax: Any, norm: Any) -> Any:
+def shared_scales(whiches: Any, arrays: Any, batch: int, head_list: Any, masked: Any, vmax: Any, norm: Any) -> Any:
     """``{which: (low, high, cmap, shown)}``: the colour limits, map and displayed values of each row.
 
     Gradients get a diverging map with symmetric limits; weights and dropped

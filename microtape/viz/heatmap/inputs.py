@@ -42,7 +42,7 @@ class Maps:
         self,
         whiches: Any,
         arrays: Any,
-        batch: Any,
+        batch: int,
         heads: int,
         query_labels: Any,
         key_labels: Any,
@@ -56,7 +56,7 @@ class Maps:
         self.masked, self.dropped = masked, dropped
 
 
-def read_maps(source: Any, which: Any, batch: Any, heads: Any, tokens: Any, key_tokens: Any, mask: Any) -> "Maps":
+def read_maps(source: Any, which: Any, batch: int, heads: Any, tokens: Any, key_tokens: Any, mask: Any) -> "Maps":
     """The :class:`Maps` that ``attention_heatmaps(source, which=..., ...)`` draws."""
     whiches = (which,) if isinstance(which, str) else tuple(which)
     if not whiches or any(w not in WHICH for w in whiches):
