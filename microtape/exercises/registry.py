@@ -167,7 +167,7 @@ class MakeInputs(Protocol):
     with a seeded generator and one of the ``visible``/``hidden`` case dicts.
     """
 
-    def __call__(self, rng: "np.random.Generator", case: Any, /) -> dict[str, Any]: ...
+    def __call__(self, rng: "np.random.Generator", case: dict[str, Any], /) -> dict[str, Any]: ...
 
 
 class TapeGradients(Protocol):

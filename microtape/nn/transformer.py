@@ -70,7 +70,7 @@ class _PostNormLayer(CheckedLayer):
         embed: Any,
         num_heads: Any,
         ff_dim: Any,
-        dropout: Any,
+        dropout: float,
         activation: Any,
         layer_norm_eps: Any,
         seed: int | None,

@@ -58,7 +58,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)),
@@ -68,7 +68,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     w = Tensor(inputs["w"], requires_grad=True, name="w")
     b = Tensor(inputs["b"], requires_grad=True, name="b")

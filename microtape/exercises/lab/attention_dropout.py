@@ -69,7 +69,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     inputs = core.draw_attention(rng, case)
     lead, (q_len, k_len) = inputs["q"].shape[:-2], (inputs["q"].shape[-2], inputs["k"].shape[-2])
     inputs["mask"] = trials.dropout_mask(rng, lead + (q_len, k_len), case["p"])
@@ -77,7 +77,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     return inputs
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return core.taped(inputs, keep=inputs["mask"] / (1.0 - inputs["p"]))[1:]
 
 

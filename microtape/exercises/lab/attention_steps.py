@@ -54,11 +54,11 @@ HIDDEN = attention.HIDDEN
 NODES = ("weights", "scaled_scores", "Q", "K", "V")
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return core.draw_attention(rng, case)
 
 
-def record(inputs: Any) -> Any:
+def record(inputs: dict[str, Any]) -> Any:
     """The attention core on a new tape, nodes named as the derivation table names them: ``(tape, context)``."""
     q = Tensor(inputs["q"], requires_grad=True, name="Q")
     k = Tensor(inputs["k"], requires_grad=True, name="K")
@@ -68,7 +68,7 @@ def record(inputs: Any) -> Any:
     return tape, context
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     tape, context = record(inputs)
     found = gradients(context, inputs["grad_c"], tape=tape)
     return tuple(found[tape.variable(name)] for name in NODES)

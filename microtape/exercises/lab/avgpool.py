@@ -60,7 +60,7 @@ def _mean(windows: Any, kernel: Any) -> Any:
     return windows.mean(axis=(3, 5), name="y")
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return taped_pool(inputs, _mean)
 
 

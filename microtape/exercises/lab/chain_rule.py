@@ -71,13 +71,13 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     shape = (case["n"],)
     spread = case.get("spread", 1.0)
     return {name: rng.standard_normal(shape) * spread for name in ("a", "b", "c", "g")}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = [inputs[name] for name in ("a", "b", "c", "g")]
     grads = np.empty((len(NODES), leaves[0].size))
     # One small Scalar graph per copy, differentiated by L.backward(), as in the lecture.

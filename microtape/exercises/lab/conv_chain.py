@@ -46,7 +46,7 @@ def out_size(size: Any, kernel: Any, stride: Any, padding: Any) -> Any:
     return (size + 2 * padding - kernel) // stride + 1
 
 
-def draw_conv(rng: np.random.Generator, case: Any) -> Any:
+def draw_conv(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     """One trial: ``x``, ``w``, ``grad_y``, ``stride``, ``padding`` and the bias ``b`` the tape needs."""
     batch, c_in, c_out, sizes, kernels, stride, padding = (
         case[key] for key in ("N", "C_in", "C_out", "size", "kernel", "stride", "padding")
@@ -62,7 +62,7 @@ def draw_conv(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def draw_pool(rng: np.random.Generator, case: Any) -> Any:
+def draw_pool(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     """One pooling trial: ``x`` [N, C, H, W], ``grad_y`` of the pooled shape, ``kernel`` and ``stride``."""
     batch, channels, height, width = case["shape"]
     kernel, stride = case["kernel"], case["stride"]
@@ -95,7 +95,7 @@ def taped_windows(tensor: Any, kernels: Any, stride: Any, first_axis: int = 2) -
     return windows
 
 
-def taped_conv(inputs: Any) -> Any:
+def taped_conv(inputs: dict[str, Any]) -> Any:
     """``(grad_x, grad_w, grad_b)`` by the tape: im2col by recorded ``take``, then one ``einsum``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     weight = Tensor(inputs["w"], requires_grad=True, name="w")
@@ -116,7 +116,7 @@ def taped_conv(inputs: Any) -> Any:
     return x.grad, weight.grad, bias.grad
 
 
-def taped_pool(inputs: Any, pool: Any) -> Any:
+def taped_pool(inputs: dict[str, Any], pool: Any) -> Any:
     """A pooling exercise's answer: ``(grad_x,)`` by the tape, ``y = pool(windows, kernel)`` of ``x``'s windows.
 
     The windows are cut out by recorded ``take`` (:func:`taped_windows`,

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-def draw_attention(rng: np.random.Generator, case: Any) -> Any:
+def draw_attention(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     """One trial's ``q, k, v, grad_c`` for ``case["shape"] = (N or None, Tq, Tk, D)``.
 
     ``case["large"]`` shifts the keys so that each row of scores moves by up to
@@ -89,7 +89,7 @@ def formula(label: str, dropout: bool = False) -> Any:
     return unicode_formula(text)
 
 
-def taped(inputs: Any, mask: Any = None, keep: Any = None) -> Any:
+def taped(inputs: dict[str, Any], mask: Any = None, keep: Any = None) -> Any:
     """``(context, dQ, dK, dV)`` by the tape, for ``inputs`` holding ``q, k, v, grad_c``."""
     q = Tensor(inputs["q"], requires_grad=True, name="Q")
     k = Tensor(inputs["k"], requires_grad=True, name="K")

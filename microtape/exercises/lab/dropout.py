@@ -58,7 +58,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: Any, case: Any) -> Any:
+def make_inputs(rng: Any, case: dict[str, Any]) -> Any:
     shape, drop = case["shape"], case["p"]
     return {
         "grad_y": rng.standard_normal(shape),
@@ -68,7 +68,7 @@ def make_inputs(rng: Any, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     keep = inputs["mask"] / (1.0 - inputs["p"])
     with Tape() as tape:

@@ -61,7 +61,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, length, vocab, depth = case["shape"]
     tokens = rng.integers(0, vocab, size=(batch, length))
     tokens[:, :2] = tokens[0, 0]  # one id repeated in every sequence, whatever the draw
@@ -72,7 +72,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     table = Tensor(inputs["table"], requires_grad=True, name="table")
     with Tape() as tape:
         out = table.take(inputs["tokens"], axis=0, name="out")

@@ -60,7 +60,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((batch, features)),
@@ -76,7 +76,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
 _LEAVES = ("x", "h", "W_ih", "W_hh", "b_ih", "b_hh")
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     t = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in _LEAVES}
     hidden = inputs["h"].shape[1]
     gates = {"r": slice(0, hidden), "z": slice(hidden, 2 * hidden), "n": slice(2 * hidden, 3 * hidden)}

@@ -89,7 +89,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)) * case.get("spread", 1.0),
@@ -99,7 +99,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     tape, h = tanh_layer_tape(inputs["x"], inputs["weight"], inputs["bias"])
     taped = gradients(h, inputs["grad_h"], tape=tape)
     return tuple(taped[tape.variable(name)] for name in NODES)

@@ -46,11 +46,11 @@ def layernorm_backward(x, gamma, grad_y, eps):
 VISIBLE, HIDDEN = norm_chain.LAYER_NORM_VISIBLE, norm_chain.LAYER_NORM_HIDDEN
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return norm_chain.draw(rng, case, -1)
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     gamma = Tensor(inputs["gamma"], requires_grad=True, name="gamma")
     beta = Tensor(inputs["beta"], requires_grad=True, name="beta")

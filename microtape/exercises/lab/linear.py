@@ -59,7 +59,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     scale = case.get("scale", 1.0)
     return {
@@ -70,7 +70,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     weight = Tensor(inputs["weight"], requires_grad=True, name="weight")
     bias = Tensor(inputs["bias"], requires_grad=True, name="bias")

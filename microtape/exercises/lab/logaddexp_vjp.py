@@ -70,7 +70,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     a = rng.standard_normal(case["shape"])
     b = rng.standard_normal(case["shape"][-1:] if case.get("shared_b") else case["shape"])
     if case.get("large"):
@@ -87,7 +87,7 @@ def composed_logaddexp(a: Any, b: Any) -> Any:
     return (total + peak).reshape(peak.shape, name="y")
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     a = Tensor(inputs["a"], requires_grad=True, name="a")
     b = Tensor(inputs["b"], requires_grad=True, name="b")
     with Tape() as tape:

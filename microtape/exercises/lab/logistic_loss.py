@@ -63,7 +63,7 @@ HIDDEN = (
 LARGE_LOGIT = 800.0
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     n = case["n"]
     logits = rng.standard_normal(n) * case.get("spread", 1.0)
     if case.get("large"):
@@ -74,7 +74,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     return {"logits": logits, "y": labels}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     logits = Tensor(inputs["logits"], requires_grad=True, name="logits")
     with Tape() as tape:
         softplus = logits.logaddexp(0.0, name="softplus")  # log(1 + e^z), stable

@@ -54,14 +54,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     x = rng.standard_normal(case["shape"])
     if case.get("large"):
         x = trials.shift_rows(rng, x, trials.LARGE)
     return {"x": x, "v": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return (hvp(lambda x: x.logsumexp(axis=-1).sum(), inputs["x"], inputs["v"]),)
 
 

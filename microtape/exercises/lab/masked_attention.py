@@ -67,14 +67,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     inputs = core.draw_attention(rng, case)
     q_len, k_len = inputs["q"].shape[-2], inputs["k"].shape[-2]
     inputs["mask"] = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
     return inputs
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return core.taped(inputs, mask=inputs["mask"])
 
 

@@ -66,7 +66,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, q_len, k_len = case["shape"]
     lead = () if batch is None else (batch,)
     mask = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
@@ -76,7 +76,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     return {"s": s, "mask": mask, "grad_p": rng.standard_normal(lead + (q_len, k_len))}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     scores = Tensor(inputs["s"], requires_grad=True, name="s")
     with Tape() as tape:
         weights = scores.add_constant(inputs["mask"], name="masked_scores").softmax(-1, name="p")

@@ -65,7 +65,7 @@ def _max(windows: Any, kernel: Any) -> Any:
     return flat.max(axis=-1, name="y")
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return taped_pool(inputs, _max)
 
 

@@ -63,7 +63,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, hidden, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)) * case.get("spread", 1.0),
@@ -75,7 +75,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w1", "b1", "w2", "b2")}
     with Tape() as tape:
         z = leaves["x"].matmul(leaves["w1"].T) + leaves["b1"]

@@ -54,11 +54,11 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: Any, case: Any) -> Any:
+def make_inputs(rng: Any, case: dict[str, Any]) -> Any:
     return {"pred": rng.standard_normal(case["shape"]), "target": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     pred = Tensor(inputs["pred"], requires_grad=True, name="pred")
     target = Tensor(inputs["target"], requires_grad=True, name="target")
     with Tape() as tape:

@@ -63,7 +63,7 @@ LAYER_NORM_HIDDEN = (
 )
 
 
-def draw(rng: np.random.Generator, case: Any, axis: Any) -> Any:
+def draw(rng: np.random.Generator, case: dict[str, Any], axis: Any) -> Any:
     """One trial: ``x`` [rows, features] (each slice along ``axis`` shifted by its own offset), ``gamma``,
     ``grad_y``, ``eps`` and ``beta``, for ``case = {"shape", "eps", "spread"}``."""
     rows, features = case["shape"]
@@ -89,7 +89,7 @@ def steps(statistic: Any) -> Any:
     )
 
 
-def record(inputs: Any, axis: Any) -> Any:
+def record(inputs: dict[str, Any], axis: Any) -> Any:
     """The forward on a new tape, its nodes named as the steps: ``(tape, y)``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     gamma = Tensor(inputs["gamma"], requires_grad=True, name="gamma")
@@ -105,7 +105,7 @@ def record(inputs: Any, axis: Any) -> Any:
     return tape, y
 
 
-def tape_gradients(inputs: Any, axis: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any], axis: Any) -> Any:
     """Every step's gradient, in the order of :func:`steps`, by the tape's backward pass from ``grad_y``."""
     tape, y = record(inputs, axis)
     found = gradients(y, inputs["grad_y"], tape=tape)

@@ -69,7 +69,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     x = rng.standard_normal(case["shape"])
     if case.get("large"):
         x = trials.shift_rows(rng, x, trials.LARGE)
@@ -84,7 +84,7 @@ def composed_logsumexp(x: Any) -> Any:
     return (total.log(name="log_total") + peak).sum(axis=-1, name="y")  # the sum drops the size-1 axis
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     with Tape() as tape:
         y = composed_logsumexp(x)

@@ -65,7 +65,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, features = case["shape"]
     return {
         "x": rng.standard_normal((rows, features)),
@@ -78,7 +78,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w", "b", "gamma", "beta")}
     x = leaves["x"]
     with Tape() as tape:

@@ -60,7 +60,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     steps, batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((steps, batch, features)),
@@ -72,7 +72,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     }
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "h0", "W_xh", "W_hh", "b")}
     x, state = leaves["x"], leaves["h0"]
     with Tape() as tape:

@@ -61,14 +61,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     shape = case["shape"]
     s = rng.standard_normal(shape) * case.get("spread", 1.0)
     p = ops.softmax.forward(s, axis=-1)  # the op's stable softmax
     return {"p": p, "grad_p": rng.standard_normal(shape), "s": s}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     scores = Tensor(inputs["s"], requires_grad=True, name="s")
     with Tape() as tape:
         weights = scores.softmax(-1, name="p")

@@ -61,7 +61,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, classes = case["shape"]
     logits = rng.standard_normal((rows, classes)) * case.get("spread", 1.0)
     if case.get("large"):
@@ -71,7 +71,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     return {"logits": logits, "y": labels}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     logits = Tensor(inputs["logits"], requires_grad=True, name="logits")
     rows, classes = inputs["logits"].shape
     onehot = np.eye(classes)[inputs["y"]]

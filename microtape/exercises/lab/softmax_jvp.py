@@ -58,14 +58,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     s = rng.standard_normal(case["shape"])
     if case.get("large"):
         s = trials.shift_rows(rng, s, trials.LARGE)
     return {"s": s, "ds": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     _, tangent = jvp(lambda scores: scores.softmax(-1, name="p"), (inputs["s"],), (inputs["ds"],))
     return (tangent,)
 

@@ -63,7 +63,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng: np.random.Generator, case: Any) -> Any:
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     heads, q_len, k_len, depth = case["shape"]
     q = rng.standard_normal((heads, q_len, depth))
     k = rng.standard_normal((heads, k_len, depth))
@@ -73,7 +73,7 @@ def make_inputs(rng: np.random.Generator, case: Any) -> Any:
     return {"q": q, "k": k, "v": v, "o": o, "lse": lse, "grad_o": rng.standard_normal(o.shape), "block": case["block"]}
 
 
-def tape_gradients(inputs: Any) -> Any:
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     q, k, v = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("q", "k", "v"))
     with Tape() as tape:
         out = tiled_attention(q, k, v, inputs["block"])

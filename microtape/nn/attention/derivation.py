@@ -370,7 +370,7 @@ def input_rows(self_attention: Any) -> Any:
     return [("dx", "x", f"dx = {text}", f"dx = {latex}", sources)]
 
 
-def attention_rows(self_attention: Any, dropout: Any) -> Any:
+def attention_rows(self_attention: Any, dropout: bool) -> Any:
     """Every row of an attention report, in backward order: ``(label, name, formula, latex, sources)``.
 
     The core's (from the table, with the dropout steps if ``dropout``), each
