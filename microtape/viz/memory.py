@@ -33,6 +33,8 @@ from .figure import new_figure
 from .lifetimes import human_bytes, lifetimes
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from ..engine import Node, Tape
     from .program import Recorded
 
@@ -158,7 +160,7 @@ def compare_attention(
     block_size: int = 64,
     dtype: Any = np.float64,
     seed: int = 0,
-) -> Any:
+) -> Figure:
     """Full tape, lean tape and tiled op of one attention at the same sizes, side by side, one scale.
 
     Each panel is :func:`memory` of a fresh ``MultiHeadAttention`` after a

@@ -16,7 +16,10 @@ made, and the figure draws in a second.
 """
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 import numpy as np
 
@@ -85,7 +88,7 @@ def memory_scaling(
     heads: int = 2,
     dtype: Any = np.float64,
     seed: int = 0,
-) -> Any:
+) -> "Figure":
     """Peak memory against ``T`` for the full tape, lean tape and tiled op (and the numpy reference), log axes.
 
     Returns the figure; ``fig.peaks`` maps each variant to its peaks (bytes,

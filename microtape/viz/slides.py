@@ -23,7 +23,10 @@ import os
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import graphviz
 
 from .drawing import check_options, warn_if_collapsed
 from .paint import paint
@@ -41,7 +44,7 @@ FORMULA_WIDTH = 40  # characters: a longer formula on an edge may be written on 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
-def slide(layer: Recorded, *, title: str | None = None, expand: Any = None) -> Any:
+def slide(layer: Recorded, *, title: str | None = None, expand: Any = None) -> graphviz.Digraph:
     """The 16:9 slide of ``layer``'s last forward and backward (a ``graphviz.Digraph``).
 
     ``layer``: a MultiHeadAttention (drawn op by op) or a Transformer

@@ -29,7 +29,10 @@ fails while ``h``'s gradient is right.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import graphviz
 
 from .drawing import check_options
 from .fit import NOTEBOOK_WIDTH, fitted
@@ -98,7 +101,7 @@ def report_graph(
     title: str | None = None,
     width: int = NOTEBOOK_WIDTH,
     max_nodes: int = MAX_NODES,
-) -> Any:
+) -> graphviz.Digraph:
     """The backward graph of ``layer``'s last forward, each box and edge coloured by ``report``'s verdicts.
 
     ``report``: from :func:`microtape.check.attention_report` (or any
