@@ -27,6 +27,7 @@ from typing import Any
 from .catalogue import list_exercises
 from .checker import CheckResult, check
 from .registry import get
+from .result import STEP_STATES
 
 __all__ = ["ScoreTable", "score", "score_table", "not_defined"]
 
@@ -74,6 +75,11 @@ def score_table(results: Any) -> "ScoreTable":
 def _outputs_text(result: Any) -> Any:
     if result.status in ("not started", "not checked", "not graded"):
         return "—"
+    if result.steps and not result.ok:  # a stepped exercise: its steps by state, link by link
+        groups: dict[Any, Any] = {}
+        for step in result.steps:
+            groups.setdefault(step.state, []).append(step.name)
+        return "; ".join(f"{state}: {', '.join(groups[state])}" for state in STEP_STATES if state in groups)
     if result.status == "partly right":
         return f"right: {', '.join(result.right_outputs)}; not yet: {', '.join(result.wrong_outputs)}"
     if result.status == "wrong":
