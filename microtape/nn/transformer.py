@@ -64,17 +64,27 @@ class _PostNormLayer(CheckedLayer):
     blocks: tuple[Block, ...] = ()
     attentions: tuple[str, ...] = ()  # the attention sublayers, in forward order
     norm1: LayerNorm  # (and norm2, norm3…: one per block, set from ``blocks``)
+    # Set in __init__ (declared: the forward and the reports read them).
+    embed: int
+    num_heads: int
+    ff_dim: int
+    dropout: float
+    activation: str
+    eps: float
+    _rng: np.random.Generator
 
+    # One signature for both layers (PyTorch's, batch_first): each subclass differs in its blocks only.
     def __init__(
         self,
-        embed: Any,
-        num_heads: Any,
-        ff_dim: Any,
-        dropout: float,
-        activation: Any,
-        layer_norm_eps: Any,
-        seed: int | None,
-        dtype: Any,
+        embed: int,
+        num_heads: int,
+        ff_dim: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        *,
+        layer_norm_eps: float = 1e-5,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
     ) -> None:
         super().__init__()
         where = type(self).__name__
@@ -310,20 +320,6 @@ class TransformerEncoderLayer(_PostNormLayer):
     attentions = ("self_attn",)
     self_attn: MultiHeadAttention  # set by _PostNormLayer.__init__ from ``blocks``
 
-    def __init__(
-        self,
-        embed: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        seed: int | None = None,
-        dtype: DTypeLike = np.float64,
-    ) -> None:
-        super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
-
     def check_call(self, x: Any, mask: Any = None) -> Any:
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``x`` as an array."""
         where = "TransformerEncoderLayer.forward"
@@ -370,20 +366,6 @@ class TransformerDecoderLayer(_PostNormLayer):
     self_attn: MultiHeadAttention  # set by _PostNormLayer.__init__ from ``blocks``
     multihead_attn: MultiHeadAttention
     input_roles = ("x", "memory")
-
-    def __init__(
-        self,
-        embed: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        seed: int | None = None,
-        dtype: DTypeLike = np.float64,
-    ) -> None:
-        super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
 
     def check_call(self, x: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``(x, memory)`` as arrays."""
