@@ -8,6 +8,8 @@ CS231n's convention: ``out = relu(x @ w + b)`` with ``w`` stored [D, M]
 Tensors and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -67,7 +69,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)),
@@ -81,7 +83,7 @@ def make_inputs(rng, case):
 NODES = ("z", "x", "w", "b")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The forward on a new tape, the pre-activation named ``z``: ``(tape, out)``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     w = Tensor(inputs["w"], requires_grad=True, name="w")
@@ -113,7 +115,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w, b, grad_out):
+def _with_mistake(mistake: Any, x: Any, w: Any, b: Any, grad_out: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     z = x @ w + b

@@ -8,6 +8,8 @@ weights, then ``context`` — on Tensors, nodes named as the derivation
 table names them.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...check import mistakes as wrong
@@ -83,7 +85,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     inputs = core.draw_attention(rng, case)
     lead, (q_len, k_len) = inputs["q"].shape[:-2], (inputs["q"].shape[-2], inputs["k"].shape[-2])
     inputs["mask"] = trials.dropout_mask(rng, lead + (q_len, k_len), case["p"])
@@ -95,7 +97,7 @@ def make_inputs(rng, case):
 NODES = ("dropped_weights", "v", "weights", "scaled_scores", "q", "k")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The attention core with dropout on a new tape, nodes named as the derivation table: ``(tape, context)``."""
     q, k, v = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("q", "k", "v"))
     with Tape() as tape:
@@ -126,7 +128,7 @@ _KEYS = {"grad_dropped_weights": "dropped_weights", "grad_v": "V_heads", "grad_w
          "grad_scaled_scores": "scaled_scores", "grad_q": "Q_heads", "grad_k": "K_heads"}  # fmt: skip
 
 
-def _with_mistake(mistake, q, k, v, mask, p, grad_c):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, mask: Any, p: Any, grad_c: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     if mistake == "exp_not_stabilised":
@@ -151,7 +153,7 @@ def _with_mistake(mistake, q, k, v, mask, p, grad_c):
     return {name: grads[_KEYS[name]] for name in _CHANGES[mistake]}
 
 
-def _t(x):
+def _t(x: Any) -> Any:
     return np.swapaxes(x, -1, -2)
 
 

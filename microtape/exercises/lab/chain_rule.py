@@ -9,6 +9,8 @@ records every copy at once (elementwise Tensors, nodes named as the
 lecture's) and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -81,13 +83,13 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     shape = (case["n"],)
     spread = case.get("spread", 1.0)
     return {name: rng.standard_normal(shape) * spread for name in ("a", "b", "c", "g")}
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """Every copy of the expression at once, on a new tape, nodes named as the lecture's: ``(tape, L)``."""
     a, b, c, g = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("a", "b", "c", "g"))
     with Tape() as tape:
@@ -119,7 +121,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, a, b, c, g):
+def _with_mistake(mistake: Any, a: Any, b: Any, c: Any, g: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     d = a * b + c

@@ -7,6 +7,8 @@ slicing, ``sigmoid`` and ``tanh``, nodes named as the steps, and the tape
 backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -72,7 +74,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((batch, features)),
@@ -92,7 +94,7 @@ _LEAVES = ("x", "h", "W_ih", "W_hh", "b_ih", "b_hh")
 NODES = ("n", "z", "r", "gi", "gh", "x", "h", "W_ih", "W_hh", "b_ih", "b_hh")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """One step of the cell on a new tape, nodes named as the steps: ``(tape, h_next)``."""
     t = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in _LEAVES}
     hidden = inputs["h"].shape[1]
@@ -127,11 +129,11 @@ _CHANGES = {
 }
 
 
-def _sigmoid(a):
+def _sigmoid(a: Any) -> Any:
     return 0.5 * (1.0 + np.tanh(0.5 * a))  # = 1 / (1 + exp(−a)), without overflow
 
 
-def _with_mistake(mistake, x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
+def _with_mistake(mistake: Any, x: Any, h: Any, W_ih: Any, W_hh: Any, b_ih: Any, b_hh: Any, grad_h_next: Any) -> Any:
     """The outputs ``mistake`` changes, by the chain with that one thing wrong (any other name is refused)."""
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")

@@ -8,6 +8,8 @@ records the forward from microtape Tensors, its nodes named as the steps,
 and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -75,7 +77,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, hidden, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)) * case.get("spread", 1.0),
@@ -91,7 +93,7 @@ def make_inputs(rng, case):
 NODES = ("w2", "b2", "h", "z", "x", "w1", "b1")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The forward on a new tape, nodes named as the steps: ``(tape, y)``."""
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w1", "b1", "w2", "b2")}
     with Tape() as tape:
@@ -123,7 +125,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w1, b1, w2, grad_y):
+def _with_mistake(mistake: Any, x: Any, w1: Any, b1: Any, w2: Any, grad_y: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     z = x @ w1.T + b1

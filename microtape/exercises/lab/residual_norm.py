@@ -7,6 +7,8 @@ records the block from microtape Tensors (the layer norm out of ``mean``,
 backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -76,7 +78,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, features = case["shape"]
     return {
         "x": rng.standard_normal((rows, features)),
@@ -93,7 +95,7 @@ def make_inputs(rng, case):
 NODES = ("gamma", "beta", "rhat", "r", "h", "x", "w", "b")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The block on a new tape, nodes named as the steps: ``(tape, y)``."""
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w", "b", "gamma", "beta")}
     x = leaves["x"]
@@ -132,7 +134,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w, b, gamma, grad_y, eps):
+def _with_mistake(mistake: Any, x: Any, w: Any, b: Any, gamma: Any, grad_y: Any, eps: float) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     r = x + x @ w.T + b

@@ -12,6 +12,8 @@ T = 3 (so that each time step is a named step); the trials differ in batch,
 features and width.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -78,7 +80,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     steps, batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((steps, batch, features)),
@@ -94,12 +96,12 @@ def make_inputs(rng, case):
 NODES = ("z3", "z2", "z1", "h0", "x", "W_xh", "W_hh", "b")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The unrolled RNN on a new tape, the pre-activations named ``z1 … z3``: ``(tape, loss)``."""
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "h0", "W_xh", "W_hh", "b")}
     x, state = leaves["x"], leaves["h0"]
     with Tape() as tape:
-        loss = 0.0
+        loss: Any = 0.0  # a Tensor from the first step on
         for t in range(x.shape[0]):
             z = x[t] @ leaves["W_xh"].T + state @ leaves["W_hh"].T + leaves["b"]
             z.name = f"z{t + 1}"
@@ -127,7 +129,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, h0, W_xh, W_hh, b, grad_h):
+def _with_mistake(mistake: Any, x: Any, h0: Any, W_xh: Any, W_hh: Any, b: Any, grad_h: Any) -> Any:
     """The outputs ``mistake`` changes, by BPTT with that one thing wrong (any other name is refused)."""
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")

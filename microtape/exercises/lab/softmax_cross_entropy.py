@@ -7,6 +7,8 @@ from microtape Tensors (``softmax``, ``log``, a product with the one-hot
 labels, a sum), nodes named as the steps.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -72,7 +74,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, classes = case["shape"]
     logits = rng.standard_normal((rows, classes)) * case.get("spread", 1.0)
     if case.get("large"):
@@ -86,7 +88,7 @@ def make_inputs(rng, case):
 NODES = ("log_p", "p", "logits")
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The loss on a new tape, nodes named as the steps: ``(tape, loss)``."""
     logits = Tensor(inputs["logits"], requires_grad=True, name="logits")
     classes = inputs["logits"].shape[1]
@@ -122,7 +124,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, logits, y):
+def _with_mistake(mistake: Any, logits: Any, y: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     rows, classes = logits.shape
