@@ -54,7 +54,8 @@ import numpy as np
 from . import seccomp
 from .boxed import wire
 
-__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "isolation", "HELPER", "fresh_uid"]
+__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "isolation", "box_available", "HELPER",
+           "fresh_uid"]  # fmt: skip
 
 #: The folder the child runs from (on its sys.path): child.py, wire.py, the stand-in microtape.
 HELPER = Path(__file__).resolve().parent / "boxed"
@@ -122,6 +123,11 @@ def _bwrap_has(option):
     return option in done.stdout + done.stderr
 
 
+def box_available():
+    """Is bubblewrap here to box graded code (Linux)? Without it ``microtape grade`` needs ``--no-box``."""
+    return _bwrap() is not None
+
+
 def _prlimit():
     return shutil.which("prlimit")
 
@@ -163,7 +169,7 @@ def isolation(self_check=False):
         )
     return (
         "isolation: resource limits and an own session only — bubblewrap (bwrap) is not installed, so "
-        "graded code can read the file system (as root it is not run at all); install it "
+        "graded code can read the file system and see other processes; install it "
         "(Debian: apt-get install bubblewrap)"
     )
 
@@ -256,7 +262,8 @@ def _bwrap_command(bwrap, python, limits, uid, filter_fd):
     command += ["--chdir", "/work"]
     for key, value in _environment().items():
         command += ["--setenv", key, value]
-    command += [*become, python, "-I", "-S", "-B", "/box/helper/child.py", lib]
+    # --end-all: the box is its own pid namespace, so "every process I can signal" is the box's alone.
+    command += [*become, python, "-I", "-S", "-B", "/box/helper/child.py", lib, "--end-all"]
     return command, None
 
 
@@ -402,6 +409,8 @@ class Sandbox:
                         "(it could rewrite the installed package): install bubblewrap, or grade as an ordinary user"
                     )
             command, self._lib = _plain_command(python)
+            if user is not None:  # a uid of its own: "every process I can signal" is this box's alone
+                command.append("--end-all")
             env = _environment()
         self.output = tempfile.TemporaryFile()
         if not _posix_pipes():

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded
+from ..result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded, TooSlowForDerivation
 from .box import BoxTimeout, ChildGone, Sandbox
 from .boxed.wire import loads_limited
+from .integrity import imported_packages, merge
 from .untrusted import safe_text, safe_tree
 
 __all__ = [
@@ -53,6 +54,7 @@ class StudentError(Exception):
         super().__init__(text)
         self.type_name = type_name
         self.location = location  # (file name, line number, function, code line) in the student's code, or None
+        self.package = None  # the package not in the box that the call needed (its name only), or None
 
 
 def read_submission(path):
@@ -116,6 +118,10 @@ class BoxedSubmission:
         self.notes = []  # one line per notebook cell that failed
         self.load_error = None  # one line when the submission did not load at all
         self._loaded = False
+        self._exercise = None  # the exercise whose calls are being served (see begin)
+        self.observed = []  # flags from what the box saw at load (see integrity.py)
+        # The packages the source imports: the only names a "not in the box" reason may carry back.
+        self.packages = imported_packages(cells) if mode in ("file", "cells") else set()
 
     @classmethod
     def from_file(cls, path, names, **options):
@@ -172,16 +178,57 @@ class BoxedSubmission:
         self.defined = {name: _signature(spec) for name, spec in defined.items()} if isinstance(defined, dict) else {}
         notes = reply.get("notes")
         self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
+        observed = reply.get("observed")
+        self.observed = merge(observed if isinstance(observed, list) else [])
 
-    def function(self, name, seconds):
-        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
-        return BoxedFunction(self, name, seconds, self.defined.get(name))
+    def begin(self, name):
+        """Start exercise ``name``: its calls go to a fresh copy of the loaded submission (see ``child.exercise``).
+
+        Nothing a call of one exercise starts (a thread, a global, a grandchild) is there for the next.
+        """
+        self._exercise = name
+        if not self.box.running:
+            self.load()
+            if self.load_error:
+                return  # its calls say so (NotChecked)
+        try:
+            reply, _ = self.box.request({"op": "begin", "name": name}, timeout=self._within_budget(START_SECONDS))
+        except (BoxTimeout, ChildGone, SubmissionTooLong):
+            self.box.close()  # the next call starts again (and says why if it cannot)
+            return
+        if reply.get("event") != "begun":
+            self.box.close()
+
+    def end(self):
+        """End the current exercise: its copy, and every process it started, are gone when this returns."""
+        self._exercise = None
+        if not self.box.running:
+            return
+        try:
+            reply, _ = self.box.request({"op": "end"}, timeout=self._within_budget(START_SECONDS))
+        except (BoxTimeout, ChildGone, SubmissionTooLong):
+            self.box.close()
+            return
+        if reply.get("event") != "ended":
+            self.box.close()
+
+    def function(self, name, seconds, pace=None):
+        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls.
+
+        With ``pace`` (a :class:`~microtape.exercises.grading.pace.Pace`) a slow call is also timed
+        against the reference solution, and raises ``TooSlowForDerivation`` when far slower.
+        """
+        return BoxedFunction(self, name, seconds, self.defined.get(name), pace)
 
     def call(self, name, args, seconds):
-        if not self.box.running:  # killed after an earlier exercise: run the submission again
+        if not self.box.running:  # killed after an earlier call: run the submission again
             self.load()
             if self.load_error:
                 raise NotChecked(f"the submission could not be run again ({self.load_error})")
+            if self._exercise is not None:
+                self.begin(self._exercise)
+                if not self.box.running:
+                    raise NotChecked("the submission could not be run again (its exercise did not start)")
         specs, arrays = [], []
         for arg in args:
             if isinstance(arg, (np.ndarray, np.generic)):  # a numpy scalar travels as a 0-d array, comes out a scalar
@@ -200,7 +247,7 @@ class BoxedSubmission:
             raise TimeLimitExceeded(f"no answer within {seconds:g} s") from None
         except ChildGone as error:
             raise NotChecked(safe_text(error, 300)) from None
-        return _rebuild(safe_tree(reply), returned)
+        return _rebuild(safe_tree(reply), returned, self.packages)
 
 
 class BoxedFunction:
@@ -210,27 +257,34 @@ class BoxedFunction:
     submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
     """
 
-    def __init__(self, submission, name, seconds, signature):
+    def __init__(self, submission, name, seconds, signature, pace=None):
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
+        self.pace = pace
         if signature is not None:
             self.__signature__ = signature
 
     def __call__(self, *args):
+        started = time.monotonic()
         try:
-            return self.submission.call(self.__name__, args, self.seconds)
+            returned = self.submission.call(self.__name__, args, self.seconds)
         except SubmissionTooLong:
             raise
         except TimeLimitExceeded:
             raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
+        if self.pace is not None:
+            problem = self.pace.too_slow(self.__name__, args, time.monotonic() - started)
+            if problem:
+                raise TooSlowForDerivation(problem)
+        return returned
 
 
-def _rebuild(reply, arrays):
+def _rebuild(reply, arrays, packages=()):
     """The student's return value from the child's reply: numbers as arrays, anything else a NotAnArray."""
     event = reply.get("event")
     if event == "raised":
-        _raise_as_student(reply)
+        _raise_as_student(reply, packages)
     if event == "exited":
         raise NotChecked(f"your function {str(reply.get('how', 'exited'))[:200]} instead of returning")
     if event != "returned":
@@ -252,8 +306,12 @@ def _rebuild(reply, arrays):
     raise NotChecked("the process sent a malformed reply")
 
 
-def _raise_as_student(reply):
-    """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub)."""
+def _raise_as_student(reply, packages=()):
+    """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub).
+
+    A package that is not in the box comes back by name (``StudentError.package``) only when the
+    source imports it: the name is then the file's, not a channel for what a call saw.
+    """
     type_name = str(reply.get("type", "Exception"))[:80]
     text = str(reply.get("message", ""))[:400]
     if type_name == "NotImplementedError":
@@ -262,7 +320,11 @@ def _raise_as_student(reply):
     if isinstance(reply.get("lineno"), int):
         filename = str(reply.get("filename", ""))[:200]
         location = (filename, reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
-    raise StudentError(type_name, text, location)
+    error = StudentError(type_name, text, location)
+    package = reply.get("package")
+    if isinstance(package, str) and package in packages:
+        error.package = package
+    raise error
 
 
 def _item(item, arrays):
