@@ -60,6 +60,8 @@ __all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "iso
 #: The folder the child runs from (on its sys.path): child.py, wire.py, the stand-in microtape.
 HELPER = Path(__file__).resolve().parent / "boxed"
 NOBODY = 65534
+#: The uid and gid graded code has inside the box's user namespace when the grader is an ordinary user.
+BOX_UID = 4242
 #: Seconds a new box has to start Python and numpy and say it is ready (several may start at once).
 START_SECONDS = 30.0
 #: How many times a box that does not start is tried before the grader gives up (its error, not the student's).
@@ -235,8 +237,11 @@ def _bwrap_command(bwrap, python, limits, uid, filter_fd):
         become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                   "--clear-groups", "--inh-caps=-all", "--"]  # fmt: skip
     else:
-        command += ["--unshare-all"]
-        if _bwrap_has("--disable-userns"):  # bubblewrap 0.8 and later; older: the filter refuses unshare
+        # An ordinary user: bwrap makes a user namespace (--unshare-user, which --disable-userns needs
+        # named explicitly since bubblewrap 0.8), in which the box is a uid of its own with no rights
+        # outside it. No nested user namespace: --disable-userns (0.8+), else the filter refuses unshare.
+        command += ["--unshare-all", "--unshare-user", "--uid", str(BOX_UID), "--gid", str(BOX_UID)]
+        if _bwrap_has("--disable-userns"):
             command += ["--disable-userns"]
         become = []
     if filter_fd is not None:

@@ -46,7 +46,7 @@ from ..scores import ScoreTable
 from .box import box_available, isolation
 from .integrity import merge, source_flags
 from .pace import Pace, reference_files
-from .remote import MAX_SUBMISSION_BYTES, read_submission
+from .remote import MAX_NOTEBOOK_BYTES, read_submission
 from .submission import MAX_TIMEOUT, check_file
 from .untrusted import safe_text, spreadsheet_cell, stored_names
 
@@ -83,8 +83,9 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")
-    parser.add_argument("--reference", metavar="PATH", help="the instructor's solutions (a .py file, notebook or "
-                        "folder; default: the repository's instructor/): slow calls are timed against them")  # fmt: skip
+    reference = ("the instructor's solutions (a .py file, notebook or folder; default: the repository's "
+                 "instructor/): slow calls are timed against them")  # fmt: skip
+    parser.add_argument("--reference", metavar="PATH", help=reference)
     parser.add_argument("--metadata", metavar="FILE", help="Gradescope's submission_metadata.json: the student is "
                         "its user id, and every file in the folder (and below it) is theirs")  # fmt: skip
     parser.add_argument("--no-box", action="store_true", help="grade without bubblewrap: students' code can then "
@@ -209,7 +210,7 @@ def _not_graded(path, names, reason, started):
 def trial_identity(student, path):
     """Whose trials these are: the student and the file's content (a changed file meets new hidden trials)."""
     try:
-        content = hashlib.sha256(Path(path).read_bytes()[: MAX_SUBMISSION_BYTES + 1]).hexdigest()
+        content = hashlib.sha256(Path(path).read_bytes()[: MAX_NOTEBOOK_BYTES + 1]).hexdigest()
     except OSError:
         content = "unreadable"
     return f"{student}\x00{content}"
@@ -263,7 +264,7 @@ def fingerprint(path, names, secret, timeout, identity=None):
     Keyed by the secret, so the fingerprint tells nothing about it.
     """
     try:
-        content = hashlib.sha256(Path(path).read_bytes()[: MAX_SUBMISSION_BYTES + 1]).hexdigest()
+        content = hashlib.sha256(Path(path).read_bytes()[: MAX_NOTEBOOK_BYTES + 1]).hexdigest()
     except OSError:
         content = "unreadable"
     student = Path(path).stem.encode("utf-8", "surrogateescape").hex()
@@ -279,8 +280,10 @@ def upload_files(folder):
     Hidden folders (``.ipynb_checkpoints``) are skipped.
     """
     root = Path(folder)
-    found = sorted(path for path in root.rglob("*") if path.suffix in SUFFIXES and path.is_file() and not path.is_symlink()
-                   and not any(part.startswith(".") for part in path.relative_to(root).parts))  # fmt: skip
+    found = sorted(
+        path for path in root.rglob("*") if path.suffix in SUFFIXES and path.is_file() and not path.is_symlink()
+        and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    )  # fmt: skip
     notebooks = {path.with_suffix("") for path in found if path.suffix == ".ipynb"}
     return [path for path in found if path.suffix == ".ipynb" or path.with_suffix("") not in notebooks]
 

@@ -195,8 +195,9 @@ class _Reader(ast.NodeVisitor):
             | {method for method in methods if "backward" in method or "vjp" in method}
         )  # fmt: skip
         if len(overloads) >= 2 and remembers:
+            kept = ", ".join(remembers[:3])
             self.note("own autograd", node, f"class {node.name} overloads {', '.join(overloads[:3])} and keeps "
-                                            f"{', '.join(remembers[:3])} (values that remember their parents)")  # fmt: skip
+                                            f"{kept} (values that remember their parents)")  # fmt: skip
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node):

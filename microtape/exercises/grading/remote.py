@@ -36,11 +36,14 @@ __all__ = [
     "read_submission",
     "MAX_SUBMISSION_BYTES",
     "MAX_NOTEBOOK_DEPTH",
+    "MAX_NOTEBOOK_BYTES",
 ]
 
 #: A submission file larger than this is not read: a lab's answers are a few KB, and a limit
 #: this low leaves no room to smuggle in a whole library (zipped microtape is ~550 KB).
 MAX_SUBMISSION_BYTES = 256 << 10
+#: A notebook file may be larger (its saved outputs: plots, tables); only its code counts against the limit above.
+MAX_NOTEBOOK_BYTES = 32 << 20
 #: A notebook's JSON nests ~5 deep; deeper is refused before it is parsed.
 MAX_NOTEBOOK_DEPTH = 32
 #: Seconds for starting Python and numpy in a new box, on top of the submission's own budget.
@@ -63,8 +66,9 @@ def read_submission(path):
     if path.is_symlink() or not path.is_file():  # a link could point the grader at its own secret
         raise ValueError("the submission is not a plain file (a link, a folder or a device)")
     size = path.stat().st_size
-    if size > MAX_SUBMISSION_BYTES:
-        raise ValueError(f"the file is {size >> 10} KB; a submission may be at most {MAX_SUBMISSION_BYTES >> 10} KB")
+    limit = MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SUBMISSION_BYTES
+    if size > limit:
+        raise ValueError(f"the file is {size >> 10} KB; a submission may be at most {limit >> 10} KB")
     data = path.read_bytes()
     if path.suffix != ".ipynb":
         # utf-8-sig: a file saved with a byte-order mark (some Windows editors) reads as Python does.
@@ -82,6 +86,10 @@ def read_submission(path):
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         message = safe_text(f"{type(error).__name__}: {error}", 200)
         raise ValueError(f"the notebook is not valid notebook JSON ({message})") from None
+    code = sum(len(source.encode("utf-8", "surrogateescape")) for source in sources)
+    if code > MAX_SUBMISSION_BYTES:  # the code counts, not the outputs (plots, tables) saved with it
+        raise ValueError(f"the notebook's code cells hold {code >> 10} KB; a submission may be at most "
+                         f"{MAX_SUBMISSION_BYTES >> 10} KB of code")  # fmt: skip
     return "cells", sources
 
 
@@ -274,10 +282,19 @@ class BoxedFunction:
         except TimeLimitExceeded:
             raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
         if self.pace is not None:
-            problem = self.pace.too_slow(self.__name__, args, time.monotonic() - started)
+            problem = self.pace.too_slow(self.__name__, args, time.monotonic() - started, lambda: self._again(args))
             if problem:
                 raise TooSlowForDerivation(problem)
         return returned
+
+    def _again(self, args):
+        """The seconds of one more call on ``args`` (its time limit as before; a failure counts as the limit)."""
+        started = time.monotonic()
+        try:
+            self.submission.call(self.__name__, args, self.seconds)
+        except (Exception, TimeLimitExceeded):
+            return self.seconds
+        return time.monotonic() - started
 
 
 def _rebuild(reply, arrays, packages=()):
