@@ -97,7 +97,7 @@ def test_notebook_runs_light_and_readable(path, tmp_path):
                 )
 
 
-STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[2] / "grading" / "source").glob("*.ipynb"))
+STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[2] / "assignment" / "source").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])

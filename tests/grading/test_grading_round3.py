@@ -23,10 +23,10 @@ import pytest
 
 from microtape.cli.main import main
 from microtape.exercises.checker import _drawn_trial, _trial_key, student_secret
-from microtape.exercises.grading import box, gradebook, integrity, pace
-from microtape.exercises.grading.boxed.ipython import strip_magics
-from microtape.exercises.grading.gradebook import TOTAL
-from microtape.exercises.grading.remote import read_submission
+from microtape.grading import box, gradebook, integrity, pace
+from microtape.grading.boxed.ipython import strip_magics
+from microtape.grading.gradebook import TOTAL
+from microtape.grading.remote import read_submission
 from microtape.exercises.registry import get
 
 pytestmark = pytest.mark.skipif(box._bwrap() is None, reason="needs bubblewrap (make sandbox)")
@@ -209,8 +209,8 @@ def test_microtape_used_for_an_answer_is_named_in_one_line_on_hidden_trials(tmp_
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted((ROOT / "instructor").glob("solutions*.py")), *sorted((ROOT / "grading" / "samples").glob("*.py")),
-     ROOT / "grading" / "source" / "microtape_lab.ipynb", LOOPS],
+    [*sorted((ROOT / "instructor").glob("solutions*.py")), *sorted((ROOT / "assignment" / "samples").glob("*.py")),
+     ROOT / "assignment" / "source" / "microtape_lab.ipynb", LOOPS],
     ids=lambda path: path.name,
 )  # fmt: skip
 def test_honest_samples_and_the_instructors_solutions_raise_no_flag(path):
@@ -312,7 +312,7 @@ def test_on_gradescope_the_student_is_the_metadata_id_and_the_notebook_is_graded
 
 
 def test_invisible_names_are_shown_escaped_and_no_two_students_share_a_record(tmp_path, capsys):
-    from microtape.exercises.grading.untrusted import file_stem
+    from microtape.grading.untrusted import file_stem
 
     posing = "alice\u200b"
     digest_name = file_stem("x\u202ey")  # the stored name another student's file would get
