@@ -587,6 +587,18 @@ def _usage_problem(args, folder):
     return None, names, secret
 
 
+def _print_reasons(graded):
+    """Under the table: why a submission was not graded or not run, then every flag (for the teacher)."""
+    for grade in graded:
+        reason = grade.not_graded or grade.load_error or (grade.notes[0] if grade.notes else "")
+        if reason:
+            label = "not graded" if grade.not_graded else "note"
+            print(f"  {label} — {safe_text(grade.student, 80)}: {safe_text(reason, 300)}")
+    for grade in graded:  # what a value check cannot prove (docs/grading.md)
+        for flag in grade.flags:
+            print(f"  flagged — {safe_text(grade.student, 80)}: {flag['kind']}: {flag['evidence']}")
+
+
 def run(args):
     """Run the parsed command; returns the exit status (0 graded, 1 some not graded by our fault, 2 usage error)."""
 
@@ -631,14 +643,7 @@ def run(args):
     if args.gradescope:
         write_gradescope(graded, args.gradescope)
     print(summary(graded, names))
-    for grade in graded:
-        reason = grade.not_graded or grade.load_error or (grade.notes[0] if grade.notes else "")
-        if reason:
-            label = "not graded" if grade.not_graded else "note"
-            print(f"  {label} — {safe_text(grade.student, 80)}: {safe_text(reason, 300)}")
-    for grade in graded:  # for the teacher to read: what a value check cannot prove (docs/grading.md)
-        for flag in grade.flags:
-            print(f"  flagged — {safe_text(grade.student, 80)}: {flag['kind']}: {flag['evidence']}")
+    _print_reasons(graded)
     count = len(graded)
     print(f"\n{count} submission{'s' if count != 1 else ''} graded in {elapsed:.1f} s "
           f"({elapsed / max(count, 1):.2f} s each, -j {args.jobs}); results in {out}{os.sep}")  # fmt: skip
