@@ -43,7 +43,7 @@ from ..exercises.checker import CheckResult
 from ..exercises.registry import get
 from ..exercises.scores import ScoreTable
 from ..viz.progress import progress
-from .box import box_available, isolation
+from .box import box_available, isolation, use_bubblewrap
 from .integrity import merge, source_flags
 from .pace import Pace, reference_files
 from .remote import MAX_NOTEBOOK_BYTES, read_submission
@@ -525,8 +525,8 @@ NO_BOX = (
 
 
 def _box_problem(args):
-    """Why grading must not start here (no bubblewrap and no --no-box), or None."""
-    if box_available() or args.no_box:
+    """Why grading must not start here (no bubblewrap and no --no-box), or None. ``--no-box`` turns it off."""
+    if args.no_box or box_available():
         return None
     return (f"bubblewrap (bwrap) is not installed, and {NO_BOX}. Install it (Debian/Ubuntu: "
             "sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or pass --no-box where each "
@@ -601,6 +601,14 @@ def _print_reasons(graded):
 
 def run(args):
     """Run the parsed command; returns the exit status (0 graded, 1 some not graded by our fault, 2 usage error)."""
+    use_bubblewrap(not args.no_box)  # --no-box: never bubblewrap, even where it is installed (it may not run)
+    try:
+        return _run(args)
+    finally:
+        use_bubblewrap(True)
+
+
+def _run(args):
 
     def usage(message):
         print(f"microtape grade: {message}", file=sys.stderr)
