@@ -334,7 +334,7 @@ class Sandbox:
         # The process limit counts every process of the box's user. As root each box has a user of
         # its own, so it counts the box alone; as an ordinary user the box's processes are the
         # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
-        processes = limits.processes if _is_root() else max(limits.processes, 64)
+        processes = self._process_limit()
         return [
             _prlimit(),
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
@@ -346,6 +346,12 @@ class Sandbox:
             "--",
             *command,
         ]
+
+    def _process_limit(self):
+        """The box's process limit. It counts every process of the box's user: as root each box has a
+        user of its own, so it counts the box alone; as an ordinary user the box's processes are the
+        user's own, and a small limit would stop bubblewrap itself: then 64 (a fork bomb still stops)."""
+        return self.limits.processes if _is_root() else max(self.limits.processes, 64)
 
     def _resource_limited(self):
         """No prlimit: a function the child runs before its program, setting what :mod:`resource` can.
@@ -360,7 +366,8 @@ class Sandbox:
         limits = self.limits
         wanted = [("RLIMIT_CPU", (limits.cpu_seconds, limits.cpu_seconds + 1)),
                   ("RLIMIT_AS", (limits.memory_bytes,) * 2), ("RLIMIT_FSIZE", (limits.file_bytes,) * 2),
-                  ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0))]  # fmt: skip
+                  ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0)),
+                  ("RLIMIT_NPROC", (self._process_limit(),) * 2)]  # fmt: skip
 
         def apply():
             for name, value in wanted:
