@@ -394,9 +394,13 @@ def test_notebooks_with_magics_plots_and_writefile_keep_their_marks(tmp_path):
     ]
     notebook = _notebook(*cells, outputs=[plot])  # over 256 KB with its plots; its code is a few hundred bytes
     assert len(notebook) > 256 << 10
-    _, _, results, _ = _grade(tmp_path, {"plots.ipynb": notebook})
+    drawn = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+             "fig, ax = plt.subplots()\nax.plot([1, 2])\nplt.rcParams['figure.dpi'] = 120\n"
+             "plt.savefig('plot.png')\nplt.show()\n" + RIGHT)  # fmt: skip
+    _, _, results, _ = _grade(tmp_path, {"plots.ipynb": notebook, "drawn.py": drawn}, "-j", "2")
     assert results["plots"]["total"] == 2, results["plots"]
     assert results["plots"]["flags"] == []
+    assert results["drawn"]["total"] == 2, results["drawn"]  # a .py that draws its own plots: discarded in the box
 
 
 def test_ipython_lines_read_as_a_notebook_would():

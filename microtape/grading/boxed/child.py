@@ -257,6 +257,8 @@ def _only_the_first_process():
 
 
 FIRST_PID = os.getpid()
+#: How an exercise's copy leaves when the grader says "end" (any other way: it left mid-call).
+ENDED = 86
 #: A timer that interrupts a cell (not on Windows: there a slow cell uses up the whole file's time).
 TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 
@@ -359,15 +361,26 @@ def exercise(read_exactly, replies, namespace):
                 os._exit(0)
             if request["op"] != "call":
                 _only_the_first_process()
-                os._exit(0)  # "end": the loader replies, once every process of this exercise is gone
+                os._exit(ENDED)  # "end": the loader replies, once every process of this exercise is gone
             _reply(replies, *call(request, arrays, namespace))
-    os.waitpid(pid, 0)
+    _, status = os.waitpid(pid, 0)
     if "--end-all" in sys.argv:
         try:
             os.kill(-1, signal.SIGKILL)  # every process this user can signal but this one
         except OSError:  # none left
             pass
-    return {"event": "ended"}
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == ENDED:
+        return {"event": "ended"}
+    # The copy left in the middle of a call (os._exit, a signal, a limit): this process leaves the
+    # same way, so the grader reads how the call ended, as when the calls were served here.
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: not catchable, already the default
+            pass
+        os.kill(os.getpid(), number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 if __name__ == "__main__":
