@@ -434,6 +434,7 @@ class Sandbox:
             command, self._lib = _plain_command(python)
             if user is not None:  # a uid of its own: "every process I can signal" is this box's alone
                 command.append("--end-all")
+            command.append("--writable")  # writes only in its scratch folder, where Landlock exists
             env = _environment()
         self.output = tempfile.TemporaryFile()
         if not _posix_pipes():

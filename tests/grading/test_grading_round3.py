@@ -13,8 +13,10 @@ import json
 import lzma
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -407,3 +409,32 @@ def test_ipython_lines_read_as_a_notebook_would():
     text = strip_magics("t = %timeit -o f()\nx, y = !ls\nnp.einsum?\n?np.sum\nif 1:\n    %time g()\nanswer = 1\n")
     compile(text, "cell", "exec")
     assert "t = None" in text and "x, y = (None, None, )" in text and "answer = 1" in text
+
+
+# ---------------------------------------------------------------- 7. the self-check without a box
+
+
+def test_a_self_check_without_bubblewrap_cannot_write_outside_its_scratch_folder(tmp_path, monkeypatch, capsys):
+    """Where Landlock exists, the installed package (any folder but the scratch one) is not writable from the check."""
+    from microtape.grading.boxed.landlock import restrict_writes
+
+    target_folder = Path(tempfile.mkdtemp(dir=ROOT, prefix=".landlock-probe-"))  # outside /tmp, like site-packages
+    try:
+        target = target_folder / "diagnose.py"
+        target.write_text("# the installed checker\n")
+        source = (f"import numpy as np\ntry:\n    open({str(target)!r}, 'w').write('PATCHED')\nexcept OSError:\n"
+                  "    pass\n" + RIGHT)  # fmt: skip
+        path = tmp_path / "patcher.py"
+        path.write_text(source)
+        monkeypatch.setattr(box, "_bwrap", lambda: None)
+        status = main(["exercises", "check", str(path), "--name", "dropout_backward"])
+        capsys.readouterr()
+        assert status == 0  # the answer is right and graded as such
+        probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
+                                "from landlock import restrict_writes; print(restrict_writes([]))",
+                                str(Path(box.HELPER))], capture_output=True, text=True)  # fmt: skip
+        if probe.stdout.strip() == "True":  # this kernel has Landlock: the file is as it was
+            assert target.read_text() == "# the installed checker\n"
+        assert callable(restrict_writes)
+    finally:
+        shutil.rmtree(target_folder, ignore_errors=True)
