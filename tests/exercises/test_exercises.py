@@ -485,7 +485,7 @@ def test_the_op_exercise_registers_the_students_vjp_as_an_op():
         wrong = ex.get("logsumexp_vjp").mistake("not_normalised").fn
         careless = mt.ops.define("careless_logsumexp", forward=logsumexp_forward,
                                  vjp=lambda g, ans, x: (wrong(g, ans, x)["grad_x"],), formula="{g}")  # fmt: skip
-        assert not mt.check.gradcheck(lambda t: careless(t).sum(), scores).ok
+        assert not mt.check.gradcheck(lambda t: careless(t).sum(), scores, raise_exception=False).ok
         x = mt.Tensor(scores, requires_grad=True, name="scores")
         with mt.Tape() as tape:
             op(x, name="lse").sum(name="total")
@@ -516,7 +516,7 @@ def test_the_logaddexp_exercise_registers_a_vjp_that_agrees_with_the_builtin_op(
             "careless_logaddexp", forward=logaddexp_forward, formula=["{g}", "{g}"],
             vjp=lambda g, ans, a, b: (SOLUTIONS["logaddexp_vjp"](g, ans, a, b)[0], wrong(g, ans, a, b)["grad_b"]),
         )  # fmt: skip
-        assert not mt.check.gradcheck(lambda s, t: careless(s, t).sum(), a0, b0).ok
+        assert not mt.check.gradcheck(lambda s, t: careless(s, t).sum(), a0, b0, raise_exception=False).ok
     finally:
         OPS.pop("student_logaddexp", None)
         OPS.pop("careless_logaddexp", None)
