@@ -137,7 +137,6 @@ def test_the_time_limit_is_the_reference_times_a_factor_measured_now(monkeypatch
     monkeypatch.setattr(timer, "reference_seconds", lambda name, args: measured.append(name) or 0.01)
     assert timer.too_slow("linear_backward", (), pace.FLOOR_SECONDS) is None and measured == []
     assert timer.too_slow("linear_backward", (), 0.01 * pace.FACTOR * 0.99) is None
-    assert "too slow" not in (timer.too_slow("linear_backward", (), 0.01 * pace.FACTOR * 1.01) or "")
     assert timer.too_slow("linear_backward", (), 0.01 * pace.FACTOR * 1.01).startswith("it took over 50×")
     # a second chance: a call that is fast when run again is not failed for a moment's load
     assert timer.too_slow("linear_backward", (), 10.0, again=lambda: 0.02) is None
