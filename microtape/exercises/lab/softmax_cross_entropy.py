@@ -40,7 +40,7 @@ def softmax_cross_entropy_backward(logits, y):
 # One dict per trial: (N, C), the spread of the logits, and whether the rows
 # are shifted by up to ±1000 (the softmax is unchanged; an unstabilised exp
 # overflows). No trial is square, so a softmax over the wrong axis shows. The
-# large hidden trial has 48 rows of 8192 classes: numeric differentiation
+# large hidden trial has 256 rows of 1024 classes: numeric differentiation
 # needs a forward per class even when it perturbs every row at once; a
 # derivation (a loop over the rows included) does not.
 VISIBLE = (
@@ -56,7 +56,7 @@ HIDDEN = (
     {"shape": (7, 3), "spread": 3.0},
     {"shape": (1, 5)},
     {"shape": (8, 2), "large": True},
-    {"shape": (48, 8192), "shared": True},
+    {"shape": (256, 1024), "shared": True},
 )
 
 
