@@ -38,6 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..exercises.catalogue import list_exercises
 from ..exercises.checker import CheckResult
@@ -75,7 +76,7 @@ SECRET_BITS = 128
 SUBMISSION_MARGIN = 10.0
 
 
-def add_arguments(parser):
+def add_arguments(parser: Any) -> Any:
     parser.description = "Grade every .py and .ipynb submission in a folder (boxed), on hidden trials."
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="the folder of handed-in files")
     parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N submissions at once")
@@ -102,7 +103,17 @@ def add_arguments(parser):
 class Graded:
     """One submission's grade: a CheckResult per exercise, the notes, what it printed, how long it took."""
 
-    def __init__(self, student, path, results, notes=(), load_error=None, printed="", seconds=0.0, not_graded=None):
+    def __init__(
+        self,
+        student: Any,
+        path: Any,
+        results: Any,
+        notes: Any = (),
+        load_error: Any = None,
+        printed: str = "",
+        seconds: float = 0.0,
+        not_graded: Any = None,
+    ) -> None:
         self.student = student
         self.path = Path(path)
         self.not_graded = not_graded  # one line when the grader could not grade it (no score was given)
@@ -116,18 +127,18 @@ class Graded:
         self.stored_name = None  # the run folder's file name for this student (collision-proof, set before grading)
 
     @property
-    def results(self):
+    def results(self) -> Any:
         return self.table.results
 
     @property
-    def total(self):
+    def total(self) -> Any:
         return self.table.total
 
     @property
-    def max_total(self):
+    def max_total(self) -> Any:
         return self.table.max_total
 
-    def to_json(self):
+    def to_json(self) -> Any:
         return {
             "student": safe_text(self.student),
             "file": safe_text(self.path),
@@ -166,7 +177,7 @@ class Graded:
         }
 
     @classmethod
-    def from_json(cls, data, path):
+    def from_json(cls, data: Any, path: Any) -> Any:
         """A grade written by an earlier run (to resume it), or None when it is not a complete one."""
         try:
             results = {
@@ -190,7 +201,7 @@ class Graded:
         grade.flags = merge(data.get("flags", []))
         return grade
 
-    def feedback(self):
+    def feedback(self) -> Any:
         lines = [f"{safe_text(self.student)}: {self.total} / {self.max_total}"]
         if self.not_graded:
             lines.append(f"  not graded: {self.not_graded}")
@@ -201,7 +212,7 @@ class Graded:
         return "\n".join(lines) + "\n"
 
 
-def _steps_from_json(item):
+def _steps_from_json(item: Any) -> Any:
     """A stepped exercise's steps and links as an earlier run wrote them (so a resumed grade keeps its columns)."""
     steps = item.get("steps")
     if not steps:
@@ -217,21 +228,21 @@ def _steps_from_json(item):
     }
 
 
-def _not_counted(name, status, message):
+def _not_counted(name: str, status: Any, message: str) -> CheckResult:
     exercise = get(name)
     outputs = {output.name: False for output in exercise.outputs}
     return CheckResult(name, False, f"✗ {name}: {status} — {message}.", status=status, outputs=outputs,
                        max_score=exercise.max_score)  # fmt: skip
 
 
-def _not_graded(path, names, reason, started):
+def _not_graded(path: Any, names: Any, reason: Any, started: Any) -> "Graded":
     """The row of a submission the grader could not grade: no points given, and the reason."""
     reason = safe_text(reason, 300)
     results = {name: _not_counted(name, "not graded", reason) for name in names}
     return Graded(Path(path).stem, path, results, seconds=time.monotonic() - started, not_graded=reason)
 
 
-def trial_identity(student, path):
+def trial_identity(student: Any, path: Any) -> str:
     """Whose trials these are: the student and the file's content (a changed file meets new hidden trials)."""
     try:
         content = hashlib.sha256(Path(path).read_bytes()[: MAX_NOTEBOOK_BYTES + 1]).hexdigest()
@@ -240,7 +251,16 @@ def trial_identity(student, path):
     return f"{student}\x00{content}"
 
 
-def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT, pace=None, student=None, identity=None):
+def grade_one(
+    path: Any,
+    names: Any,
+    *,
+    secret: Any,
+    timeout: Any = DEFAULT_TIMEOUT,
+    pace: Any = None,
+    student: Any = None,
+    identity: Any = None,
+) -> Any:
     """Grade one file on the hidden trials; a :class:`Graded` (never raises for anything the file does).
 
     ``student`` is the name shown (default: the file's stem); ``identity`` whose hidden trials these
@@ -273,7 +293,7 @@ def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT, pace=None, studen
     return grade
 
 
-def _flags(path, report):
+def _flags(path: Any, report: Any) -> list[Any]:
     """The source's flags and the box's observations, joined (an unreadable source: the box's alone)."""
     try:
         cells = read_submission(path)[1]
@@ -282,7 +302,7 @@ def _flags(path, report):
     return merge(source_flags(cells), getattr(report, "observed", []))
 
 
-def fingerprint(path, names, secret, timeout, identity=None):
+def fingerprint(path: Any, names: Any, secret: Any, timeout: Any, identity: Any = None) -> Any:
     """What makes a grade reusable by a rerun: the student, the file's bytes, the exercises, the secret, the time limit.
 
     Keyed by the secret, so the fingerprint tells nothing about it.
@@ -299,7 +319,7 @@ def fingerprint(path, names, secret, timeout, identity=None):
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def upload_files(folder):
+def upload_files(folder: Any) -> list[Path]:
     """One student's upload (Gradescope): every .py and .ipynb in ``folder`` or below it, notebooks first.
 
     A notebook's ``.py`` export next to it (the same name) is left out: the notebook is graded.
@@ -314,10 +334,10 @@ def upload_files(folder):
     return [path for path in found if path.suffix == ".ipynb" or path.with_suffix("") not in notebooks]
 
 
-def submissions(folder):
+def submissions(folder: Any) -> Any:
     """``(files to grade, {student: reason})``: two files for one student are refused, by name."""
     paths = sorted(path for path in Path(folder).iterdir() if path.suffix in SUFFIXES and path.is_file())
-    by_student = {}
+    by_student: dict[Any, Any] = {}
     for path in paths:
         by_student.setdefault(path.stem, []).append(path)
     refused = {}
@@ -328,9 +348,9 @@ def submissions(folder):
     return [path for path in paths if path.stem not in refused], refused
 
 
-def _earlier_grades(out, names, secret, timeout):
+def _earlier_grades(out: Any, names: Any, secret: Any, timeout: Any) -> Any:
     """The complete grades earlier runs in ``out`` wrote, by fingerprint (newest run first)."""
-    found = {}
+    found: dict[Any, Any] = {}
     out = Path(out)
     if not out.is_dir():
         return found
@@ -346,8 +366,18 @@ def _earlier_grades(out, names, secret, timeout):
     return found
 
 
-def grade_folder(folder, names, *, secret, jobs=1, timeout=DEFAULT_TIMEOUT, out=None, resume=None, pace=None,
-                 identity=None):  # fmt: skip
+def grade_folder(
+    folder: Any,
+    names: Any,
+    *,
+    secret: Any,
+    jobs: int = 1,
+    timeout: Any = DEFAULT_TIMEOUT,
+    out: Any = None,
+    resume: Any = None,
+    pace: Any = None,
+    identity: Any = None,
+) -> Any:
     """Grade every submission in ``folder`` (``jobs`` at once); ``[Graded, ...]`` in file-name order.
 
     With ``out`` (a run folder) each student's files are written there as soon as the grade is
@@ -391,7 +421,7 @@ def grade_folder(folder, names, *, secret, jobs=1, timeout=DEFAULT_TIMEOUT, out=
     return sorted(graded, key=lambda grade: grade.student)
 
 
-def write_student(grade, out):
+def write_student(grade: Any, out: Any) -> None:
     """``STUDENT.json`` and ``STUDENT.txt`` in the run folder ``out`` (names made safe, short and distinct)."""
     stem = grade.stored_name or stored_names([grade.student])[grade.student]
     text = json.dumps(grade.to_json(), indent=1, ensure_ascii=False)
@@ -399,7 +429,7 @@ def write_student(grade, out):
     (Path(out) / f"{stem}.txt").write_bytes(grade.feedback().encode("utf-8", "backslashreplace"))
 
 
-def _new_run_folder(out):
+def _new_run_folder(out: Any) -> Any:
     stamp = datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S")
     for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
         folder = Path(out) / f"{stamp}{suffix}"
@@ -415,7 +445,7 @@ def _new_run_folder(out):
 TOTAL = "(total)"
 
 
-def write_gradebook(graded, path):
+def write_gradebook(graded: Any, path: Any) -> None:
     """The CSV gradebook: per student, one row per exercise, then one row with the total.
 
     Columns: student, exercise, points, max, message, then two per step of
@@ -443,13 +473,13 @@ def write_gradebook(graded, path):
             writer.writerow([spreadsheet_cell(cell) for cell in total])
 
 
-def _step_names(graded):
+def _step_names(graded: Any) -> Any:
     """Every step name of the graded stepped exercises, in the order they first come (a column pair each)."""
     return list(dict.fromkeys(output.name for grade in graded for result in grade.results.values()
                               if get(result.name).stepped for output in get(result.name).outputs))  # fmt: skip
 
 
-def write_gradescope(graded, path):
+def write_gradescope(graded: Any, path: Any) -> None:
     """Gradescope's ``results.json`` for one student's upload: the best-scoring file, one test per exercise."""
     best = max(graded, key=lambda grade: grade.total)
     tests = [{"name": name, "score": r.score, "max_score": r.max_score, "output": r.message}
@@ -467,7 +497,7 @@ def write_gradescope(graded, path):
 SUMMARY_WIDTH = 120
 
 
-def summary(graded, names, width=SUMMARY_WIDTH):
+def summary(graded: Any, names: Any, width: Any = SUMMARY_WIDTH) -> Any:
     """The printed table, at most ``width`` columns: per student the total, the time, the exercises short of full marks.
 
     Then one line per exercise short of full marks somewhere: its class
@@ -491,14 +521,14 @@ def summary(graded, names, width=SUMMARY_WIDTH):
     return "\n".join(lines)
 
 
-def _short_of_full(grade, names):
+def _short_of_full(grade: Any, names: Any) -> Any:
     """``mlp 2/4, gru 0/3 …``: the exercises below full marks, in lab order (``—`` when none)."""
     short = [f"{name.removesuffix('_backward')} {grade.results[name].score}/{grade.results[name].max_score}"
              for name in names if grade.results[name].score < grade.results[name].max_score]  # fmt: skip
     return ", ".join(short) or "—"
 
 
-def _average(graded, name):
+def _average(graded: Any, name: str) -> str:
     """``"mlp 2.5/4"`` when some student is below full marks on ``name``, else ''."""
     scores = [g.results[name].score for g in graded]
     maximum = get(name).max_score
@@ -507,11 +537,11 @@ def _average(graded, name):
     return f"{name.removesuffix('_backward')} {sum(scores) / len(scores):.3g}/{maximum}"
 
 
-def _cut(line, width):
+def _cut(line: Any, width: Any) -> Any:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def secret_bits(text):
+def secret_bits(text: str) -> Any:
     """A cautious estimate of the bits of randomness in ``text`` (a secret).
 
     A generated token counts by its alphabet: 4 bits a character in hex, 6 in
@@ -538,7 +568,7 @@ def secret_bits(text):
     return min(len(text) * per_char, max(compressed, 0) * 8)
 
 
-def _read_secret(path):
+def _read_secret(path: Any) -> Any:
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -562,7 +592,7 @@ def _read_secret(path):
     return text
 
 
-def _writable_file(option, path):
+def _writable_file(option: Any, path: Any) -> Any:
     """None if ``path`` can be written as a file, else a message naming ``option``."""
     path = Path(path)
     if path.is_dir():
@@ -575,7 +605,7 @@ def _writable_file(option, path):
     return None
 
 
-def _timeout_problem(timeout):
+def _timeout_problem(timeout: Any) -> Any:
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
         return f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g}, got {timeout:g}"
     return None
@@ -588,7 +618,7 @@ NO_BOX = (
 )
 
 
-def _box_problem(args):
+def _box_problem(args: Any) -> str | None:
     """Why grading must not start here (no bubblewrap and no --no-box), or None. ``--no-box`` turns it off."""
     if args.no_box or box_available():
         return None
@@ -597,7 +627,7 @@ def _box_problem(args):
             "submission has a container of its own")  # fmt: skip
 
 
-def _identity(args):
+def _identity(args: Any) -> str | None:
     """The student of a Gradescope upload: the user id(s) in ``--metadata``; ValueError naming the file."""
     if not args.metadata:
         return None
@@ -611,7 +641,7 @@ def _identity(args):
     return identity
 
 
-def _pace(args, names):
+def _pace(args: Any, names: Any) -> Any:
     """The reference timing (--reference, or the repository's instructor/ when it is there), or None."""
     path = args.reference
     if path is None:
@@ -623,7 +653,7 @@ def _pace(args, names):
     return Pace.from_path(path, names)
 
 
-def _usage_problem(args, folder):
+def _usage_problem(args: Any, folder: Any) -> Any:
     """``(problem, names, secret)``: the first usage error (a message) or None, checked before anything runs."""
     if not folder.is_dir():
         return f"SUBMISSIONS_DIR: no such folder: {folder}", None, None
@@ -651,7 +681,7 @@ def _usage_problem(args, folder):
     return None, names, secret
 
 
-def _print_reasons(graded):
+def _print_reasons(graded: Any) -> None:
     """Under the table: why a submission was not graded or not run, then every flag (for the teacher)."""
     for grade in graded:
         reason = grade.not_graded or grade.load_error or (grade.notes[0] if grade.notes else "")
@@ -663,7 +693,7 @@ def _print_reasons(graded):
             print(f"  flagged — {safe_text(grade.student, 80)}: {flag['kind']}: {flag['evidence']}")
 
 
-def run(args):
+def run(args: Any) -> Any:
     """Run the parsed command; returns the exit status (0 graded, 1 some not graded by our fault, 2 usage error)."""
     use_bubblewrap(not args.no_box)  # --no-box: never bubblewrap, even where it is installed (it may not run)
     try:
@@ -672,9 +702,9 @@ def run(args):
         use_bubblewrap(True)
 
 
-def _run(args):
+def _run(args: Any) -> Any:
 
-    def usage(message):
+    def usage(message: object) -> int:
         print(f"microtape grade: {message}", file=sys.stderr)
         return 2
 

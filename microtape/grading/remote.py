@@ -20,6 +20,7 @@ it, for the next exercise.
 import inspect
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,14 +54,14 @@ START_SECONDS = 5.0
 class StudentError(Exception):
     """What the student's function raised in the box: its type's name, its text, and where."""
 
-    def __init__(self, type_name, text, location=None):
+    def __init__(self, type_name: Any, text: str, location: Any = None) -> None:
         super().__init__(text)
         self.type_name = type_name
         self.location = location  # (file name, line number, function, code line) in the student's code, or None
         self.package = None  # the package not in the box that the call needed (its name only), or None
 
 
-def read_submission(path):
+def read_submission(path: Any) -> Any:
     """``(mode, cells)`` of a ``.py`` file (one piece) or a notebook (its code cells); ValueError saying why not."""
     path = Path(path)
     if path.is_symlink() or not path.is_file():  # a link could point the grader at its own secret
@@ -93,7 +94,7 @@ def read_submission(path):
     return "cells", sources
 
 
-def _signature(spec):
+def _signature(spec: Any) -> Any:
     """An inspect.Signature from the child's ``[[name, kind, has_default], ...]`` (None: unknown)."""
     if not isinstance(spec, list):
         return None
@@ -113,8 +114,17 @@ class BoxedSubmission:
     """A student's code, run in a :class:`~microtape.grading.box.Sandbox` (again after each kill)."""
 
     def __init__(
-        self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, total_seconds=None, self_check=False
-    ):
+        self,
+        mode: Any,
+        cells: Any,
+        filename: Any,
+        names: Any,
+        *,
+        load_seconds: float = 10.0,
+        limits: Any = None,
+        total_seconds: Any = None,
+        self_check: bool = False,
+    ) -> None:
         self.request = {"op": "load", "mode": mode, "cells": cells, "filename": filename, "names": list(names),
                         "load_seconds": load_seconds}  # fmt: skip
         self.load_seconds = load_seconds
@@ -122,9 +132,9 @@ class BoxedSubmission:
         self.total_seconds = total_seconds
         self._deadline = None if total_seconds is None else time.monotonic() + total_seconds
         self.box = Sandbox(limits, self_check=self_check)
-        self.defined = {}  # exercise name -> inspect.Signature (None: unknown)
-        self.notes = []  # one line per notebook cell that failed
-        self.load_error = None  # one line when the submission did not load at all
+        self.defined: dict[Any, Any] = {}  # exercise name -> inspect.Signature (None: unknown)
+        self.notes: list[Any] = []  # one line per notebook cell that failed
+        self.load_error: str | None = None  # one line when the submission did not load at all
         self._loaded = False
         self._exercise = None  # the exercise whose calls are being served (see begin)
         self.observed = []  # flags from what the box saw at load (see integrity.py)
@@ -132,24 +142,24 @@ class BoxedSubmission:
         self.packages = imported_packages(cells) if mode in ("file", "cells") else set()
 
     @classmethod
-    def from_file(cls, path, names, **options):
+    def from_file(cls, path: Any, names: Any, **options: Any) -> Any:
         mode, cells = read_submission(path)
         return cls(mode, cells, Path(path).name, names, **options)
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         self.load()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         self.box.close()
 
-    def printed(self):
+    def printed(self) -> Any:
         return safe_text(self.box.printed(), lines=True)
 
-    def _within_budget(self, seconds):
+    def _within_budget(self, seconds: Any) -> Any:
         """``seconds``, or what is left of the submission's whole budget when that is less."""
         if self._deadline is None:
             return seconds
@@ -158,7 +168,7 @@ class BoxedSubmission:
             raise SubmissionTooLong(f"the submission took too long (over {self.total_seconds:g} s in all)")
         return min(seconds, left)
 
-    def load(self):
+    def load(self) -> None:
         """Run the submission in a (new) child; sets ``defined``, ``notes`` or ``load_error``.
 
         Raises :class:`~microtape.grading.box.BoxStartError` when no box could be
@@ -189,7 +199,7 @@ class BoxedSubmission:
         observed = reply.get("observed")
         self.observed = merge(observed if isinstance(observed, list) else [])
 
-    def begin(self, name):
+    def begin(self, name: str) -> None:
         """Start exercise ``name``: its calls go to a fresh copy of the loaded submission (see ``child.exercise``).
 
         Nothing a call of one exercise starts (a thread, a global, a grandchild) is there for the next.
@@ -207,7 +217,7 @@ class BoxedSubmission:
         if reply.get("event") != "begun":
             self.box.close()
 
-    def end(self):
+    def end(self) -> None:
         """End the current exercise: its copy, and every process it started, are gone when this returns."""
         self._exercise = None
         if not self.box.running:
@@ -220,7 +230,7 @@ class BoxedSubmission:
         if reply.get("event") != "ended":
             self.box.close()
 
-    def function(self, name, seconds, pace=None):
+    def function(self, name: str, seconds: Any, pace: Any = None) -> "BoxedFunction":
         """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls.
 
         With ``pace`` (a :class:`~microtape.grading.pace.Pace`) a slow call is also timed
@@ -228,7 +238,7 @@ class BoxedSubmission:
         """
         return BoxedFunction(self, name, seconds, self.defined.get(name), pace)
 
-    def call(self, name, args, seconds):
+    def call(self, name: str, args: Any, seconds: Any) -> Any:
         if not self.box.running:  # killed after an earlier call: run the submission again
             self.load()
             if self.load_error:
@@ -237,6 +247,7 @@ class BoxedSubmission:
                 self.begin(self._exercise)
                 if not self.box.running:
                     raise NotChecked("the submission could not be run again (its exercise did not start)")
+        arrays: list[Any]
         specs, arrays = [], []
         for arg in args:
             if isinstance(arg, (np.ndarray, np.generic)):  # a numpy scalar travels as a 0-d array, comes out a scalar
@@ -265,7 +276,7 @@ class BoxedFunction:
     submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
     """
 
-    def __init__(self, submission, name, seconds, signature, pace=None):
+    def __init__(self, submission: Any, name: str, seconds: Any, signature: Any, pace: Any = None) -> None:
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
@@ -273,7 +284,7 @@ class BoxedFunction:
         if signature is not None:
             self.__signature__ = signature
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         started = time.monotonic()
         try:
             returned = self.submission.call(self.__name__, args, self.seconds)
@@ -297,7 +308,7 @@ class BoxedFunction:
         return time.monotonic() - started
 
 
-def _rebuild(reply, arrays, packages=()):
+def _rebuild(reply: Any, arrays: Any, packages: Any = ()) -> Any:
     """The student's return value from the child's reply: numbers as arrays, anything else a NotAnArray."""
     event = reply.get("event")
     if event == "raised":
@@ -323,7 +334,7 @@ def _rebuild(reply, arrays, packages=()):
     raise NotChecked("the process sent a malformed reply")
 
 
-def _raise_as_student(reply, packages=()):
+def _raise_as_student(reply: Any, packages: Any = ()) -> None:
     """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub).
 
     A package that is not in the box comes back by name (``StudentError.package``) only when the
@@ -344,7 +355,7 @@ def _raise_as_student(reply, packages=()):
     raise error
 
 
-def _item(item, arrays):
+def _item(item: Any, arrays: Any) -> Any:
     """One returned value from its description: None, the array it names, or a NotAnArray."""
     if not isinstance(item, dict):
         raise NotChecked("the process sent a malformed reply")

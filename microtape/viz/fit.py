@@ -22,6 +22,7 @@ anyway). Without Graphviz nothing is measured.
 """
 
 import re
+from typing import Any
 
 from .paint import paint
 from .picture import to_digraph
@@ -44,12 +45,20 @@ READABLE_PX = 7  # the smallest text must stay at least this many pixels tall on
 PX_PER_PT = 4 / 3  # an SVG's points at 96 pixels to the inch
 
 
-def widest_readable(width):
+def widest_readable(width: Any) -> Any:
     """The widest picture (points) whose ``SMALLEST_FONT`` text is ``READABLE_PX`` tall when shown ``width`` px wide."""
     return width * SMALLEST_FONT / READABLE_PX
 
 
-def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+def fitted(
+    program: Any,
+    options: Any,
+    trace: Any = None,
+    *,
+    rankdir: Any = None,
+    width: Any = NOTEBOOK_WIDTH,
+    paint_options: Any = None,
+) -> Any:
     """``(view, rankdir)``: the first way to draw ``program`` that reads at ``width`` pixels (see the module doc).
 
     ``options`` are the View's keywords; ``trace`` the backward pass if the
@@ -62,8 +71,15 @@ def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, 
 
 
 def fitted_picture(
-    program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None, decorate=None
-):
+    program: Any,
+    options: Any,
+    trace: Any = None,
+    *,
+    rankdir: Any = None,
+    width: Any = NOTEBOOK_WIDTH,
+    paint_options: Any = None,
+    decorate: Any = None,
+) -> Any:
     """:func:`fitted`, plus the whole pass's picture it measured for the chosen view (None if none was).
 
     A caller drawing that same picture (no ``step``) uses it instead of painting it again.
@@ -79,6 +95,7 @@ def fitted_picture(
         summary = {**options, "detail": "summary"}
         candidates += [(summary, rankdir)] if rankdir else [(summary, None), (summary, "other")]
     limit = widest_readable(width)
+    made: dict[Any, Any]
     measured, made = [], {}
     for candidate, direction in candidates:
         if isinstance(candidate, dict):
@@ -96,7 +113,7 @@ def fitted_picture(
             drawn = svg(to_digraph(picture))  # kept: shown as it is, it is not drawn again
         except GraphvizNotFound:
             return view, rankdir, None
-        wide = float(_SVG_WIDTH.search(drawn).group(1))
+        wide = float(_SVG_WIDTH.search(drawn).group(1))  # type: ignore[union-attr]  # dot's SVG has a width
         measured.append((wide, candidate, picture))
         if wide <= limit:
             return candidate, picture.rankdir, picture
@@ -106,7 +123,7 @@ def fitted_picture(
     return best, picture.rankdir, picture
 
 
-def _summary_view(program, options, width):
+def _summary_view(program: Any, options: Any, width: Any) -> Any:
     """One box per module, with a note saying why and how to see more."""
     view = View(program, **options)
     modules = sorted({path.split(".")[0] for path in view.clusters if path})
@@ -125,13 +142,13 @@ _FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
 _ZOOM = re.compile(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)')
 
 
-def smallest_text_px(svg_text, width=NOTEBOOK_WIDTH):
+def smallest_text_px(svg_text: Any, width: Any = NOTEBOOK_WIDTH) -> Any:
     """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide.
 
     A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
     ``transform``: its text is that much larger than its ``font-size`` says.
     """
-    natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT
+    natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT  # type: ignore[union-attr]  # dot's SVG has a width
     scale = min(1.0, width / natural)
     zoom = _ZOOM.search(svg_text)
     sizes = [float(size) for size in _FONT_SIZE.findall(svg_text)]

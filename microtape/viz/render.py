@@ -42,12 +42,14 @@ INSTALL_HINT = (
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is not on ``PATH``; ``.dot_path`` is where the source went."""
 
-    def __init__(self, message, dot_path=None):
+    paths: dict[str, Path]  # set by the writers of several files (viz.demo): what was written before dot was missed
+
+    def __init__(self, message: str, dot_path: Any = None) -> None:
         super().__init__(message)
         self.dot_path = dot_path
 
 
-def _format_of(path, format):
+def _format_of(path: Any, format: Any) -> Any:
     if format is None:
         suffix = Path(path).suffix.lower().lstrip(".")
         format = suffix if suffix in FORMATS else "svg"
@@ -56,7 +58,7 @@ def _format_of(path, format):
     return format.lower()
 
 
-def _pipe(digraph, format, dpi=None):
+def _pipe(digraph: Any, format: Any, dpi: Any = None) -> Any:
     """Run ``dot`` on the graph and return the bytes; GraphvizNotFound if there is no ``dot``.
 
     A graph whose positions are pinned (a frame of a backward pass) is drawn
@@ -125,7 +127,7 @@ def render(digraph: Any, path: str | os.PathLike[str], format: str | None = None
     return path
 
 
-_DRAWN = {}  # DOT source -> its SVG, for the last few graphs drawn
+_DRAWN: dict[Any, Any] = {}  # DOT source -> its SVG, for the last few graphs drawn
 _KEEP = 16
 
 
@@ -149,7 +151,7 @@ def svg(digraph: Any) -> str:
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
-def fit_svg(text, fit=True):
+def fit_svg(text: str, fit: bool = True) -> Any:
     """An SVG for an HTML page (no XML header); ``fit``: as wide as its container, never wider than drawn.
 
     Wide graphs then fit a Jupyter cell or a browser window; the ``viewBox``
@@ -166,10 +168,10 @@ def fit_svg(text, fit=True):
     )
 
 
-_GRAPH_CLASS = []
+_GRAPH_CLASS: list[Any] = []
 
 
-def graph_class():
+def graph_class() -> Any:
     """``graphviz.Digraph`` that fits the width of a Jupyter cell (``.full_size()`` shows it at 100 %)."""
     if _GRAPH_CLASS:
         return _GRAPH_CLASS[0]
@@ -191,18 +193,18 @@ def graph_class():
         fit = True
         pinned = False
 
-        def copy(self):
+        def copy(self) -> Any:
             copy = super().copy()
             copy.fit, copy.pinned = self.fit, self.pinned
             return copy
 
-        def full_size(self):
+        def full_size(self) -> Any:
             """The same graph, shown at its natural size in Jupyter (scroll to see it all)."""
             copy = self.copy()
             copy.fit = False
             return copy
 
-        def _repr_mimebundle_(self, include=None, exclude=None, **_):
+        def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **_: Any) -> Any:
             try:
                 text = svg(self)
             except GraphvizNotFound as error:

@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 # `python -I` puts neither the script's folder nor the current one on the path: the
 # helper folder (wire, the stand-in microtape) and numpy's folder are the only additions.
@@ -58,12 +59,12 @@ class CellTimeLimit(BaseException):
     """A notebook cell ran past its share of the time (raised by SIGALRM)."""
 
 
-def _text(value):
+def _text(value: Any) -> Any:
     text = str(value).replace("\n", " ").strip()
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
-def _how_it_left(error, seconds=0.0):
+def _how_it_left(error: Any, seconds: float = 0.0) -> str:
     if isinstance(error, SystemExit):
         code = "" if error.code is None else repr(error.code)
         return f"called exit() or sys.exit({code})"
@@ -79,12 +80,12 @@ def _how_it_left(error, seconds=0.0):
     return f"raised {type(error).__name__}: {_text(error)}"
 
 
-def _compile(source, filename):
+def _compile(source: Any, filename: Any) -> Any:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-def load(request, namespace):
+def load(request: Any, namespace: Any) -> Any:
     """Run the submission into ``namespace``; the reply header."""
     cells, mode = request["cells"], request["mode"]
     seconds = float(request.get("load_seconds", 0))
@@ -103,7 +104,7 @@ def load(request, namespace):
         try:
             code = _compile(source if mode == "file" else strip_magics(source), filename)
         except (SyntaxError, ValueError) as error:
-            line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+            line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""  # type: ignore[union-attr]  # a ValueError has none: getattr
             message = f"{where}{type(error).__name__}{line}: {getattr(error, 'msg', error)}"
             if mode == "file":
                 return {"event": "load_failed", "message": message}
@@ -121,7 +122,7 @@ def load(request, namespace):
             if TIMER:
                 signal.setitimer(signal.ITIMER_REAL, 0)
     absent = sys.modules.get("microtape._absent")
-    noted = []
+    noted: list[Any] = []
     for name in getattr(absent, "USED", []):
         if len(noted) < 5 and not any(name.startswith(f"{parent}.") for parent in noted):  # one line per package
             noted.append(name)
@@ -174,7 +175,7 @@ def observed(namespace):
     return found[:10]
 
 
-def _signature(fn):
+def _signature(fn: Any) -> Any:
     """``[[name, kind, has_default], ...]`` or None when Python cannot tell (a builtin)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
@@ -183,7 +184,7 @@ def _signature(fn):
     return [[p.name, int(p.kind), p.default is not p.empty] for p in list(parameters)[:32]]
 
 
-def _as_array(value):
+def _as_array(value: Any) -> Any:
     """``(array, None)`` when ``value`` is numbers, else ``(None, what it is)``."""
     try:
         array = np.asarray(value)
@@ -194,7 +195,7 @@ def _as_array(value):
     return array, None
 
 
-def call(request, arrays, namespace):
+def call(request: Any, arrays: Any, namespace: Any) -> Any:
     """Call one exercise function on the request's arguments; ``(reply header, arrays)``."""
     args = []
     for spec in request["args"]:
@@ -218,6 +219,8 @@ def call(request, arrays, namespace):
         kind, keys, values = type(returned).__name__, None, list(returned)
     else:
         kind, keys, values = "single", None, [returned]
+    items: list[dict[str, Any]]
+    out: list[Any]
     items, out, size = [], [], 0
     for value in values:
         if value is None:
@@ -235,7 +238,7 @@ def call(request, arrays, namespace):
     return {"event": "returned", "kind": kind, "keys": keys, "items": items}, out
 
 
-def _raised(error):
+def _raised(error: Any) -> Any:
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
     frames = traceback.extract_tb(error.__traceback__)
@@ -254,7 +257,7 @@ def _raised(error):
     return reply
 
 
-def _only_the_first_process():
+def _only_the_first_process() -> None:
     """A copy made by the student's ``os.fork()`` leaves here: only the process the grader started replies."""
     if os.getpid() != FIRST_PID:
         os._exit(0)
@@ -267,7 +270,7 @@ ENDED = 86
 TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 
 
-def _pipes():
+def _pipes() -> Any:
     """The two pipes: the fds named after ``--fds``, or (``--stdio``, Windows) stdin and stdout.
 
     With ``--stdio`` what the student prints must not reach the reply pipe: fd 1
@@ -286,16 +289,16 @@ def _pipes():
         import msvcrt
 
         for fd in (requests, replies):
-            msvcrt.setmode(fd, os.O_BINARY)
+            msvcrt.setmode(fd, os.O_BINARY)  # type: ignore[attr-defined]  # Windows only
     return os.fdopen(requests, "rb", buffering=0), os.fdopen(replies, "wb", buffering=0)
 
 
-def main():
+def main() -> Any:
     requests, replies = _pipes()
     if "--writable" in sys.argv:  # no bubblewrap: give up writing anywhere but here and /dev (Landlock)
         restrict_writes([os.getcwd(), "/dev"])
 
-    def read_exactly(n):
+    def read_exactly(n: Any) -> Any:
         data = bytearray(n)  # filled in place: a large array arrives in many pipe-sized pieces
         view, got = memoryview(data), 0
         while got < n:
@@ -305,13 +308,13 @@ def main():
             got += count
         return bytes(data)
 
-    def ring(signum, frame):
+    def ring(signum: Any, frame: Any) -> None:
         raise CellTimeLimit()
 
     if TIMER:
         signal.signal(signal.SIGALRM, ring)
     replies.write(wire.encode({"event": "ready"}))  # Python and numpy are up: the box has started
-    builtins.exit = builtins.quit = sys.exit  # what `site` adds (the box runs without it)
+    builtins.exit = builtins.quit = sys.exit  # type: ignore[assignment]  # what `site` adds (the box runs without it)
     # Not "__main__": an `if __name__ == "__main__":` self-test does not run, as under `import answers`.
     namespace = {"__name__": "submission", "__builtins__": builtins}
     while True:

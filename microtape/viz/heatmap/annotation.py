@@ -7,6 +7,7 @@ Masked cells are hatched; cells dropout zeroed carry a dot in a corner.
 """
 
 import textwrap
+from typing import Any
 
 import numpy as np
 
@@ -44,14 +45,14 @@ DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards 
 HATCHED_UP_TO = 64 * 64  # cells; above this, masked and dropped cells are only coloured (the marks would be noise)
 
 
-def writes_numbers(which, annotate, rows, keys):
+def writes_numbers(which: Any, annotate: Any, rows: Any, keys: Any) -> Any:
     """Whether the numbers go in the cells of a ``which`` map of ``rows`` × ``keys``."""
     if max(rows, keys) > ANNOTATE_UP_TO:
         return False
     return annotate is True or (annotate == "auto" and which not in GRADIENTS and max(rows, keys) <= 10)
 
 
-def hatch_masked(ax, hidden):
+def hatch_masked(ax: Any, hidden: Any) -> None:
     """Hatch the masked cells (grey already: the colour map's "bad" colour), in maps up to 64 × 64."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
@@ -62,7 +63,7 @@ def hatch_masked(ax, hidden):
         ax.add_collection(PatchCollection(patches, facecolor="none", edgecolor="#8a8a8a", hatch="///", linewidth=0))
 
 
-def mark_dropped(ax, cells, size):
+def mark_dropped(ax: Any, cells: Any, size: Any) -> None:
     """A dot in the top-right corner of each cell dropout zeroed (a zero weight by chance looks the same).
 
     In the corner, not the centre: the centre is where a cell's number is written.
@@ -74,7 +75,7 @@ def mark_dropped(ax, cells, size):
                 color=DROPPED_MARK, gid="dropped")  # fmt: skip
 
 
-def row_sums(ax, data, hidden, image, write):
+def row_sums(ax: Any, data: Any, hidden: Any, image: Any, write: Any) -> None:
     """A margin column Σ: each row's sum over its visible cells, on the map's colour scale (numbers up to 16 rows).
 
     Masked cells are left out: a key hidden from a query is no part of its
@@ -97,14 +98,14 @@ def row_sums(ax, data, hidden, image, write):
                     gid="row-sum")  # fmt: skip
 
 
-def annotate_cells(ax, values, shown, hidden, image):
+def annotate_cells(ax: Any, values: Any, shown: Any, hidden: Any, image: Any) -> None:
     """Write each visible value in its cell (the real value, even when the colours are row-scaled)."""
     for (r, c), v in np.ndenumerate(values):
         if not hidden[r, c]:
             ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color=ink(image, shown[r, c]))
 
 
-def colorbar(block, image, axes, which, data, high, norm):
+def colorbar(block: Any, image: Any, axes: Any, which: Any, data: Any, high: Any, norm: Any) -> None:
     """The colorbar of one row of panels, labelled with what it measures (an arrow when values pass its top)."""
     bar = block.colorbar(
         image,
@@ -118,7 +119,7 @@ def colorbar(block, image, axes, which, data, high, norm):
     bar.ax.tick_params(labelsize=8)
 
 
-def figure_title(maps, title, norm, annotate, width):
+def figure_title(maps: Any, title: str | None, norm: Any, annotate: Any, width: Any) -> Any:
     """The figure's title, wrapped to its width: what is shown, then notes on how (unless ``title`` is given)."""
     if title is None:
         whiches = maps.whiches
@@ -137,7 +138,7 @@ def figure_title(maps, title, norm, annotate, width):
     return textwrap.fill(title, width=max(30, int(width * 72 / (11 * 0.55))))
 
 
-def _kind_title(whiches):
+def _kind_title(whiches: Any) -> Any:
     kinds = set(whiches)
     if kinds <= {"weights", "dropped"}:
         return TITLES[whiches[0]] if len(whiches) == 1 else "attention weights, before and after dropout"
