@@ -123,8 +123,10 @@ class Graded:
         self.load_error = load_error
         self.printed = printed
         self.seconds = seconds
-        self.flags = []  # what a value check cannot prove, for the teacher (integrity.py); never in feedback
-        self.stored_name = None  # the run folder's file name for this student (collision-proof, set before grading)
+        self.flags: list[Any] = []  # what a value check cannot prove, for the teacher (integrity.py); never in feedback
+        self.stored_name: str | None = (
+            None  # the run folder's file name for this student (collision-proof, set before grading)
+        )
 
     @property
     def results(self) -> Any:

@@ -36,6 +36,7 @@ are taken for them.
 """
 
 import ast
+from typing import Any
 
 from .boxed.ipython import strip_magics
 from .untrusted import safe_text
@@ -59,7 +60,7 @@ _BLOB_CHARS = 2000
 _PER_KIND = 3
 
 
-def _trees(cells):
+def _trees(cells: Any) -> Any:
     """``(cell number or None, tree)`` for each cell that parses (IPython lines read as a notebook would)."""
     trees = []
     for number, source in enumerate(cells, start=1):
@@ -71,12 +72,12 @@ def _trees(cells):
     return trees
 
 
-def _where(cell, node):
+def _where(cell: Any, node: Any) -> Any:
     line = f"line {getattr(node, 'lineno', '?')}"
     return f"cell {cell}, {line}" if cell is not None else line
 
 
-def _dotted(node):
+def _dotted(node: Any) -> Any:
     """``np.linalg.norm`` for an attribute chain, the name for a name, else ''."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -88,7 +89,7 @@ def _dotted(node):
     return ""
 
 
-def _library(module):
+def _library(module: Any) -> Any:
     """The autograd library ``module`` (a dotted name) belongs to, or None (microtape's allowed parts: None)."""
     top = module.split(".")[0]
     if top not in AUTOGRAD_LIBRARIES:
@@ -101,33 +102,33 @@ def _library(module):
 class _Reader(ast.NodeVisitor):
     """One pass over a cell's tree, collecting ``(kind, evidence)`` and what the file imports."""
 
-    def __init__(self, cell, defined):
+    def __init__(self, cell: Any, defined: Any) -> None:
         self.cell = cell
         self.defined = defined  # the names of functions the whole file defines
-        self.found = []
-        self.packages = set()
-        self.decoders = []
-        self.builders = []
+        self.found: list[Any] = []
+        self.packages: set[str] = set()
+        self.decoders: list[Any] = []
+        self.builders: list[Any] = []
         self.microtape_names = {"microtape", "mt"}
 
-    def note(self, kind, node, text):
+    def note(self, kind: Any, node: Any, text: Any) -> Any:
         self.found.append((kind, f"{_where(self.cell, node)}: {text}"))
 
     # imports
-    def visit_Import(self, node):
+    def visit_Import(self, node: Any) -> Any:
         for alias in node.names:
             self._imported(alias.name, node)
             if alias.name == "microtape" and alias.asname:
                 self.microtape_names.add(alias.asname)
 
-    def visit_ImportFrom(self, node):
+    def visit_ImportFrom(self, node: Any) -> Any:
         if node.module and not node.level:
             self._imported(node.module, node)
             if node.module == "microtape":
                 for alias in node.names:
                     self._imported(f"microtape.{alias.name}", node)
 
-    def _imported(self, module, node):
+    def _imported(self, module: Any, node: Any) -> Any:
         self.packages.add(module.split(".")[0])
         library = _library(module)
         if library:
@@ -136,7 +137,7 @@ class _Reader(ast.NodeVisitor):
             self.decoders.append(node)
 
     # calls
-    def visit_Call(self, node):
+    def visit_Call(self, node: Any) -> Any:
         name = _dotted(node.func)
         last = name.rpartition(".")[2] if name else getattr(node.func, "attr", "")
         first = name.split(".")[0] if name else ""
@@ -155,7 +156,7 @@ class _Reader(ast.NodeVisitor):
             self.note("numeric differentiation", node, f"complex arithmetic ({name})")
         self.generic_visit(node)
 
-    def visit_BinOp(self, node):
+    def visit_BinOp(self, node: Any) -> Any:
         # (f(x + h) - f(x - h)) / (2 h): a difference quotient of two calls of one function.
         if isinstance(node.op, ast.Div) and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub):
             left, right = node.left.left, node.left.right
@@ -164,18 +165,18 @@ class _Reader(ast.NodeVisitor):
                     self.note("numeric differentiation", node, f"a difference quotient of {_dotted(left.func)}")
         self.generic_visit(node)
 
-    def visit_Constant(self, node):
+    def visit_Constant(self, node: Any) -> Any:
         if isinstance(node.value, complex):
             self.note("numeric differentiation", node, f"complex arithmetic ({node.value!r})")
         elif isinstance(node.value, (str, bytes)) and len(node.value) >= _BLOB_CHARS and _looks_encoded(node.value):
             self.note("encoded code", node, f"an encoded string of {len(node.value)} characters")
 
-    def visit_Attribute(self, node):
+    def visit_Attribute(self, node: Any) -> Any:
         if node.attr in ("imag", "complex128", "complex64", "cdouble"):
             self.note("numeric differentiation", node, f"complex arithmetic (.{node.attr})")
         self.generic_visit(node)
 
-    def visit_For(self, node):
+    def visit_For(self, node: Any) -> Any:
         iterator = _dotted(node.iter.func) if isinstance(node.iter, ast.Call) else ""
         if iterator.rpartition(".")[2] in ("ndindex", "nditer"):
             for inner in ast.walk(node):
@@ -186,7 +187,7 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     # an autograd of its own
-    def visit_ClassDef(self, node):
+    def visit_ClassDef(self, node: Any) -> Any:
         methods = {item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
         overloads = sorted(methods & _ARITHMETIC)
         remembers = sorted(
@@ -200,7 +201,7 @@ class _Reader(ast.NodeVisitor):
                                             f"{kept} (values that remember their parents)")  # fmt: skip
         self.generic_visit(node)
 
-    def visit_FunctionDef(self, node):
+    def visit_FunctionDef(self, node: Any) -> Any:
         lowered = node.name.lower()
         if "topo" in lowered or "toposort" in lowered:
             self.note("own autograd", node, f"def {node.name} (a topological walk of a graph)")
@@ -209,14 +210,14 @@ class _Reader(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
 
-def _looks_encoded(value):
+def _looks_encoded(value: Any) -> Any:
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     sample = text[:4000]
     spaces = sum(char.isspace() for char in sample)
     return spaces < len(sample) // 50  # prose and code have a space every few characters; base64 has none
 
 
-def _file_reader(cells):
+def _file_reader(cells: Any) -> Any:
     trees = _trees(cells)
     defined = {node.name for _, tree in trees for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     readers = []
@@ -227,7 +228,7 @@ def _file_reader(cells):
     return readers
 
 
-def source_flags(cells):
+def source_flags(cells: Any) -> Any:
     """The flags the source shows: ``[{"kind", "evidence"}, ...]`` (a few per kind, in file order)."""
     found, decoders, builders = [], [], []
     for reader in _file_reader(cells):
@@ -241,7 +242,7 @@ def source_flags(cells):
     return merge([{"kind": kind, "evidence": evidence} for kind, evidence in found])
 
 
-def imported_packages(cells):
+def imported_packages(cells: Any) -> Any:
     """The top-level packages the source imports (by statement, ``__import__`` or ``import_module`` of a literal)."""
     packages = set()
     for reader in _file_reader(cells):
@@ -249,9 +250,11 @@ def imported_packages(cells):
     return packages
 
 
-def merge(*lists):
+def merge(*lists: Any) -> Any:
     """One list of flags from several (the source's, the box's): at most a few per kind, each made safe text."""
-    merged, count, seen = [], {}, set()
+    merged: list[dict[str, str]] = []
+    count: dict[str, int] = {}
+    seen: set[Any] = set()
     for flags in lists:
         for flag in flags or ():
             if not isinstance(flag, dict):

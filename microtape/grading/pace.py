@@ -29,6 +29,7 @@ started once and kept for the run.
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from .remote import BoxedSubmission, read_submission
 
@@ -45,7 +46,7 @@ FLOOR_SECONDS = 0.25
 REFERENCE_SECONDS = 60.0
 
 
-def reference_files(path):
+def reference_files(path: Any) -> Any:
     """The reference solution files at ``path`` (a ``.py`` file, a notebook, or a folder of ``.py`` files).
 
     Raises ValueError naming the path when there are none.
@@ -65,24 +66,24 @@ def reference_files(path):
 class Pace:
     """Compares a slow call's time with the reference solution's, in a box of its own, at the same moment."""
 
-    def __init__(self, cells, names, *, factor=FACTOR, floor=FLOOR_SECONDS):
+    def __init__(self, cells: Any, names: Any, *, factor: Any = FACTOR, floor: Any = FLOOR_SECONDS) -> None:
         self.cells = list(cells)
         self.names = list(names)
         self.factor = factor
         self.floor = floor
         self._local = threading.local()
-        self._boxes = []
+        self._boxes: list[Any] = []
         self._lock = threading.Lock()
 
     @classmethod
-    def from_path(cls, path, names, **options):
+    def from_path(cls, path: Any, names: Any, **options: Any) -> Any:
         """The solutions in ``path`` (see :func:`reference_files`), each file one cell of the reference box."""
         cells = []
         for file in reference_files(path):
             cells += read_submission(file)[1]
         return cls(cells, names, **options)
 
-    def _box(self):
+    def _box(self) -> Any:
         """This thread's reference box, loaded (None when the solutions do not load: no comparison then)."""
         box = getattr(self._local, "box", None)
         if box is None or not box.box.running:
@@ -95,7 +96,7 @@ class Pace:
             self._local.box = box
         return None if box.load_error else box
 
-    def reference_seconds(self, name, args):
+    def reference_seconds(self, name: Any, args: Any) -> Any:
         """The reference solution's time on ``args`` (round trip, the better of two runs), or None."""
         box = self._box()
         if box is None or name not in box.defined:
@@ -111,7 +112,7 @@ class Pace:
             best = elapsed if best is None else min(best, elapsed)
         return best
 
-    def too_slow(self, name, args, seconds, again=None):
+    def too_slow(self, name: Any, args: Any, seconds: Any, again: Any = None) -> Any:
         """Why a call of ``seconds`` on ``args`` is too slow for a derivation (one line, no input value), or None.
 
         ``again()`` (optional) runs the student's call once more and returns its seconds: a call over
@@ -130,7 +131,7 @@ class Pace:
         return (f"it took over {self.factor:g}× the time of the reference solution on the same inputs, "
                 "measured in the same kind of box at the same moment")  # fmt: skip
 
-    def close(self):
+    def close(self) -> Any:
         with self._lock:
             for box in self._boxes:
                 box.close()

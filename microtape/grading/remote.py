@@ -58,7 +58,7 @@ class StudentError(Exception):
         super().__init__(text)
         self.type_name = type_name
         self.location = location  # (file name, line number, function, code line) in the student's code, or None
-        self.package = None  # the package not in the box that the call needed (its name only), or None
+        self.package: str | None = None  # the package not in the box that the call needed (its name only), or None
 
 
 def read_submission(path: Any) -> Any:
@@ -136,8 +136,8 @@ class BoxedSubmission:
         self.notes: list[Any] = []  # one line per notebook cell that failed
         self.load_error: str | None = None  # one line when the submission did not load at all
         self._loaded = False
-        self._exercise = None  # the exercise whose calls are being served (see begin)
-        self.observed = []  # flags from what the box saw at load (see integrity.py)
+        self._exercise: str | None = None  # the exercise whose calls are being served (see begin)
+        self.observed: list[Any] = []  # flags from what the box saw at load (see integrity.py)
         # The packages the source imports: the only names a "not in the box" reason may carry back.
         self.packages = imported_packages(cells) if mode in ("file", "cells") else set()
 
@@ -298,7 +298,7 @@ class BoxedFunction:
                 raise TooSlowForDerivation(problem)
         return returned
 
-    def _again(self, args):
+    def _again(self, args: Any) -> float:
         """The seconds of one more call on ``args`` (its time limit as before; a failure counts as the limit)."""
         started = time.monotonic()
         try:

@@ -78,7 +78,7 @@ def file_stem(name: str, limit: int = 80) -> Any:
     return text
 
 
-def stored_names(students):
+def stored_names(students: Any) -> dict[Any, str]:
     """``{student: file stem}`` with no two students on one stem — checked before anything is written.
 
     Each stem is :func:`file_stem`'s; where two students would share one (compared without case,
@@ -87,7 +87,7 @@ def stored_names(students):
     without being that name.
     """
     stems = {student: file_stem(student) for student in students}
-    by_stem = {}
+    by_stem: dict[str, list[Any]] = {}
     for student, stem in stems.items():
         by_stem.setdefault(stem.casefold(), []).append(student)
     for sharing in by_stem.values():

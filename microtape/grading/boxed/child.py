@@ -140,7 +140,7 @@ AUTOGRAD_LIBRARIES = ("torch", "jax", "autograd", "mygrad", "micrograd", "tinygr
 _ARITHMETIC = ("__add__", "__mul__", "__sub__", "__truediv__", "__matmul__", "__pow__", "__neg__")
 
 
-def observed(namespace):
+def observed(namespace: Any) -> list[Any]:
     """What the box saw after loading that the source may hide: ``[{"kind", "evidence"}]`` (for the teacher).
 
     A library module that appeared without coming from this helper folder (decoded and run, or
@@ -323,6 +323,7 @@ def main() -> Any:
         except EOFError:
             return 0
         if request["op"] == "load":
+            out: list[Any]
             reply, out = load(request, namespace), []
         elif request["op"] == "begin":
             reply, out = exercise(read_exactly, replies, namespace), []
@@ -331,7 +332,7 @@ def main() -> Any:
         _reply(replies, reply, out)
 
 
-def _reply(replies, reply, out=()):
+def _reply(replies: Any, reply: Any, out: Any = ()) -> None:
     _only_the_first_process()
     for stream in (sys.stdout, sys.stderr):  # what the student printed, before the reply
         try:
@@ -341,7 +342,7 @@ def _reply(replies, reply, out=()):
     replies.write(wire.encode(reply, out))
 
 
-def exercise(read_exactly, replies, namespace):
+def exercise(read_exactly: Any, replies: Any, namespace: Any) -> Any:
     """``begin``: one exercise's calls, served by a fresh copy of the loaded submission; the ``ended`` reply.
 
     The copy (a fork) answers ``call`` requests until ``end``, then leaves; nothing it started —

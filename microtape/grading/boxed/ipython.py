@@ -17,6 +17,7 @@ cell is not run (:func:`runs_as_python`).
 """
 
 import re
+from typing import Any
 
 __all__ = ["statement_starts", "strip_magics", "runs_as_python", "PYTHON_CELL_MAGICS"]
 
@@ -29,7 +30,7 @@ _HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*$")
 _MARK = "  # (an IPython line)"
 
 
-def statement_starts(source):
+def statement_starts(source: Any) -> Any:
     """The numbers of the lines that begin a new statement: not inside brackets, a string or a ``\\`` line.
 
     The same rule IPython's input transformers apply: only there can ``%`` or
@@ -70,18 +71,18 @@ def statement_starts(source):
     return set(starts)
 
 
-def _cell_magic(source):
+def _cell_magic(source: Any) -> Any:
     first = source.lstrip("\n").split("\n", 1)[0].strip()
     return first[2:].split()[0] if first.startswith("%%") and len(first) > 2 else None
 
 
-def runs_as_python(source):
+def runs_as_python(source: Any) -> Any:
     """Does IPython run this cell as Python? Not when it begins with a cell magic like ``%%writefile``."""
     magic = _cell_magic(source)
     return magic is None or magic in PYTHON_CELL_MAGICS
 
 
-def _ipython_line(line):
+def _ipython_line(line: Any) -> Any:
     """The Python a line stands for when it is an IPython line at a statement's start, else None."""
     indent = line[: len(line) - len(line.lstrip())]
     assigned = _ASSIGNED.match(line)
@@ -95,7 +96,7 @@ def _ipython_line(line):
     return None
 
 
-def strip_magics(source):
+def strip_magics(source: Any) -> Any:
     """A notebook cell as Python: IPython lines replaced, the answer lines kept; a cell magic's first line gone.
 
     Only a line that begins a statement can be an IPython line (inside brackets a line starting
@@ -107,7 +108,7 @@ def strip_magics(source):
         source = "\n".join([f"pass{_MARK}", *lines[1:]])
     lines = source.splitlines()
     starts = statement_starts(source)
-    kept = []
+    kept: list[str] = []
     for number, line in enumerate(lines):
         replaced = _ipython_line(line) if number in starts else None
         # An IPython line's own continuation lines (`!ls \\` / `  -l`) go with it.

@@ -15,6 +15,7 @@ import ctypes
 import os
 import struct
 import sys
+from typing import Any
 
 __all__ = ["restrict_writes"]
 
@@ -26,7 +27,7 @@ _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
 
-def restrict_writes(writable):
+def restrict_writes(writable: Any) -> Any:
     """Allow writing only below the folders ``writable``; True when Landlock now holds, False where it cannot."""
     if not sys.platform.startswith("linux"):
         return False

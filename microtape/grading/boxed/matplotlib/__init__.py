@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
+from typing import Any
 
 __all__ = ["Discarded", "use"]
 
@@ -18,48 +19,48 @@ __all__ = ["Discarded", "use"]
 class Discarded:
     """Whatever a plotting call returns: callable, indexable, iterable (as two), a context manager."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return Discarded()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: Any) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         return Discarded()
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return Discarded()
 
-    def __setitem__(self, key, value):  # plt.rcParams["figure.dpi"] = 120
+    def __setitem__(self, key: Any, value: Any) -> Any:
         pass
 
-    def __iter__(self):  # fig, ax = plt.subplots()
+    def __iter__(self) -> Any:
         return iter((Discarded(), Discarded()))
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Any:
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> Any:
         return "<a plot: discarded in the box>"
 
 
-def use(*args, **kwargs):
+def use(*args: Any, **kwargs: Any) -> Any:
     """``matplotlib.use("Agg")``: nothing to choose here."""
 
 
-def __getattr__(name):
+def __getattr__(name: Any) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     return Discarded()
 
 
 class _Module(types.ModuleType):
-    def __getattr__(self, name):
+    def __getattr__(self, name: Any) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         return Discarded()
@@ -68,17 +69,17 @@ class _Module(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """``matplotlib.pyplot``, ``matplotlib.cm``, … : a module of discarded names each."""
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname: Any, path: Any = None, target: Any = None) -> Any:
         if fullname.startswith(("matplotlib.", "mpl_toolkits")) and fullname.count(".") <= 4:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
-    def create_module(self, spec):
+    def create_module(self, spec: Any) -> Any:
         module = _Module(spec.name)
         module.__path__ = []
         return module
 
-    def exec_module(self, module):
+    def exec_module(self, module: Any) -> Any:
         pass
 
 
