@@ -51,6 +51,7 @@ STUDENT = DIST / "student" / "microtape_lab.ipynb"
 BUNDLE = DIST / "autograder"
 ZIPPED = DIST / "microtape_lab-autograder.zip"
 SECRET = BUNDLE / "secret.txt"
+REFERENCE = BUNDLE / "reference.py"
 BUILD = HERE / "build"
 SAMPLES = HERE / "samples"
 EXPECTED = HERE / "expected_scores.json"
@@ -179,6 +180,8 @@ def assign(exercises=None):
         print("\n".join(problems), file=sys.stderr)
         return 1
     STUDENT.write_text(text)
+    # The reference the grader times slow calls against ("too slow for a derivation"): the solutions.
+    REFERENCE.write_text("import numpy as np\n\n\n" + "\n\n".join(solutions(source).values()))
     SECRET.write_text(secret + "\n")
     SECRET.chmod(0o600)
     wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
@@ -253,6 +256,13 @@ def _scores(gradebook):
     return scores
 
 
+def _flagged(gradebook):
+    """``["sample: flags", ...]`` from the gradebook's total rows (the samples are honest: none expected)."""
+    with open(gradebook, newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    return [f"{row['student']}: {row['flags']}" for row in rows if row["exercise"] == "(total)" and row.get("flags")]
+
+
 def _differences(scores, expected):
     differences = []
     for sample in sorted(set(expected) | set(scores)):
@@ -273,10 +283,15 @@ def grade(jobs, bundle):
     folder = _sample_submissions()
     gradebook = BUILD / "gradebook.csv"
     command = [sys.executable, "-m", "microtape", "grade", str(folder), "-j", str(jobs), "--secret", str(SECRET),
-               "--csv", str(gradebook), "--out", str(BUILD / "results")]  # fmt: skip
+               "--csv", str(gradebook), "--out", str(BUILD / "results"), "--reference", str(REFERENCE)]  # fmt: skip
     if subprocess.run(command).returncode != 0:
         return 1
     expected = json.loads(EXPECTED.read_text())
+    flagged = _flagged(gradebook)
+    if flagged:  # the samples are honest work: a flag on one is the grader's mistake
+        print("\nAn honest sample was flagged:", file=sys.stderr)
+        print("\n".join(f"  {line}" for line in flagged), file=sys.stderr)
+        return 1
     differences = _differences(_scores(gradebook), expected)
     if differences:
         print("\nThe scores differ from the expected ones:", file=sys.stderr)
@@ -299,7 +314,11 @@ def check_bundle(expected, sample="partly_right"):
         archive.extractall(source)
     for script in ("setup.sh", "run_autograder"):
         (source / script).chmod(0o755)
-    shutil.copy(BUILD / "submissions" / f"{sample}.ipynb", submission / f"{sample}.ipynb")
+    # As Gradescope uploads it: one folder down, with the metadata naming the student.
+    (submission / "lab").mkdir()
+    shutil.copy(BUILD / "submissions" / f"{sample}.ipynb", submission / "lab" / f"{sample}.ipynb")
+    metadata = {"id": 1, "users": [{"id": 1001, "email": "sample@example.org", "name": sample}]}
+    (place / "submission_metadata.json").write_text(json.dumps(metadata))
     env = {"PATH": "/usr/bin:/bin", "AUTOGRADER": str(place), "PYTHON": sys.executable}
     for script in ("setup.sh", "run_autograder"):
         done = subprocess.run(["bash", str(source / script)], env=env, capture_output=True, text=True)

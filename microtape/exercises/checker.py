@@ -69,6 +69,7 @@ from .result import (
     Problem,
     SubmissionTooLong,
     TimeLimitExceeded,
+    TooSlowForDerivation,
 )
 from .student_call import (
     Clock,
@@ -135,8 +136,8 @@ def check(
     """
     exercise = get(name)
     trials = _checked_arguments(name, student_fn, exercise.cases(hidden), trials, seed, time_limit)
-    key = _trial_key(seed, hidden, secret, student)
-    shared_key = _trial_key(seed, hidden, secret)
+    key = _trial_key(seed, hidden, secret, student, exercise=name)
+    shared_key = _trial_key(seed, hidden, secret, exercise=name)
     cases = exercise.cases(hidden)
 
     verdict = Verdict(exercise, hidden)
@@ -218,6 +219,10 @@ def _raised(verdict: Any, student_fn: Any, error: Any, trial: Any, where: str, t
             "Fill in its body and check again."
         )
         return verdict.finish(message, trial + 1, trial, exception=error, status="not started")
+    if isinstance(error, TooSlowForDerivation):  # the grader's timing against the reference: that trial fails
+        message = (f"✗ {name}: wrong — too slow for a derivation ({where}): {error}. An answer derived by hand "
+                   "runs in a few array operations; differentiating the forward numerically does not.")  # fmt: skip
+        return verdict.finish(message, trial + 1, trial, exception=error, status="wrong")
     if isinstance(error, TimeLimitExceeded):
         seconds = f"{time_limit:g} s" if time_limit else str(error).removeprefix("no answer within ")
         message = (
@@ -236,6 +241,14 @@ def _raised(verdict: Any, student_fn: Any, error: Any, trial: Any, where: str, t
             how = "your function ended its process (exit, a crash or a limit) instead of returning"
         message = f"✗ {name}: not checked — {how} ({where}). Return your answer instead."
         return verdict.finish(message, trial + 1, trial, exception=error, status="not checked")
+    package = getattr(error, "package", None)
+    if package:  # a package the box does not have, by its name (the file's own import): one line, no input value
+        location = getattr(error, "location", None)
+        line = f", line {location[1]}" if location else ""
+        message = (f"✗ {name}: {package} is not available to graded code{line} — it has only the standard library, "
+                   f"numpy and mt.ops.define: derive the gradient by hand ({where}).")  # fmt: skip
+        verdict.crashed(message, trial, error)
+        return None
     if hidden:  # the grader's words only: an exception's text can carry the hidden inputs
         kind = getattr(error, "type_name", type(error).__name__)
         kind = kind if kind.isidentifier() and len(kind) <= 40 else "an exception"
@@ -253,8 +266,13 @@ def student_secret(secret: Any, student: Any) -> Any:
     return hmac.new(key, b"student:" + student.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()
 
 
-def _trial_key(seed: int, hidden: Any, secret: Any, student: Any = None) -> Any:
-    """What seeds the trials: the seed, and for hidden trials the instructor's secret (and the student) too."""
+def _trial_key(seed: int, hidden: Any, secret: Any, student: Any = None, *, exercise: Any = None) -> Any:
+    """What seeds the trials: the seed, and for hidden trials the instructor's secret, the exercise and the student.
+
+    The whole secret goes through HMAC-SHA256 and all 256 bits of the digest seed the generator:
+    any byte of the secret changes every hidden trial. The exercise's name is in the key, so no two
+    exercises meet the same hidden inputs (a thread left running by one cannot answer the next).
+    """
     if not hidden:
         return (int(seed),)
     if secret is None:
@@ -268,7 +286,8 @@ def _trial_key(seed: int, hidden: Any, secret: Any, student: Any = None) -> Any:
         raise TypeError(f"check(secret=...): expected a non-empty string or bytes, got {type(secret).__name__}")
     if student is not None:
         secret = student_secret(secret, str(student))
-    digest = hashlib.sha256(secret).digest()
+    label = b"exercise:" + str(exercise or "").encode("utf-8", "surrogateescape")
+    digest = hmac.new(secret, label, hashlib.sha256).digest()
     return (int(seed), *(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)))
 
 

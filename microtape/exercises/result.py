@@ -19,6 +19,7 @@ __all__ = [
     "NotChecked",
     "SubmissionTooLong",
     "NotAnArray",
+    "TooSlowForDerivation",
     "STATUSES",
     "STEP_STATES",
 ]
@@ -32,6 +33,16 @@ class TimeLimitExceeded(BaseException):
 
     A ``BaseException``, like ``KeyboardInterrupt``: a student's
     ``except Exception`` must not swallow it.
+    """
+
+
+class TooSlowForDerivation(TimeLimitExceeded):
+    """The function answered, but many times slower than the reference solution on the same inputs.
+
+    Raised by the grader (``microtape grade``), which times each call against the instructor's
+    solution in an identical box at the same moment: a derivation runs within a small multiple of
+    it, differentiating the forward numerically (one forward per input entry, or per colour of
+    entries) does not. ``str`` says both times and the limit.
     """
 
 

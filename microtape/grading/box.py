@@ -55,11 +55,14 @@ import numpy as np
 from . import seccomp
 from .boxed import wire
 
-__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "isolation", "HELPER", "fresh_uid"]
+__all__ = ["Limits", "Sandbox", "ChildGone", "BoxTimeout", "BoxStartError", "isolation", "box_available",
+           "use_bubblewrap", "HELPER", "fresh_uid"]  # fmt: skip
 
 #: The folder the child runs from (on its sys.path): child.py, wire.py, the stand-in microtape.
 HELPER = Path(__file__).resolve().parent / "boxed"
 NOBODY = 65534
+#: The uid and gid graded code has inside the box's user namespace when the grader is an ordinary user.
+BOX_UID = 4242
 #: Seconds a new box has to start Python and numpy and say it is ready (several may start at once).
 START_SECONDS = 30.0
 #: How many times a box that does not start is tried before the grader gives up (its error, not the student's).
@@ -106,7 +109,18 @@ class BoxTimeout(Exception):
     """The child did not reply before the deadline (it was killed)."""
 
 
+#: ``microtape grade --no-box`` turns bubblewrap off (a container where it cannot run).
+_USE_BUBBLEWRAP = [True]
+
+
+def use_bubblewrap(wanted: bool) -> None:
+    """Use bubblewrap when it is installed (``True``, the default), or never (``--no-box``)."""
+    _USE_BUBBLEWRAP[0] = bool(wanted)
+
+
 def _bwrap() -> Any:
+    if not _USE_BUBBLEWRAP[0]:
+        return None
     path = shutil.which("bwrap")
     if path is None or not sys.platform.startswith("linux"):
         return None
@@ -121,6 +135,11 @@ def _bwrap_has(option: Any) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return option in done.stdout + done.stderr
+
+
+def box_available() -> bool:
+    """Is bubblewrap here to box graded code (Linux)? Without it ``microtape grade`` needs ``--no-box``."""
+    return _bwrap() is not None
 
 
 def _prlimit() -> Any:
@@ -164,7 +183,7 @@ def isolation(self_check: bool = False) -> str:
         )
     return (
         "isolation: resource limits and an own session only — bubblewrap (bwrap) is not installed, so "
-        "graded code can read the file system (as root it is not run at all); install it "
+        "graded code can read the file system and see other processes; install it "
         "(Debian: apt-get install bubblewrap)"
     )
 
@@ -230,8 +249,11 @@ def _bwrap_command(bwrap: Any, python: Any, limits: Any, uid: Any, filter_fd: An
         become = [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                   "--clear-groups", "--inh-caps=-all", "--"]  # fmt: skip
     else:
-        command += ["--unshare-all"]
-        if _bwrap_has("--disable-userns"):  # bubblewrap 0.8 and later; older: the filter refuses unshare
+        # An ordinary user: bwrap makes a user namespace (--unshare-user, which --disable-userns needs
+        # named explicitly since bubblewrap 0.8), in which the box is a uid of its own with no rights
+        # outside it. No nested user namespace: --disable-userns (0.8+), else the filter refuses unshare.
+        command += ["--unshare-all", "--unshare-user", "--uid", str(BOX_UID), "--gid", str(BOX_UID)]
+        if _bwrap_has("--disable-userns"):
             command += ["--disable-userns"]
         become = []
     if filter_fd is not None:
@@ -257,7 +279,8 @@ def _bwrap_command(bwrap: Any, python: Any, limits: Any, uid: Any, filter_fd: An
     command += ["--chdir", "/work"]
     for key, value in _environment().items():
         command += ["--setenv", key, value]
-    command += [*become, python, "-I", "-S", "-B", "/box/helper/child.py", lib]
+    # --end-all: the box is its own pid namespace, so "every process I can signal" is the box's alone.
+    command += [*become, python, "-I", "-S", "-B", "/box/helper/child.py", lib, "--end-all"]
     return command, None
 
 
@@ -313,7 +336,7 @@ class Sandbox:
         # The process limit counts every process of the box's user. As root each box has a user of
         # its own, so it counts the box alone; as an ordinary user the box's processes are the
         # grader's user's, and a small limit would stop bubblewrap itself: keep the earlier 64.
-        processes = limits.processes if _is_root() else max(limits.processes, 64)
+        processes = self._process_limit()
         return [
             _prlimit(),
             f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
@@ -325,6 +348,12 @@ class Sandbox:
             "--",
             *command,
         ]
+
+    def _process_limit(self) -> int:
+        """The box's process limit. It counts every process of the box's user: as root each box has a
+        user of its own, so it counts the box alone; as an ordinary user the box's processes are the
+        user's own, and a small limit would stop bubblewrap itself: then 64 (a fork bomb still stops)."""
+        return self.limits.processes if _is_root() else max(self.limits.processes, 64)
 
     def _resource_limited(self) -> Any:
         """No prlimit: a function the child runs before its program, setting what :mod:`resource` can.
@@ -339,7 +368,8 @@ class Sandbox:
         limits = self.limits
         wanted = [("RLIMIT_CPU", (limits.cpu_seconds, limits.cpu_seconds + 1)),
                   ("RLIMIT_AS", (limits.memory_bytes,) * 2), ("RLIMIT_FSIZE", (limits.file_bytes,) * 2),
-                  ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0))]  # fmt: skip
+                  ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0)),
+                  ("RLIMIT_NPROC", (self._process_limit(),) * 2)]  # fmt: skip
 
         def apply() -> None:
             for name, value in wanted:
@@ -404,6 +434,9 @@ class Sandbox:
                         "(it could rewrite the installed package): install bubblewrap, or grade as an ordinary user"
                     )
             command, self._lib = _plain_command(python)
+            if user is not None:  # a uid of its own: "every process I can signal" is this box's alone
+                command.append("--end-all")
+            command.append("--writable")  # writes only in its scratch folder, where Landlock exists
             env = _environment()
         self.output = tempfile.TemporaryFile()
         if not _posix_pipes():

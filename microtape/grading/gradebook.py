@@ -47,10 +47,12 @@ from ..exercises.result import StepResult
 from ..exercises.scores import ScoreTable
 from ..exercises.teacher import load_exercises
 from ..viz.progress import progress
-from .box import isolation
-from .remote import MAX_SUBMISSION_BYTES
+from .box import box_available, isolation, use_bubblewrap
+from .integrity import merge, source_flags
+from .pace import Pace, reference_files
+from .remote import MAX_NOTEBOOK_BYTES, read_submission
 from .submission import MAX_TIMEOUT, check_file
-from .untrusted import file_stem, safe_text, spreadsheet_cell
+from .untrusted import safe_text, spreadsheet_cell, stored_names
 
 __all__ = [
     "add_arguments",
@@ -85,6 +87,14 @@ def add_arguments(parser: Any) -> Any:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")
+    reference = ("the instructor's solutions (a .py file, notebook or folder; default: the repository's "
+                 "instructor/): slow calls are timed against them")  # fmt: skip
+    parser.add_argument("--reference", metavar="PATH", help=reference)
+    parser.add_argument("--metadata", metavar="FILE", help="Gradescope's submission_metadata.json: the student is "
+                        "its user id, and every file in the folder (and below it) is theirs")  # fmt: skip
+    parser.add_argument("--no-box", action="store_true", help="grade without bubblewrap: students' code can then "
+                        "read the file system and see other processes (only where a container of its own "
+                        "per submission isolates it, as on Gradescope)")  # fmt: skip
     teachers = "also the exercises a teacher's file registers with ex.derivation (repeatable)"
     parser.add_argument("--exercises", action="append", metavar="FILE.py", help=teachers)
     return parser
@@ -113,6 +123,10 @@ class Graded:
         self.load_error = load_error
         self.printed = printed
         self.seconds = seconds
+        self.flags: list[Any] = []  # what a value check cannot prove, for the teacher (integrity.py); never in feedback
+        self.stored_name: str | None = (
+            None  # the run folder's file name for this student (collision-proof, set before grading)
+        )
 
     @property
     def results(self) -> Any:
@@ -137,6 +151,7 @@ class Graded:
             "seconds": round(self.seconds, 3),
             "not_run": self.load_error,
             "notes": self.notes,
+            "flags": self.flags,
             "exercises": {
                 name: {
                     "status": r.status,
@@ -185,6 +200,7 @@ class Graded:
         except (KeyError, TypeError, ValueError):
             return None
         grade.fingerprint = data.get("fingerprint")
+        grade.flags = merge(data.get("flags", []))
         return grade
 
     def feedback(self) -> Any:
@@ -228,16 +244,38 @@ def _not_graded(path: Any, names: Any, reason: Any, started: Any) -> "Graded":
     return Graded(Path(path).stem, path, results, seconds=time.monotonic() - started, not_graded=reason)
 
 
-def grade_one(path: Any, names: Any, *, secret: Any, timeout: Any = DEFAULT_TIMEOUT) -> Any:
+def trial_identity(student: Any, path: Any) -> str:
+    """Whose trials these are: the student and the file's content (a changed file meets new hidden trials)."""
+    try:
+        content = hashlib.sha256(Path(path).read_bytes()[: MAX_NOTEBOOK_BYTES + 1]).hexdigest()
+    except OSError:
+        content = "unreadable"
+    return f"{student}\x00{content}"
+
+
+def grade_one(
+    path: Any,
+    names: Any,
+    *,
+    secret: Any,
+    timeout: Any = DEFAULT_TIMEOUT,
+    pace: Any = None,
+    student: Any = None,
+    identity: Any = None,
+) -> Any:
     """Grade one file on the hidden trials; a :class:`Graded` (never raises for anything the file does).
 
-    A failure of the grader itself (no box could start, an error of ours) gives a "not graded" row
-    with the reason, never a 0 as if the student had failed.
+    ``student`` is the name shown (default: the file's stem); ``identity`` whose hidden trials these
+    are (default: the student) — each drawn from the secret, the exercise, the identity and the
+    file's content. ``pace`` times slow calls against the reference solution. A failure of the
+    grader itself (no box could start, an error of ours) gives a "not graded" row with the reason,
+    never a 0 as if the student had failed.
     """
     started = time.monotonic()
-    student = Path(path).stem
+    student = Path(path).stem if student is None else student
     try:
-        report = check_file(path, names, timeout=timeout, hidden=True, secret=secret, student=student,
+        report = check_file(path, names, timeout=timeout, hidden=True, secret=secret,
+                            student=trial_identity(student if identity is None else identity, path), pace=pace,
                             total_seconds=timeout * (len(names) + 1) + SUBMISSION_MARGIN)  # fmt: skip
     except Exception as error:  # ours, not the student's: this submission is not graded, the class goes on
         return _not_graded(path, names, f"{type(error).__name__}: {error}", started)
@@ -252,24 +290,50 @@ def grade_one(path: Any, names: Any, *, secret: Any, timeout: Any = DEFAULT_TIME
             results[name] = report.results[name]
         else:
             results[name] = _not_counted(name, "not started", f"there is no function called {name}")
-    return Graded(student, path, results, report.notes, load_error, report.output, time.monotonic() - started)
+    grade = Graded(student, path, results, report.notes, load_error, report.output, time.monotonic() - started)
+    grade.flags = _flags(path, report)
+    return grade
 
 
-def fingerprint(path: Any, names: Any, secret: Any, timeout: Any) -> Any:
+def _flags(path: Any, report: Any) -> list[Any]:
+    """The source's flags and the box's observations, joined (an unreadable source: the box's alone)."""
+    try:
+        cells = read_submission(path)[1]
+    except (OSError, ValueError):
+        cells = []
+    return merge(source_flags(cells), getattr(report, "observed", []))
+
+
+def fingerprint(path: Any, names: Any, secret: Any, timeout: Any, identity: Any = None) -> Any:
     """What makes a grade reusable by a rerun: the student, the file's bytes, the exercises, the secret, the time limit.
 
     Keyed by the secret, so the fingerprint tells nothing about it.
     """
     try:
-        content = hashlib.sha256(Path(path).read_bytes()[: MAX_SUBMISSION_BYTES + 1]).hexdigest()
+        content = hashlib.sha256(Path(path).read_bytes()[: MAX_NOTEBOOK_BYTES + 1]).hexdigest()
     except OSError:
         content = "unreadable"
     student = Path(path).stem.encode("utf-8", "surrogateescape").hex()
     # A teacher's own exercise (ex.derivation) changes with its file: its stub's source (the forward in it) counts.
     made = [get(name).source or "" for name in names]
-    text = json.dumps([student, content, list(names), float(timeout), 2] + ([made] if any(made) else []))
+    text = json.dumps([student, content, list(names), float(timeout), 3, identity] + ([made] if any(made) else []))
     key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def upload_files(folder: Any) -> list[Path]:
+    """One student's upload (Gradescope): every .py and .ipynb in ``folder`` or below it, notebooks first.
+
+    A notebook's ``.py`` export next to it (the same name) is left out: the notebook is graded.
+    Hidden folders (``.ipynb_checkpoints``) are skipped.
+    """
+    root = Path(folder)
+    found = sorted(
+        path for path in root.rglob("*") if path.suffix in SUFFIXES and path.is_file() and not path.is_symlink()
+        and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    )  # fmt: skip
+    notebooks = {path.with_suffix("") for path in found if path.suffix == ".ipynb"}
+    return [path for path in found if path.suffix == ".ipynb" or path.with_suffix("") not in notebooks]
 
 
 def submissions(folder: Any) -> Any:
@@ -313,35 +377,46 @@ def grade_folder(
     timeout: Any = DEFAULT_TIMEOUT,
     out: Any = None,
     resume: Any = None,
+    pace: Any = None,
+    identity: Any = None,
 ) -> Any:
     """Grade every submission in ``folder`` (``jobs`` at once); ``[Graded, ...]`` in file-name order.
 
     With ``out`` (a run folder) each student's files are written there as soon as the grade is
-    known; ``resume`` (``{fingerprint: earlier grade}``) skips the submissions already graded
-    with the same file, exercises, secret and time limit.
+    known, under names no two students share (checked before grading); ``resume``
+    (``{fingerprint: earlier grade}``) skips the submissions already graded with the same file,
+    exercises, secret and time limit. With ``identity`` (a Gradescope user id) the folder is one
+    student's upload (:func:`upload_files`), each file shown by its path, drawn as that student's.
     """
-    paths, refused = submissions(folder)
+    if identity is None:
+        paths, refused = submissions(folder)
+        shown = {path: path.stem for path in paths}
+    else:
+        paths, refused = upload_files(folder), {}
+        shown = {path: path.relative_to(folder).with_suffix("").as_posix() for path in paths}
+    stems = stored_names([*refused, *shown.values()])
     graded = [_not_graded(Path(folder) / f"{student}.*", names, reason, time.monotonic())
               for student, reason in refused.items()]  # fmt: skip
     pending = []
     for path in paths:
-        mark = fingerprint(path, names, secret, timeout)
+        mark = fingerprint(path, names, secret, timeout, identity)
         earlier = Graded.from_json(resume[mark], path) if resume and mark in resume else None
         if earlier is not None:
             earlier.fingerprint = mark
             graded.append(earlier)
-            if out is not None:
-                write_student(earlier, out)
         else:
             pending.append((path, mark))
-    for grade in graded[: len(refused)]:
+    for grade in graded:
+        grade.stored_name = stems.get(grade.student)
         if out is not None:
             write_student(grade, out)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(grade_one, path, names, secret=secret, timeout=timeout): mark for path, mark in pending}
+        futures = {pool.submit(grade_one, path, names, secret=secret, timeout=timeout, pace=pace, student=shown[path],
+                               identity=identity): mark for path, mark in pending}  # fmt: skip
         for future in progress(as_completed(futures), total=len(futures), desc="grading", unit="submission"):
             grade = future.result()
             grade.fingerprint = futures[future]
+            grade.stored_name = stems.get(grade.student)
             if out is not None:
                 write_student(grade, out)
             graded.append(grade)
@@ -349,8 +424,8 @@ def grade_folder(
 
 
 def write_student(grade: Any, out: Any) -> None:
-    """``STUDENT.json`` and ``STUDENT.txt`` in the run folder ``out`` (names made safe and short)."""
-    stem = file_stem(grade.student)
+    """``STUDENT.json`` and ``STUDENT.txt`` in the run folder ``out`` (names made safe, short and distinct)."""
+    stem = grade.stored_name or stored_names([grade.student])[grade.student]
     text = json.dumps(grade.to_json(), indent=1, ensure_ascii=False)
     (Path(out) / f"{stem}.json").write_bytes(text.encode("utf-8", "backslashreplace"))
     (Path(out) / f"{stem}.txt").write_bytes(grade.feedback().encode("utf-8", "backslashreplace"))
@@ -377,24 +452,27 @@ def write_gradebook(graded: Any, path: Any) -> None:
 
     Columns: student, exercise, points, max, message, then two per step of
     the stepped exercises graded (``grad_x points``, ``grad_x state``: right,
-    carried, wrong or missing), filled on that exercise's rows. The message
-    is the whole feedback, hint included (a cell may hold several lines); the
-    total row's exercise is ``(total)`` and its message is empty.
+    carried, wrong or missing), filled on that exercise's rows, then
+    ``flags``. The message is the whole feedback, hint included (a cell may
+    hold several lines); the total row's exercise is ``(total)``, its message
+    is empty and its ``flags`` cell lists the submission's flags, one
+    ``kind: evidence`` per line (for the teacher: see :mod:`.integrity`).
     """
     steps = _step_names(graded)
     with open(path, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", "exercise", "points", "max", "message",
-                         *(f"{step} {what}" for step in steps for what in ("points", "state"))])  # fmt: skip
+                         *(f"{step} {what}" for step in steps for what in ("points", "state")), "flags"])  # fmt: skip
         for grade in graded:
             for name, result in grade.results.items():
                 message = safe_text(result.message or "", lines=True)  # the whole feedback, on its lines
                 cells = [safe_text(grade.student), name, result.score, result.max_score, message]
                 by_step = {step.name: (step.points, step.state) for step in result.steps}
                 cells += [cell for step in steps for cell in by_step.get(step, ("", ""))]
-                writer.writerow([spreadsheet_cell(cell) for cell in cells])
-            total = [spreadsheet_cell(safe_text(grade.student)), TOTAL, grade.total, grade.max_total, ""]
-            writer.writerow(total + [""] * (2 * len(steps)))
+                writer.writerow([spreadsheet_cell(cell) for cell in [*cells, ""]])
+            flags = "\n".join(f"{flag['kind']}: {flag['evidence']}" for flag in grade.flags)
+            total = [safe_text(grade.student), TOTAL, grade.total, grade.max_total, "", *[""] * (2 * len(steps)), flags]
+            writer.writerow([spreadsheet_cell(cell) for cell in total])
 
 
 def _step_names(graded: Any) -> Any:
@@ -535,10 +613,55 @@ def _timeout_problem(timeout: Any) -> Any:
     return None
 
 
+#: What grading without bubblewrap gives up (printed with --no-box, and in the refusal without it).
+NO_BOX = (
+    "without bubblewrap a student's code runs with resource limits and a session of its own only: it can "
+    "read the file system (other submissions, the grader's files) and see other processes"
+)
+
+
+def _box_problem(args: Any) -> str | None:
+    """Why grading must not start here (no bubblewrap and no --no-box), or None. ``--no-box`` turns it off."""
+    if args.no_box or box_available():
+        return None
+    return (f"bubblewrap (bwrap) is not installed, and {NO_BOX}. Install it (Debian/Ubuntu: "
+            "sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or pass --no-box where each "
+            "submission has a container of its own")  # fmt: skip
+
+
+def _identity(args: Any) -> str | None:
+    """The student of a Gradescope upload: the user id(s) in ``--metadata``; ValueError naming the file."""
+    if not args.metadata:
+        return None
+    try:
+        data = json.loads(Path(args.metadata).read_text(encoding="utf-8"))
+        users = data.get("users") or []
+        ids = sorted(str(user["id"]) for user in users if isinstance(user, dict) and user.get("id") is not None)
+        identity = "+".join(ids) or str(data["id"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"--metadata {args.metadata}: not Gradescope's submission_metadata.json ({error})") from None
+    return identity
+
+
+def _pace(args: Any, names: Any) -> Any:
+    """The reference timing (--reference, or the repository's instructor/ when it is there), or None."""
+    path = args.reference
+    if path is None:
+        default = Path(__file__).resolve().parents[2] / "instructor"
+        if not default.is_dir():
+            return None
+        path = default
+    reference_files(path)  # ValueError naming --reference when there is nothing to load
+    return Pace.from_path(path, names)
+
+
 def _usage_problem(args: Any, folder: Any) -> Any:
     """``(problem, names, secret)``: the first usage error (a message) or None, checked before anything runs."""
     if not folder.is_dir():
         return f"SUBMISSIONS_DIR: no such folder: {folder}", None, None
+    problem = _box_problem(args)
+    if problem:
+        return problem, None, None
     if args.jobs < 1:
         return f"-j must be at least 1, got {args.jobs}", None, None
     problem = _timeout_problem(args.timeout)
@@ -549,7 +672,8 @@ def _usage_problem(args: Any, folder: Any) -> Any:
         secret = _read_secret(args.secret) if args.secret else secrets.token_hex(32)
     except (ValueError, OSError) as error:
         return str(error), None, None
-    if not any(path.suffix in SUFFIXES for path in folder.iterdir()):
+    found = upload_files(folder) if args.metadata else [p for p in folder.iterdir() if p.suffix in SUFFIXES]
+    if not found:
         return f"no .py or .ipynb files in {folder}", None, None
     # Every path checked before the first submission runs: a typo costs nothing.
     for option, path in (("--csv", args.csv), ("--gradescope", args.gradescope)):
@@ -559,8 +683,28 @@ def _usage_problem(args: Any, folder: Any) -> Any:
     return None, names, secret
 
 
+def _print_reasons(graded: Any) -> None:
+    """Under the table: why a submission was not graded or not run, then every flag (for the teacher)."""
+    for grade in graded:
+        reason = grade.not_graded or grade.load_error or (grade.notes[0] if grade.notes else "")
+        if reason:
+            label = "not graded" if grade.not_graded else "note"
+            print(f"  {label} — {safe_text(grade.student, 80)}: {safe_text(reason, 300)}")
+    for grade in graded:  # what a value check cannot prove (docs/grading.md)
+        for flag in grade.flags:
+            print(f"  flagged — {safe_text(grade.student, 80)}: {flag['kind']}: {flag['evidence']}")
+
+
 def run(args: Any) -> Any:
     """Run the parsed command; returns the exit status (0 graded, 1 some not graded by our fault, 2 usage error)."""
+    use_bubblewrap(not args.no_box)  # --no-box: never bubblewrap, even where it is installed (it may not run)
+    try:
+        return _run(args)
+    finally:
+        use_bubblewrap(True)
+
+
+def _run(args: Any) -> Any:
 
     def usage(message: object) -> int:
         print(f"microtape grade: {message}", file=sys.stderr)
@@ -580,13 +724,26 @@ def run(args: Any) -> Any:
     except (OSError, RuntimeError) as error:
         return usage(f"--out {args.out}: cannot make a results folder there ({error})")
 
+    try:
+        identity = _identity(args)
+        pace = _pace(args, names)
+    except ValueError as error:
+        return usage(str(error))
     print(isolation())
+    if not box_available():
+        print(f"--no-box: {NO_BOX}")
     if not args.secret:
         print("hidden trials: drawn from a fresh random secret (pass --secret FILE to grade reproducibly)")
+    if pace is None:
+        print("timing: no reference solutions (--reference), so a slow answer is limited by --timeout alone")
     earlier = _earlier_grades(args.out, names, secret, args.timeout) if args.secret else {}
     started = time.monotonic()
-    graded = grade_folder(folder, names, secret=secret, jobs=args.jobs, timeout=args.timeout, out=out,
-                          resume=earlier)  # fmt: skip
+    try:
+        graded = grade_folder(folder, names, secret=secret, jobs=args.jobs, timeout=args.timeout, out=out,
+                              resume=earlier, pace=pace, identity=identity)  # fmt: skip
+    finally:
+        if pace is not None:
+            pace.close()
     elapsed = time.monotonic() - started
 
     write_gradebook(graded, out / "gradebook.csv")
@@ -595,11 +752,7 @@ def run(args: Any) -> Any:
     if args.gradescope:
         write_gradescope(graded, args.gradescope)
     print(summary(graded, names))
-    for grade in graded:
-        reason = grade.not_graded or grade.load_error or (grade.notes[0] if grade.notes else "")
-        if reason:
-            label = "not graded" if grade.not_graded else "note"
-            print(f"  {label} — {safe_text(grade.student, 80)}: {safe_text(reason, 300)}")
+    _print_reasons(graded)
     count = len(graded)
     print(f"\n{count} submission{'s' if count != 1 else ''} graded in {elapsed:.1f} s "
           f"({elapsed / max(count, 1):.2f} s each, -j {args.jobs}); results in {out}{os.sep}")  # fmt: skip

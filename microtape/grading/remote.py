@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..exercises.result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded
+from ..exercises.result import NotAnArray, NotChecked, SubmissionTooLong, TimeLimitExceeded, TooSlowForDerivation
 from .box import BoxTimeout, ChildGone, Sandbox
 from .boxed.wire import loads_limited
+from .integrity import imported_packages, merge
 from .untrusted import safe_text, safe_tree
 
 __all__ = [
@@ -36,11 +37,14 @@ __all__ = [
     "read_submission",
     "MAX_SUBMISSION_BYTES",
     "MAX_NOTEBOOK_DEPTH",
+    "MAX_NOTEBOOK_BYTES",
 ]
 
 #: A submission file larger than this is not read: a lab's answers are a few KB, and a limit
 #: this low leaves no room to smuggle in a whole library (zipped microtape is ~550 KB).
 MAX_SUBMISSION_BYTES = 256 << 10
+#: A notebook file may be larger (its saved outputs: plots, tables); only its code counts against the limit above.
+MAX_NOTEBOOK_BYTES = 32 << 20
 #: A notebook's JSON nests ~5 deep; deeper is refused before it is parsed.
 MAX_NOTEBOOK_DEPTH = 32
 #: Seconds for starting Python and numpy in a new box, on top of the submission's own budget.
@@ -54,6 +58,7 @@ class StudentError(Exception):
         super().__init__(text)
         self.type_name = type_name
         self.location = location  # (file name, line number, function, code line) in the student's code, or None
+        self.package: str | None = None  # the package not in the box that the call needed (its name only), or None
 
 
 def read_submission(path: Any) -> Any:
@@ -62,8 +67,9 @@ def read_submission(path: Any) -> Any:
     if path.is_symlink() or not path.is_file():  # a link could point the grader at its own secret
         raise ValueError("the submission is not a plain file (a link, a folder or a device)")
     size = path.stat().st_size
-    if size > MAX_SUBMISSION_BYTES:
-        raise ValueError(f"the file is {size >> 10} KB; a submission may be at most {MAX_SUBMISSION_BYTES >> 10} KB")
+    limit = MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_SUBMISSION_BYTES
+    if size > limit:
+        raise ValueError(f"the file is {size >> 10} KB; a submission may be at most {limit >> 10} KB")
     data = path.read_bytes()
     if path.suffix != ".ipynb":
         # utf-8-sig: a file saved with a byte-order mark (some Windows editors) reads as Python does.
@@ -81,6 +87,10 @@ def read_submission(path: Any) -> Any:
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         message = safe_text(f"{type(error).__name__}: {error}", 200)
         raise ValueError(f"the notebook is not valid notebook JSON ({message})") from None
+    code = sum(len(source.encode("utf-8", "surrogateescape")) for source in sources)
+    if code > MAX_SUBMISSION_BYTES:  # the code counts, not the outputs (plots, tables) saved with it
+        raise ValueError(f"the notebook's code cells hold {code >> 10} KB; a submission may be at most "
+                         f"{MAX_SUBMISSION_BYTES >> 10} KB of code")  # fmt: skip
     return "cells", sources
 
 
@@ -126,6 +136,10 @@ class BoxedSubmission:
         self.notes: list[Any] = []  # one line per notebook cell that failed
         self.load_error: str | None = None  # one line when the submission did not load at all
         self._loaded = False
+        self._exercise: str | None = None  # the exercise whose calls are being served (see begin)
+        self.observed: list[Any] = []  # flags from what the box saw at load (see integrity.py)
+        # The packages the source imports: the only names a "not in the box" reason may carry back.
+        self.packages = imported_packages(cells) if mode in ("file", "cells") else set()
 
     @classmethod
     def from_file(cls, path: Any, names: Any, **options: Any) -> Any:
@@ -182,16 +196,57 @@ class BoxedSubmission:
         self.defined = {name: _signature(spec) for name, spec in defined.items()} if isinstance(defined, dict) else {}
         notes = reply.get("notes")
         self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
+        observed = reply.get("observed")
+        self.observed = merge(observed if isinstance(observed, list) else [])
 
-    def function(self, name: str, seconds: Any) -> "BoxedFunction":
-        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
-        return BoxedFunction(self, name, seconds, self.defined.get(name))
+    def begin(self, name: str) -> None:
+        """Start exercise ``name``: its calls go to a fresh copy of the loaded submission (see ``child.exercise``).
+
+        Nothing a call of one exercise starts (a thread, a global, a grandchild) is there for the next.
+        """
+        self._exercise = name
+        if not self.box.running:
+            self.load()
+            if self.load_error:
+                return  # its calls say so (NotChecked)
+        try:
+            reply, _ = self.box.request({"op": "begin", "name": name}, timeout=self._within_budget(START_SECONDS))
+        except (BoxTimeout, ChildGone, SubmissionTooLong):
+            self.box.close()  # the next call starts again (and says why if it cannot)
+            return
+        if reply.get("event") != "begun":
+            self.box.close()
+
+    def end(self) -> None:
+        """End the current exercise: its copy, and every process it started, are gone when this returns."""
+        self._exercise = None
+        if not self.box.running:
+            return
+        try:
+            reply, _ = self.box.request({"op": "end"}, timeout=self._within_budget(START_SECONDS))
+        except (BoxTimeout, ChildGone, SubmissionTooLong):
+            self.box.close()
+            return
+        if reply.get("event") != "ended":
+            self.box.close()
+
+    def function(self, name: str, seconds: Any, pace: Any = None) -> "BoxedFunction":
+        """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls.
+
+        With ``pace`` (a :class:`~microtape.grading.pace.Pace`) a slow call is also timed
+        against the reference solution, and raises ``TooSlowForDerivation`` when far slower.
+        """
+        return BoxedFunction(self, name, seconds, self.defined.get(name), pace)
 
     def call(self, name: str, args: Any, seconds: Any) -> Any:
-        if not self.box.running:  # killed after an earlier exercise: run the submission again
+        if not self.box.running:  # killed after an earlier call: run the submission again
             self.load()
             if self.load_error:
                 raise NotChecked(f"the submission could not be run again ({self.load_error})")
+            if self._exercise is not None:
+                self.begin(self._exercise)
+                if not self.box.running:
+                    raise NotChecked("the submission could not be run again (its exercise did not start)")
         arrays: list[Any]
         specs, arrays = [], []
         for arg in args:
@@ -211,7 +266,7 @@ class BoxedSubmission:
             raise TimeLimitExceeded(f"no answer within {seconds:g} s") from None
         except ChildGone as error:
             raise NotChecked(safe_text(error, 300)) from None
-        return _rebuild(safe_tree(reply), returned)
+        return _rebuild(safe_tree(reply), returned, self.packages)
 
 
 class BoxedFunction:
@@ -221,27 +276,43 @@ class BoxedFunction:
     submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
     """
 
-    def __init__(self, submission: Any, name: str, seconds: Any, signature: Any) -> None:
+    def __init__(self, submission: Any, name: str, seconds: Any, signature: Any, pace: Any = None) -> None:
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
+        self.pace = pace
         if signature is not None:
             self.__signature__ = signature
 
     def __call__(self, *args: Any) -> Any:
+        started = time.monotonic()
         try:
-            return self.submission.call(self.__name__, args, self.seconds)
+            returned = self.submission.call(self.__name__, args, self.seconds)
         except SubmissionTooLong:
             raise
         except TimeLimitExceeded:
             raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
+        if self.pace is not None:
+            problem = self.pace.too_slow(self.__name__, args, time.monotonic() - started, lambda: self._again(args))
+            if problem:
+                raise TooSlowForDerivation(problem)
+        return returned
+
+    def _again(self, args: Any) -> float:
+        """The seconds of one more call on ``args`` (its time limit as before; a failure counts as the limit)."""
+        started = time.monotonic()
+        try:
+            self.submission.call(self.__name__, args, self.seconds)
+        except (Exception, TimeLimitExceeded):
+            return self.seconds
+        return time.monotonic() - started
 
 
-def _rebuild(reply: Any, arrays: Any) -> Any:
+def _rebuild(reply: Any, arrays: Any, packages: Any = ()) -> Any:
     """The student's return value from the child's reply: numbers as arrays, anything else a NotAnArray."""
     event = reply.get("event")
     if event == "raised":
-        _raise_as_student(reply)
+        _raise_as_student(reply, packages)
     if event == "exited":
         raise NotChecked(f"your function {str(reply.get('how', 'exited'))[:200]} instead of returning")
     if event != "returned":
@@ -263,8 +334,12 @@ def _rebuild(reply: Any, arrays: Any) -> Any:
     raise NotChecked("the process sent a malformed reply")
 
 
-def _raise_as_student(reply: Any) -> None:
-    """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub)."""
+def _raise_as_student(reply: Any, packages: Any = ()) -> None:
+    """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub).
+
+    A package that is not in the box comes back by name (``StudentError.package``) only when the
+    source imports it: the name is then the file's, not a channel for what a call saw.
+    """
     type_name = str(reply.get("type", "Exception"))[:80]
     text = str(reply.get("message", ""))[:400]
     if type_name == "NotImplementedError":
@@ -273,7 +348,11 @@ def _raise_as_student(reply: Any) -> None:
     if isinstance(reply.get("lineno"), int):
         filename = str(reply.get("filename", ""))[:200]
         location = (filename, reply["lineno"], str(reply.get("function", ""))[:80], str(reply.get("line", ""))[:200])
-    raise StudentError(type_name, text, location)
+    error = StudentError(type_name, text, location)
+    package = reply.get("package")
+    if isinstance(package, str) and package in packages:
+        error.package = package
+    raise error
 
 
 def _item(item: Any, arrays: Any) -> Any:

@@ -44,6 +44,7 @@ class FileReport:
         self.output = ""  # what the student's code printed
         self.notes: list[Any] = []  # notebook cells that failed (one line each)
         self.grader_error: str | None = None  # one line when the grader, not the file, failed (no box could start)
+        self.observed: list[Any] = []  # flags from what the box saw at load (integrity.py): for the teacher only
 
     def _not_checked_result(self, name: str, message: str) -> CheckResult:
         exercise = get(name)
@@ -101,7 +102,7 @@ class FileReport:
 
 def check_file(file: Any, names: Any, *, trials: int | None = None, seed: int = 0, timeout: float = DEFAULT_TIMEOUT,
                hidden: bool = False, secret: Any = None, total_seconds: float | None = None,
-               student: Any = None) -> Any:  # fmt: skip
+               student: Any = None, pace: Any = None) -> Any:  # fmt: skip
     """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
     The student's code runs only in a boxed child (see
@@ -110,7 +111,10 @@ def check_file(file: Any, names: Any, *, trials: int | None = None, seed: int = 
     input arrays and sends back output arrays. The child gets ``timeout``
     seconds to run the file and ``timeout`` for each call of an exercise function
     (``total_seconds``, when given, bounds the whole submission); a child
-    that overstays is killed, and started again for the next exercise.
+    that overstays is killed, and started again for the next exercise. Each
+    exercise's calls are served by a fresh copy of the loaded file. With
+    ``pace`` (:class:`~microtape.grading.pace.Pace`) a slow call is
+    timed against the reference solution ("too slow for a derivation").
     """
     report = FileReport(str(file), list(names))
     try:
@@ -123,7 +127,7 @@ def check_file(file: Any, names: Any, *, trials: int | None = None, seed: int = 
         return report
     try:
         with submission:
-            _check_loaded(report, submission, names, trials, seed, timeout, hidden, (secret, student))
+            _check_loaded(report, submission, names, trials, seed, timeout, hidden, (secret, student), pace)
     except BoxStartError as error:
         report.grader_error = str(error)
         report.not_checked["import"] = str(error)
@@ -131,19 +135,32 @@ def check_file(file: Any, names: Any, *, trials: int | None = None, seed: int = 
 
 
 def _check_loaded(
-    report: Any, submission: Any, names: Any, trials: Any, seed: int, timeout: Any, hidden: Any, secret_and_student: Any
+    report: Any,
+    submission: Any,
+    names: Any,
+    trials: Any,
+    seed: int,
+    timeout: Any,
+    hidden: Any,
+    secret_and_student: Any,
+    pace: Any = None,
 ) -> None:
     secret, student = secret_and_student
     if submission.load_error:
         report.not_checked["import"] = submission.load_error
         report.output = submission.printed()
         return
+    report.observed = submission.observed  # what the box saw at load, for the teacher's flags
     report.defined = [name for name in names if name in submission.defined]
     report.notes = submission.notes
     at_load = submission.printed()
     for name in report.defined:
-        function = submission.function(name, seconds=timeout)
-        report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret,
-                                     student=student)  # fmt: skip
+        function = submission.function(name, seconds=timeout, pace=pace)
+        submission.begin(name)  # a fresh copy of the loaded file for each exercise
+        try:
+            report.results[name] = check(name, function, trials=trials, seed=seed, hidden=hidden, secret=secret,
+                                         student=student)  # fmt: skip
+        finally:
+            submission.end()
     # On hidden trials what the functions printed is not kept: it could carry the hidden inputs.
     report.output = at_load if hidden else submission.printed()

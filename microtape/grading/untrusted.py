@@ -16,17 +16,23 @@ import hashlib
 import re
 from typing import Any
 
-__all__ = ["safe_text", "safe_tree", "spreadsheet_cell", "file_stem"]
+__all__ = ["safe_text", "safe_tree", "spreadsheet_cell", "file_stem", "stored_names"]
 
-# Control characters (C0 but newline and tab, DEL, C1), lone surrogates, and the bidirectional
-# controls that can make text display in another order than it reads.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Control characters (C0 but newline and tab, DEL, C1), lone surrogates, the bidirectional
+# controls that can make text display in another order than it reads, and the invisible ones
+# (zero-width space and joiners, word joiner, soft hyphen, BOM, Hangul fillers, variation
+# selectors, tag characters) that make "alice\u200b" look like "alice".
+_INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+              "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000e0000-\U000e0fff")  # fmt: skip
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{_INVISIBLE}]")
+_UNSAFE_IN_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{_INVISIBLE}]")
 
 
 def _escape(match: Any) -> Any:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def safe_text(value: Any, limit: Any = None, *, lines: bool = False) -> Any:
@@ -70,3 +76,31 @@ def file_stem(name: str, limit: int = 80) -> Any:
         digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:10]
         text = f"{text.encode('utf-8')[: limit - 11].decode('utf-8', 'ignore')}-{digest}"
     return text
+
+
+def stored_names(students: Any) -> dict[Any, str]:
+    """``{student: file stem}`` with no two students on one stem — checked before anything is written.
+
+    Each stem is :func:`file_stem`'s; where two students would share one (compared without case,
+    as macOS and Windows file systems do — one named after another's stored digest, say), every
+    one of them gets the whole SHA-256 of their name added, which no file name can imitate
+    without being that name.
+    """
+    stems = {student: file_stem(student) for student in students}
+    by_stem: dict[str, list[Any]] = {}
+    for student, stem in stems.items():
+        by_stem.setdefault(stem.casefold(), []).append(student)
+    for sharing in by_stem.values():
+        if len(sharing) > 1:
+            for student in sharing:
+                digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).hexdigest()
+                stems[student] = f"{file_stem(student, 40)}-{digest}"
+    taken = {}
+    for student, stem in stems.items():  # a name whose own stem is another's stem + digest: numbered
+        key, number = stem.casefold(), 2
+        while key in taken:
+            stem, number = f"{stems[student]}-{number}", number + 1
+            key = stem.casefold()
+        taken[key] = student
+        stems[student] = stem
+    return stems

@@ -339,6 +339,18 @@ def tiled_backward(
 # ---------------------------------------------------------------- the op
 
 
+def _kernel_options(
+    q: Value, k: Value, v: Value, block_size: int, causal: bool = False, mask: Value | None = None, dropout: Any = None
+) -> tuple[TileSchedule, Value | None, Any]:
+    """The op's parameters as the kernel takes them: ``(schedule, mask, dropout)``.
+
+    The op's VJP and JVP are called with its parameters as keywords
+    (``block_size``, ``causal``, ``mask``, ``dropout``); they pass them here
+    so that the parameter list is spelled out once.
+    """
+    return schedule_of(q, k, v, block_size, causal, mask), mask, dropout
+
+
 def _forward_saving(
     q: Value, k: Value, v: Value, block_size: int, causal: bool = False, mask: Value | None = None, dropout: Any = None
 ) -> tuple[Value, Value]:
@@ -352,40 +364,20 @@ def _forward(
     return _forward_saving(q, k, v, block_size, causal, mask, dropout)[0]
 
 
-def _vjp(
-    g: Value,
-    ans: Value,
-    q: Value,
-    k: Value,
-    v: Value,
-    block_size: int,
-    causal: bool = False,
-    mask: Value | None = None,
-    dropout: Any = None,
-    residuals: Value = None,
-) -> Grads:
-    schedule = schedule_of(q, k, v, block_size, causal, mask)
+def _vjp(g: Value, ans: Value, q: Value, k: Value, v: Value, residuals: Value = None, **params: Any) -> Grads:
+    """``(dQ, dK, dV)`` by the tiled backward; ``params`` are the op's (see :func:`_kernel_options`)."""
+    schedule, mask, dropout = _kernel_options(q, k, v, **params)
     return tiled_backward(g, ans, q, k, v, schedule, mask, dropout, lse=residuals)
 
 
-def _jvp(
-    tangents: Sequence[Value | None],
-    ans: Value,
-    q: Value,
-    k: Value,
-    v: Value,
-    block_size: int,
-    causal: bool = False,
-    mask: Value | None = None,
-    dropout: Any = None,
-) -> Value:
+def _jvp(tangents: Sequence[Value | None], ans: Value, q: Value, k: Value, v: Value, **params: Any) -> Value:
     """Forward mode, on the whole score matrix (a tangent of the kernel, untiled: ``O(Tq·Tk)`` memory).
 
     ``dS = (dQ Kᵀ + Q dKᵀ)/√d``, ``dP = P ⊙ (dS − rowsum(P ⊙ dS))``,
-    ``dO = (dP ⊙ keep) V + (P ⊙ keep) dV``.
+    ``dO = (dP ⊙ keep) V + (P ⊙ keep) dV``; ``params`` are the op's (see :func:`_kernel_options`).
     """
     tq, tk, tv = (np.zeros_like(x) if t is None else t for t, x in zip(tangents, (q, k, v)))
-    schedule = schedule_of(q, k, v, block_size, causal, mask)
+    schedule, mask, dropout = _kernel_options(q, k, v, **params)
     whole = Tile(0, 0, slice(0, schedule.q_len), slice(0, schedule.k_len))
     weights = nn_ops.softmax.forward(score_tile(q, k, whole, mask, schedule.causal), axis=-1)
     grad_scores = (tq @ np.swapaxes(k, -1, -2) + q @ np.swapaxes(tk, -1, -2)) * score_scale(q.shape[-1])

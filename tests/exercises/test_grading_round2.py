@@ -251,16 +251,17 @@ def test_each_students_hidden_trials_are_their_own(tmp_path):
     keys = [_trial_key(0, True, secret, name) for name in ("ada", "bob")]
     a, b = (_trial("softmax_backward", True, key, 0)[0][0] for key in keys)
     assert a.shape == b.shape and not np.allclose(a, b)
-    # and grade_one passes the student's name down (the file's stem)
+    # and grade_one passes the student's name down (the file's stem), with the file's content (issue 45)
     seen = []
     real = gradebook.check_file
     monkey = lambda path, names, **kw: seen.append(kw["student"]) or real(path, names, **kw)  # noqa: E731
     gradebook.check_file = monkey
     try:
-        gradebook.grade_one(_write(tmp_path, "zoe.py", RIGHT), ["dropout_backward"], secret=secret, timeout=2.0)
+        path = _write(tmp_path, "zoe.py", RIGHT)
+        gradebook.grade_one(path, ["dropout_backward"], secret=secret, timeout=2.0)
     finally:
         gradebook.check_file = real
-    assert seen == ["zoe"]
+    assert seen == [gradebook.trial_identity("zoe", path)] and seen[0].startswith("zoe\x00")
 
 
 # ---------------------------------------------------------------- the teacher's screen and gradebook

@@ -11,6 +11,10 @@ in the format of ``wire.py``:
     error), a notebook cell by cell (a cell that fails is noted and skipped) —
     and reply ``{"event": "loaded", "defined": {name: signature}, "notes": [...]}``
     or ``{"event": "load_failed", "message": ...}``.
+``{"op": "begin", "name": ...}``, then calls, then ``{"op": "end"}``
+    one exercise's calls, served by a fresh copy (a fork) of the loaded
+    submission: replies ``{"event": "begun"}``, and ``{"event": "ended"}`` once
+    the copy and everything it started are gone (see :func:`exercise`).
 ``{"op": "call", "name": ..., "args": [{"array": i} | {"value": x}, ...]}`` + arrays
     call one exercise function; reply ``{"event": "returned", "kind": ...,
     "items": [...]}`` + arrays, ``{"event": "raised", ...}`` or ``{"event": "exited", ...}``.
@@ -36,6 +40,8 @@ sys.path[:0] = [HELPER_DIR, sys.argv[1]]
 
 import numpy as np  # noqa: E402
 import wire  # noqa: E402
+from ipython import runs_as_python, strip_magics  # noqa: E402
+from landlock import restrict_writes  # noqa: E402
 
 #: The most bytes of numbers one call may return (all its arrays together): no count of values is
 #: fixed, so a derivation may have as many steps as it likes (a key is cut to MAX_KEY characters).
@@ -58,62 +64,6 @@ def _text(value: Any) -> Any:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
-def _statement_starts(source: Any) -> Any:
-    """The numbers of the lines that begin a new statement: not inside brackets, a string or a ``\\`` line.
-
-    The same rule IPython's input transformers apply: only there can ``%`` or
-    ``!`` begin a magic or shell line; inside parentheses a line starting with
-    ``!=`` or ``%`` (a black-formatted continuation) is Python.
-    """
-    starts, depth, quote, continued = [], 0, None, False
-    for number, line in enumerate(source.splitlines()):
-        if depth == 0 and quote is None and not continued:
-            starts.append(number)
-        continued = False
-        i = 0
-        while i < len(line):
-            char = line[i]
-            if quote is not None:
-                if char == "\\":
-                    i += 2
-                    continue
-                if line.startswith(quote, i):
-                    i += len(quote)
-                    quote = None
-                    continue
-            elif char == "#":
-                break
-            elif char in "\"'":
-                triple = char * 3
-                quote = triple if line.startswith(triple, i) else char
-                i += len(quote)
-                continue
-            elif char in "([{":
-                depth += 1
-            elif char in ")]}":
-                depth = max(0, depth - 1)
-            i += 1
-        if quote is not None and len(quote) == 1:
-            quote = None  # an unclosed one-line string: Python's error, not ours to follow
-        continued = line.endswith("\\") and quote is None
-    return set(starts)
-
-
-def _strip_magics(source: Any) -> Any:
-    """A notebook cell without IPython's ``%magic`` and ``!shell`` lines (they are not Python)."""
-    lines = source.splitlines()
-    starts = _statement_starts(source)
-    kept = [
-        "pass  # (an IPython line)" if number in starts and line.lstrip().startswith(("%", "!")) else line
-        for number, line in enumerate(lines)
-    ]
-    # An IPython line's own continuation lines (`!ls \` / `  -l`) go with it.
-    for number in range(1, len(lines)):
-        if kept[number - 1].startswith("pass  # (an IPython line)") and lines[number - 1].endswith("\\"):
-            kept[number] = "pass  # (an IPython line)"
-    return "\n".join(kept) + "\n"
-
-
 def _how_it_left(error: Any, seconds: float = 0.0) -> str:
     if isinstance(error, SystemExit):
         code = "" if error.code is None else repr(error.code)
@@ -123,7 +73,10 @@ def _how_it_left(error: Any, seconds: float = 0.0) -> str:
     if isinstance(error, CellTimeLimit):
         return f"took longer than {seconds:g} s"
     if isinstance(error, ModuleNotFoundError) and error.name:
-        return f"imports {error.name}, which is not in the box ({ONLY})"
+        student = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in linecache.cache
+                   and not f.filename.startswith(HELPER_DIR)]  # fmt: skip
+        line = f" (line {student[-1].lineno})" if student else ""
+        return f"imports {error.name}{line}, which is not in the box ({ONLY})"
     return f"raised {type(error).__name__}: {_text(error)}"
 
 
@@ -145,8 +98,11 @@ def load(request: Any, namespace: Any) -> Any:
             break
         filename = request["filename"] if mode == "file" else f"{request['filename']} [cell {number}]"
         where = "" if mode == "file" else f"cell {number}: "
+        if mode != "file" and not runs_as_python(source):
+            notes.append(f"{where}not run: a cell magic that is not Python (e.g. %%writefile)")
+            continue
         try:
-            code = _compile(source if mode == "file" else _strip_magics(source), filename)
+            code = _compile(source if mode == "file" else strip_magics(source), filename)
         except (SyntaxError, ValueError) as error:
             line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""  # type: ignore[union-attr]  # a ValueError has none: getattr
             message = f"{where}{type(error).__name__}{line}: {getattr(error, 'msg', error)}"
@@ -176,7 +132,47 @@ def load(request: Any, namespace: Any) -> Any:
         fn = namespace.get(name)
         if callable(fn):
             defined[name] = _signature(fn)
-    return {"event": "loaded", "defined": defined, "notes": notes[:20]}
+    return {"event": "loaded", "defined": defined, "notes": notes[:20], "observed": observed(namespace)}
+
+
+#: Libraries that compute gradients (their answer is not a derivation); the grader flags them.
+AUTOGRAD_LIBRARIES = ("torch", "jax", "autograd", "mygrad", "micrograd", "tinygrad", "microtape")
+_ARITHMETIC = ("__add__", "__mul__", "__sub__", "__truediv__", "__matmul__", "__pow__", "__neg__")
+
+
+def observed(namespace: Any) -> list[Any]:
+    """What the box saw after loading that the source may hide: ``[{"kind", "evidence"}]`` (for the teacher).
+
+    A library module that appeared without coming from this helper folder (decoded and run, or
+    imported from a zip the file wrote), a use of the absent parts of microtape, and classes whose
+    values overload arithmetic and keep a backward rule (an autograd, perhaps decoded from a blob).
+    """
+    found = []
+    for name, module in list(sys.modules.items()):
+        top = name.split(".")[0]
+        origin = str(getattr(module, "__file__", "") or "")
+        if top in AUTOGRAD_LIBRARIES and not origin.startswith(HELPER_DIR) and "_absent" not in type(module).__name__:
+            if not origin and top == "microtape" and type(module).__name__ == "_AbsentModule":
+                continue
+            found.append({"kind": "autograd library", "evidence": _text(f"module {name} was loaded in the box")})
+    absent = sys.modules.get("microtape._absent")
+    for name in getattr(absent, "USED", [])[:3]:
+        found.append({"kind": "autograd library", "evidence": _text(f"uses {name} (not in the box)")})
+    classes = [value for value in list(namespace.values()) if isinstance(value, type)]
+    for module in list(sys.modules.values()):
+        if not str(getattr(module, "__file__", "") or "").startswith((HELPER_DIR, sys.argv[1], sys.prefix)):
+            classes += [value for value in list(vars(module).values())[:500] if isinstance(value, type)]
+    for cls in classes[:2000]:
+        try:
+            members = set(vars(cls))
+        except TypeError:
+            continue
+        overloads = [name for name in _ARITHMETIC if name in members]
+        backward = [name for name in members if "backward" in name.lower() or "vjp" in name.lower()]
+        if len(overloads) >= 2 and backward:
+            evidence = f"class {cls.__qualname__} in the box overloads {', '.join(overloads[:3])} and has {backward[0]}"
+            found.append({"kind": "own autograd", "evidence": _text(evidence)})
+    return found[:10]
 
 
 def _signature(fn: Any) -> Any:
@@ -246,6 +242,12 @@ def _raised(error: Any) -> Any:
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
     frames = traceback.extract_tb(error.__traceback__)
+    # A package that is not in the box, by its name alone (the grader shows it on hidden trials too).
+    stand_in = os.path.join(HELPER_DIR, "microtape")
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        reply["package"] = error.name.split(".")[0]
+    elif any(frame.filename.startswith(stand_in) for frame in frames[-2:]):
+        reply["package"] = "microtape"
     # The student's frames only: not this helper folder's (child.py, the stand-in microtape).
     student = [f for f in frames if f.filename in linecache.cache and not f.filename.startswith(HELPER_DIR)]
     if student:
@@ -262,6 +264,8 @@ def _only_the_first_process() -> None:
 
 
 FIRST_PID = os.getpid()
+#: How an exercise's copy leaves when the grader says "end" (any other way: it left mid-call).
+ENDED = 86
 #: A timer that interrupts a cell (not on Windows: there a slow cell uses up the whole file's time).
 TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 
@@ -291,6 +295,8 @@ def _pipes() -> Any:
 
 def main() -> Any:
     requests, replies = _pipes()
+    if "--writable" in sys.argv:  # no bubblewrap: give up writing anywhere but here and /dev (Landlock)
+        restrict_writes([os.getcwd(), "/dev"])
 
     def read_exactly(n: Any) -> Any:
         data = bytearray(n)  # filled in place: a large array arrives in many pipe-sized pieces
@@ -317,16 +323,74 @@ def main() -> Any:
         except EOFError:
             return 0
         if request["op"] == "load":
+            out: list[Any]
             reply, out = load(request, namespace), []
+        elif request["op"] == "begin":
+            reply, out = exercise(read_exactly, replies, namespace), []
         else:
             reply, out = call(request, arrays, namespace)
-        _only_the_first_process()
-        for stream in (sys.stdout, sys.stderr):  # what the student printed, before the reply
+        _reply(replies, reply, out)
+
+
+def _reply(replies: Any, reply: Any, out: Any = ()) -> None:
+    _only_the_first_process()
+    for stream in (sys.stdout, sys.stderr):  # what the student printed, before the reply
+        try:
+            stream.flush()
+        except Exception:  # closed or replaced by the student's code: not our concern
+            pass
+    replies.write(wire.encode(reply, out))
+
+
+def exercise(read_exactly: Any, replies: Any, namespace: Any) -> Any:
+    """``begin``: one exercise's calls, served by a fresh copy of the loaded submission; the ``ended`` reply.
+
+    The copy (a fork) answers ``call`` requests until ``end``, then leaves; nothing it started —
+    a thread, a changed global, a cache — reaches the next exercise, which gets its own copy of
+    the submission as it was after loading. With ``--end-all`` (the box is the only thing this
+    user can signal: its own pid namespace, or a uid of its own) every other process of the box
+    is killed after it, so a grandchild in a session of its own does not outlive the exercise
+    either. Without ``fork`` (Windows) the calls are served here.
+    """
+    global FIRST_PID
+    if not hasattr(os, "fork"):
+        return {"event": "begun", "forked": False}
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # so the copy does not print the loader's buffered output again
+        except Exception:
+            pass
+    pid = os.fork()
+    if pid == 0:
+        FIRST_PID = os.getpid()
+        _reply(replies, {"event": "begun", "forked": True})
+        while True:
             try:
-                stream.flush()
-            except Exception:  # closed or replaced by the student's code: not our concern
-                pass
-        replies.write(wire.encode(reply, out))
+                request, arrays = wire.read_message(read_exactly)
+            except EOFError:
+                os._exit(0)
+            if request["op"] != "call":
+                _only_the_first_process()
+                os._exit(ENDED)  # "end": the loader replies, once every process of this exercise is gone
+            _reply(replies, *call(request, arrays, namespace))
+    _, status = os.waitpid(pid, 0)
+    if "--end-all" in sys.argv:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process this user can signal but this one
+        except OSError:  # none left
+            pass
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == ENDED:
+        return {"event": "ended"}
+    # The copy left in the middle of a call (os._exit, a signal, a limit): this process leaves the
+    # same way, so the grader reads how the call ended, as when the calls were served here.
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP: not catchable, already the default
+            pass
+        os.kill(os.getpid(), number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Read it in this order (this folder):
    :mod:`.gradients` (the tape's gradients under the table's names),
    :mod:`.lean` (the ``lean=``/``keep=`` switch) and :mod:`.readout` (what the
    last forward and backward leave, read-only) — each a concept of the layer
-   with a docstring of its own, which is why they are not folded into it;
+   with a docstring of its own, which is why they are not folded into it —
+   and :mod:`.layer_part` (what those parts may read of the whole layer);
 4. :mod:`.analytic` — the analytic route: the table's links composed by hand
    in numpy, with no tape (the independent opinion the reports compare to);
 5. :mod:`.tiled` — the tiled (flash) core on the values (one tape row), and

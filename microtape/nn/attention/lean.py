@@ -10,33 +10,22 @@ step-by-step reports) is refused with a message saying how to keep it.
 ``keep=("weights",)`` lets a lean layer draw the dP heatmap.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ...engine import gradients
 from ...engine.lean import check_keep
-
-if TYPE_CHECKING:
-    from ...values.tensor import Tensor
 from ...values.tensor import Tensor
 from ..two_routes import NamedGradients
 from .chain import step_names
+from .layer_part import AttentionLayerPart
 
 __all__ = ["LeanSwitch", "lean_tape_gradients"]
 
 
-class LeanSwitch:
+class LeanSwitch(AttentionLayerPart):
     """``lean`` and ``keep`` for a layer with ``_last`` (a mixin of :class:`~microtape.nn.MultiHeadAttention`)."""
-
-    if TYPE_CHECKING:  # what the layer that mixes this in has (MultiHeadAttention)
-        _last: Any
-        num_heads: int
-        causal: bool
-        dtype: np.dtype
-
-        def _require_forward(self, what: str) -> Any: ...
-        def named_parameters(self) -> list[tuple[str, Tensor]]: ...
 
     @property
     def lean(self) -> Any:

@@ -14,33 +14,20 @@ gradients are recomputed here on request (from ``Q``, ``K``, the saved
 log-sum-exp ``L`` and the dropout counter), within the layer's memory limit.
 """
 
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from ...engine.lean import not_kept_error
 from .. import masks
 from ..two_routes import read_only
 from . import analytic, tiled
 from . import call as attention_call
-
-if TYPE_CHECKING:
-    from ...values.tensor import Tensor
+from .layer_part import AttentionLayerPart
 
 __all__ = ["AttentionReadouts"]
 
 
-class AttentionReadouts:
+class AttentionReadouts(AttentionLayerPart):
     """The read-only views of MultiHeadAttention's last forward and backward (a mixin: the layer holds ``_last``)."""
-
-    if TYPE_CHECKING:  # what the layer that mixes this in has (MultiHeadAttention)
-        _last: Any
-        num_heads: int
-        causal: bool
-        dtype: np.dtype
-
-        def _require_forward(self, what: str) -> Any: ...
-        def named_parameters(self) -> list[tuple[str, Tensor]]: ...
 
     def _per_head(self, array: Any) -> Any:
         return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
