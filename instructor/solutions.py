@@ -124,7 +124,8 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     grad_scores = softmax_backward(weights, grad_weights)
     grad_q = grad_scores @ k * scale
     grad_k = _t(grad_scores) @ q * scale
-    return grad_q, grad_k, grad_v
+    return {"grad_dropped_weights": grad_dropped, "grad_v": grad_v, "grad_weights": grad_weights,
+            "grad_scaled_scores": grad_scores, "grad_q": grad_q, "grad_k": grad_k}  # fmt: skip
 
 
 def layernorm_backward(x, gamma, grad_y, eps):
@@ -160,8 +161,10 @@ SOLUTIONS = {name: globals()[name] for name in __all__[:-1]}
 if __package__:  # imported as instructor.solutions (in the box, a file runs with no package)
     from .solutions_exa import SOLUTIONS as _EXA  # from the chain rule to a residual block
     from .solutions_exb import SOLUTIONS as _EXB  # convolution, recurrent nets, forward mode, second order, tiled
+    from .solutions_ninja import SOLUTIONS as _NINJA  # makemore's backprop ninja
     from .solutions_steps import SOLUTIONS as _STEPS  # the stepped exercises
 
     SOLUTIONS.update(_EXA)
     SOLUTIONS.update(_EXB)
     SOLUTIONS.update(_STEPS)
+    SOLUTIONS.update(_NINJA)

@@ -57,7 +57,8 @@ def mlp_backward(x, w1, b1, w2, grad_y):
     grad_w1 = grad_z.T @ x
     grad_b1 = grad_z.sum(axis=0)
     grad_x = grad_z @ w1
-    return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
+    return {"grad_w2": grad_w2, "grad_b2": grad_b2, "grad_h": grad_h, "grad_z": grad_z,
+            "grad_x": grad_x, "grad_w1": grad_w1, "grad_b1": grad_b1}  # fmt: skip
 
 
 def affine_relu_backward(x, w, b, grad_out):
@@ -66,7 +67,7 @@ def affine_relu_backward(x, w, b, grad_out):
     grad_x = grad_z @ w.T  # [N, M] @ [M, D]
     grad_w = x.T @ grad_z  # [D, N] @ [N, M]: w is stored [D, M]
     grad_b = grad_z.sum(axis=0)
-    return grad_x, grad_w, grad_b
+    return {"grad_z": grad_z, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}
 
 
 def softmax_cross_entropy_backward(logits, y):
@@ -74,10 +75,12 @@ def softmax_cross_entropy_backward(logits, y):
     shifted = logits - logits.max(axis=-1, keepdims=True)  # stable: exp(0) at most
     p = np.exp(shifted)
     p /= p.sum(axis=-1, keepdims=True)
-    # −log p_y = −s_y + logsumexp(s): the logsumexp gives p, the −s_y a −1 at the label.
-    grad = p.copy()
-    grad[np.arange(rows), y] -= 1.0
-    return grad / rows  # the mean over the rows
+    grad_log_p = np.zeros_like(logits)  # L = −mean of log_p at the labels: −1/N there, 0 elsewhere
+    grad_log_p[np.arange(rows), y] = -1.0 / rows
+    grad_p = grad_log_p / p  # log's derivative: 1/p
+    # the softmax's VJP: p ⊙ (g − rowsum(g ⊙ p)) — here (p − onehot(y)) / N
+    grad_logits = p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
+    return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
 
 
 def mse_backward(pred, target):
@@ -116,7 +119,8 @@ def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     grad_w = grad_r.T @ x
     grad_b = grad_r.sum(axis=0)
     grad_x = grad_r + grad_r @ w  # both paths add up
-    return grad_x, grad_w, grad_b, grad_gamma, grad_beta
+    return {"grad_gamma": grad_gamma, "grad_beta": grad_beta, "grad_rhat": g, "grad_r": grad_r,
+            "grad_h": grad_r, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}  # fmt: skip
 
 
 #: Every solution by exercise name.

@@ -80,16 +80,24 @@ def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
     for t in range(x.shape[0]):
         states.append(np.tanh(x[t] @ W_xh.T + states[-1] @ W_hh.T + b))
     grad_W_xh, grad_W_hh, grad_b = np.zeros_like(W_xh), np.zeros_like(W_hh), np.zeros_like(b)
-    grad_x = np.zeros_like(x)
+    grad_x, steps = np.zeros_like(x), {}
     carry = np.zeros_like(h0)  # what h_t receives from step t + 1
     for t in reversed(range(x.shape[0])):
         grad_z = (grad_h[t] + carry) * (1.0 - states[t + 1] ** 2)  # tanh' = 1 − h_t²
+        steps[f"grad_z{t + 1}"] = grad_z  # z_1 … z_3: a step per time step
         grad_W_xh += grad_z.T @ x[t]  # the same weights at every step: add up over time
         grad_W_hh += grad_z.T @ states[t]  # W_hh met the previous state
         grad_b += grad_z.sum(axis=0)
         grad_x[t] = grad_z @ W_xh
         carry = grad_z @ W_hh  # back to h_{t−1}
-    return grad_W_xh, grad_W_hh, grad_b, carry, grad_x
+    return {
+        **steps,
+        "grad_h0": carry,
+        "grad_x": grad_x,
+        "grad_W_xh": grad_W_xh,
+        "grad_W_hh": grad_W_hh,
+        "grad_b": grad_b,
+    }
 
 
 def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
@@ -104,13 +112,26 @@ def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
     # h_next = (1 − z) n + z h
     grad_n, grad_z = g * (1.0 - z), g * (h - n)
     grad_an = grad_n * (1.0 - n**2)  # n = tanh(a_n), a_n = i_n + r h_n
-    grad_ar = grad_an * h_n * r * (1.0 - r)  # r = σ(a_r), reached through r h_n
+    grad_r = grad_an * h_n  # reached through r h_n
+    grad_ar = grad_r * r * (1.0 - r)  # r = σ(a_r)
     grad_az = grad_z * z * (1.0 - z)
     grad_gi = np.concatenate([grad_ar, grad_az, grad_an], axis=1)
     grad_gh = np.concatenate([grad_ar, grad_az, grad_an * r], axis=1)  # h_n was gated by r
     grad_x = grad_gi @ W_ih
     grad_h = grad_gh @ W_hh + g * z  # through gh, and straight through z h
-    return grad_x, grad_h, grad_gi.T @ x, grad_gh.T @ h, grad_gi.sum(axis=0), grad_gh.sum(axis=0)
+    return {
+        "grad_n": grad_n,
+        "grad_z": grad_z,
+        "grad_r": grad_r,
+        "grad_gi": grad_gi,
+        "grad_gh": grad_gh,
+        "grad_x": grad_x,
+        "grad_h": grad_h,
+        "grad_W_ih": grad_gi.T @ x,
+        "grad_W_hh": grad_gh.T @ h,
+        "grad_b_ih": grad_gi.sum(axis=0),
+        "grad_b_hh": grad_gh.sum(axis=0),
+    }
 
 
 def softmax_jvp(s, ds):

@@ -58,10 +58,18 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     d = q.shape[-1]
     weights = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(d))
     keep = mask / (1 - p)
-    dp = (grad_c @ np.swapaxes(v, -1, -2)) * keep
+    dropped = grad_c @ np.swapaxes(v, -1, -2)
+    dp = dropped * keep
     ds = weights * (dp - (dp * weights).sum(axis=-1, keepdims=True))
     dv = np.swapaxes(weights * keep, -1, -2) @ grad_c
-    return ds @ k / np.sqrt(d), np.swapaxes(ds, -1, -2) @ q / np.sqrt(d), dv
+    return {
+        "grad_dropped_weights": dropped,
+        "grad_v": dv,
+        "grad_weights": dp,
+        "grad_scaled_scores": ds,
+        "grad_q": ds @ k / np.sqrt(d),
+        "grad_k": np.swapaxes(ds, -1, -2) @ q / np.sqrt(d),
+    }
 
 
 # %% layernorm_backward
@@ -123,7 +131,8 @@ def mlp_backward(x, w1, b1, w2, grad_y):
     grad_w1 = grad_z.T @ x
     grad_b1 = grad_z.sum(axis=0)
     grad_x = grad_z @ w1
-    return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
+    return {"grad_w2": grad_w2, "grad_b2": grad_b2, "grad_h": grad_h, "grad_z": grad_z,
+            "grad_x": grad_x, "grad_w1": grad_w1, "grad_b1": grad_b1}  # fmt: skip
 
 
 # %% affine_relu_backward
@@ -133,7 +142,7 @@ def affine_relu_backward(x, w, b, grad_out):
     grad_x = grad_z @ w.T  # [N, M] @ [M, D]
     grad_w = x.T @ grad_z  # [D, N] @ [N, M]: w is stored [D, M]
     grad_b = grad_z.sum(axis=0)
-    return grad_x, grad_w, grad_b
+    return {"grad_z": grad_z, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}
 
 
 # %% softmax_cross_entropy_backward
@@ -142,10 +151,12 @@ def softmax_cross_entropy_backward(logits, y):
     shifted = logits - logits.max(axis=-1, keepdims=True)  # stable: exp(0) at most
     p = np.exp(shifted)
     p /= p.sum(axis=-1, keepdims=True)
-    # −log p_y = −s_y + logsumexp(s): the logsumexp gives p, the −s_y a −1 at the label.
-    grad = p.copy()
-    grad[np.arange(rows), y] -= 1.0
-    return grad / rows  # the mean over the rows
+    grad_log_p = np.zeros_like(logits)  # L = −mean of log_p at the labels: −1/N there, 0 elsewhere
+    grad_log_p[np.arange(rows), y] = -1.0 / rows
+    grad_p = grad_log_p / p  # log's derivative: 1/p
+    # the softmax's VJP: p ⊙ (g − rowsum(g ⊙ p)) — here (p − onehot(y)) / N
+    grad_logits = p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
+    return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
 
 
 # %% mse_backward
@@ -188,7 +199,8 @@ def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     grad_w = grad_r.T @ x
     grad_b = grad_r.sum(axis=0)
     grad_x = grad_r + grad_r @ w  # both paths add up
-    return grad_x, grad_w, grad_b, grad_gamma, grad_beta
+    return {"grad_gamma": grad_gamma, "grad_beta": grad_beta, "grad_rhat": g, "grad_r": grad_r,
+            "grad_h": grad_r, "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}  # fmt: skip
 
 
 # %% layernorm_backward_steps
@@ -324,16 +336,24 @@ def rnn_bptt(x, h0, W_xh, W_hh, b, grad_h):
     for t in range(x.shape[0]):
         states.append(np.tanh(x[t] @ W_xh.T + states[-1] @ W_hh.T + b))
     grad_W_xh, grad_W_hh, grad_b = np.zeros_like(W_xh), np.zeros_like(W_hh), np.zeros_like(b)
-    grad_x = np.zeros_like(x)
+    grad_x, steps = np.zeros_like(x), {}
     carry = np.zeros_like(h0)  # what h_t receives from step t + 1
     for t in reversed(range(x.shape[0])):
         grad_z = (grad_h[t] + carry) * (1.0 - states[t + 1] ** 2)  # tanh' = 1 − h_t²
+        steps[f"grad_z{t + 1}"] = grad_z  # z_1 … z_3: a step per time step
         grad_W_xh += grad_z.T @ x[t]  # the same weights at every step: add up over time
         grad_W_hh += grad_z.T @ states[t]  # W_hh met the previous state
         grad_b += grad_z.sum(axis=0)
         grad_x[t] = grad_z @ W_xh
         carry = grad_z @ W_hh  # back to h_{t−1}
-    return grad_W_xh, grad_W_hh, grad_b, carry, grad_x
+    return {
+        **steps,
+        "grad_h0": carry,
+        "grad_x": grad_x,
+        "grad_W_xh": grad_W_xh,
+        "grad_W_hh": grad_W_hh,
+        "grad_b": grad_b,
+    }
 
 
 # %% gru_cell_backward
@@ -349,13 +369,26 @@ def gru_cell_backward(x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
     # h_next = (1 − z) n + z h
     grad_n, grad_z = g * (1.0 - z), g * (h - n)
     grad_an = grad_n * (1.0 - n**2)  # n = tanh(a_n), a_n = i_n + r h_n
-    grad_ar = grad_an * h_n * r * (1.0 - r)  # r = σ(a_r), reached through r h_n
+    grad_r = grad_an * h_n  # reached through r h_n
+    grad_ar = grad_r * r * (1.0 - r)  # r = σ(a_r)
     grad_az = grad_z * z * (1.0 - z)
     grad_gi = np.concatenate([grad_ar, grad_az, grad_an], axis=1)
     grad_gh = np.concatenate([grad_ar, grad_az, grad_an * r], axis=1)  # h_n was gated by r
     grad_x = grad_gi @ W_ih
     grad_h = grad_gh @ W_hh + g * z  # through gh, and straight through z h
-    return grad_x, grad_h, grad_gi.T @ x, grad_gh.T @ h, grad_gi.sum(axis=0), grad_gh.sum(axis=0)
+    return {
+        "grad_n": grad_n,
+        "grad_z": grad_z,
+        "grad_r": grad_r,
+        "grad_gi": grad_gi,
+        "grad_gh": grad_gh,
+        "grad_x": grad_x,
+        "grad_h": grad_h,
+        "grad_W_ih": grad_gi.T @ x,
+        "grad_W_hh": grad_gh.T @ h,
+        "grad_b_ih": grad_gi.sum(axis=0),
+        "grad_b_hh": grad_gh.sum(axis=0),
+    }
 
 
 # %% softmax_jvp
@@ -372,3 +405,51 @@ def logsumexp_hvp(x, v):
     p = e / np.sum(e, axis=-1, keepdims=True)  # the gradient of each row's logsumexp
     # H = diag(p) − p pᵀ per row: H v = p ⊙ v − p (p · v)
     return p * (v - np.sum(p * v, axis=-1, keepdims=True))
+
+
+# %% backprop_ninja
+def backprop_ninja(xb, yb, C, W1, b1, bngain, bnbias, W2, b2):
+    n, rows, eps = len(xb), np.arange(len(xb)), 1e-5
+    xb, yb = xb.astype(int), yb.astype(int)
+    emb = C[xb]  # the forward, recomputed
+    embcat = emb.reshape(n, -1)
+    hprebn = embcat @ W1 + b1
+    bndiff = hprebn - hprebn.mean(axis=0, keepdims=True)
+    bnvar = (bndiff**2).sum(axis=0, keepdims=True) / (n - 1)  # Bessel: n − 1
+    bnvar_inv = (bnvar + eps) ** -0.5
+    bnraw = bndiff * bnvar_inv
+    h = np.tanh(bngain * bnraw + bnbias)
+    logits = h @ W2 + b2
+    logit_maxes = logits.max(axis=1, keepdims=True)
+    counts = np.exp(logits - logit_maxes)
+    counts_sum = counts.sum(axis=1, keepdims=True)
+    probs = counts / counts_sum
+    g = {"grad_logprobs": np.zeros_like(probs)}  # then one link per line
+    g["grad_logprobs"][rows, yb] = -1 / n
+    g["grad_probs"] = g["grad_logprobs"] / probs
+    g["grad_counts_sum_inv"] = (g["grad_probs"] * counts).sum(axis=1, keepdims=True)
+    g["grad_counts_sum"] = -g["grad_counts_sum_inv"] / counts_sum**2
+    g["grad_counts"] = g["grad_probs"] / counts_sum + g["grad_counts_sum"]
+    g["grad_norm_logits"] = g["grad_counts"] * counts
+    g["grad_logit_maxes"] = -g["grad_norm_logits"].sum(axis=1, keepdims=True)
+    g["grad_logits"] = g["grad_norm_logits"] + (logits == logit_maxes) * g["grad_logit_maxes"]
+    g["grad_h"] = g["grad_logits"] @ W2.T
+    g["grad_W2"] = h.T @ g["grad_logits"]
+    g["grad_b2"] = g["grad_logits"].sum(axis=0)
+    g["grad_hpreact"] = g["grad_h"] * (1 - h**2)
+    g["grad_bngain"] = (g["grad_hpreact"] * bnraw).sum(axis=0, keepdims=True)
+    g["grad_bnbias"] = g["grad_hpreact"].sum(axis=0, keepdims=True)
+    g["grad_bnraw"] = g["grad_hpreact"] * bngain
+    g["grad_bnvar_inv"] = (g["grad_bnraw"] * bndiff).sum(axis=0, keepdims=True)
+    g["grad_bnvar"] = g["grad_bnvar_inv"] * -0.5 * (bnvar + eps) ** -1.5
+    g["grad_bndiff2"] = np.ones_like(bndiff) * g["grad_bnvar"] / (n - 1)
+    g["grad_bndiff"] = g["grad_bnraw"] * bnvar_inv + 2 * bndiff * g["grad_bndiff2"]
+    g["grad_bnmeani"] = -g["grad_bndiff"].sum(axis=0, keepdims=True)
+    g["grad_hprebn"] = g["grad_bndiff"] + g["grad_bnmeani"] / n
+    g["grad_embcat"] = g["grad_hprebn"] @ W1.T
+    g["grad_W1"] = embcat.T @ g["grad_hprebn"]
+    g["grad_b1"] = g["grad_hprebn"].sum(axis=0)
+    g["grad_emb"] = g["grad_embcat"].reshape(emb.shape)
+    g["grad_C"] = np.zeros_like(C)
+    np.add.at(g["grad_C"], xb, g["grad_emb"])  # a character read twice gets both gradients
+    return g

@@ -58,9 +58,17 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     weights = e / e.sum(axis=-1, keepdims=True)
     keep = mask / (1 - p)
-    dp = (grad_c @ np.swapaxes(v, -1, -2)) * keep
+    dropped = grad_c @ np.swapaxes(v, -1, -2)
+    dp = dropped * keep
     ds = weights * (dp - (dp * weights).sum(axis=-1, keepdims=True))
-    return ds @ k / np.sqrt(d), np.swapaxes(ds, -1, -2) @ q / np.sqrt(d), np.swapaxes(weights * keep, -1, -2) @ grad_c
+    return {
+        "grad_dropped_weights": dropped,
+        "grad_v": np.swapaxes(weights * keep, -1, -2) @ grad_c,
+        "grad_weights": dp,
+        "grad_scaled_scores": ds,
+        "grad_q": ds @ k / np.sqrt(d),
+        "grad_k": np.swapaxes(ds, -1, -2) @ q / np.sqrt(d),
+    }
 
 
 # %% layernorm_backward

@@ -49,10 +49,18 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     d = q.shape[-1]
     weights = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(d))
     keep = mask / (1 - p)
-    dp = (grad_c @ np.swapaxes(v, -1, -2)) * keep
+    dropped = grad_c @ np.swapaxes(v, -1, -2)
+    dp = dropped * keep
     ds = weights * (dp - (dp * weights).sum(axis=-1, keepdims=True))
     dv = np.swapaxes(weights, -1, -2) @ grad_c  # forgot that V met the dropped weights
-    return ds @ k / np.sqrt(d), np.swapaxes(ds, -1, -2) @ q / np.sqrt(d), dv
+    return {
+        "grad_dropped_weights": dropped,
+        "grad_v": dv,
+        "grad_weights": dp,
+        "grad_scaled_scores": ds,
+        "grad_q": ds @ k / np.sqrt(d),
+        "grad_k": np.swapaxes(ds, -1, -2) @ q / np.sqrt(d),
+    }
 
 
 # %% logsumexp_vjp
@@ -65,3 +73,53 @@ def logsumexp_vjp(g, ans, x):
 def logaddexp_vjp(g, ans, a, b):
     grad_b = g * np.exp(b - ans)
     return g * np.exp(a - ans), grad_b  # b's gradient not summed back where b was broadcast
+
+
+# %% backprop_ninja
+def backprop_ninja(xb, yb, C, W1, b1, bngain, bnbias, W2, b2):
+    n, rows, eps = len(xb), np.arange(len(xb)), 1e-5
+    xb, yb = xb.astype(int), yb.astype(int)
+    emb = C[xb]  # the forward, recomputed
+    embcat = emb.reshape(n, -1)
+    hprebn = embcat @ W1 + b1
+    bndiff = hprebn - hprebn.mean(axis=0, keepdims=True)
+    bnvar = (bndiff**2).sum(axis=0, keepdims=True) / (n - 1)  # Bessel: n − 1
+    bnvar_inv = (bnvar + eps) ** -0.5
+    bnraw = bndiff * bnvar_inv
+    h = np.tanh(bngain * bnraw + bnbias)
+    logits = h @ W2 + b2
+    logit_maxes = logits.max(axis=1, keepdims=True)
+    counts = np.exp(logits - logit_maxes)
+    counts_sum = counts.sum(axis=1, keepdims=True)
+    probs = counts / counts_sum
+    g = {"grad_logprobs": np.zeros_like(probs)}  # then one link per line
+    g["grad_logprobs"][rows, yb] = -1 / n
+    g["grad_probs"] = g["grad_logprobs"] / probs
+    g["grad_counts_sum_inv"] = (g["grad_probs"] * counts).sum(axis=1, keepdims=True)
+    g["grad_counts_sum"] = (
+        -g["grad_counts_sum_inv"] / counts_sum
+    )  # d(1/x) taken as −1/x: one link wrong, the rest carried
+    g["grad_counts"] = g["grad_probs"] / counts_sum + g["grad_counts_sum"]
+    g["grad_norm_logits"] = g["grad_counts"] * counts
+    g["grad_logit_maxes"] = -g["grad_norm_logits"].sum(axis=1, keepdims=True)
+    g["grad_logits"] = g["grad_norm_logits"] + (logits == logit_maxes) * g["grad_logit_maxes"]
+    g["grad_h"] = g["grad_logits"] @ W2.T
+    g["grad_W2"] = h.T @ g["grad_logits"]
+    g["grad_b2"] = g["grad_logits"].sum(axis=0)
+    g["grad_hpreact"] = g["grad_h"] * (1 - h**2)
+    g["grad_bngain"] = (g["grad_hpreact"] * bnraw).sum(axis=0, keepdims=True)
+    g["grad_bnbias"] = g["grad_hpreact"].sum(axis=0, keepdims=True)
+    g["grad_bnraw"] = g["grad_hpreact"] * bngain
+    g["grad_bnvar_inv"] = (g["grad_bnraw"] * bndiff).sum(axis=0, keepdims=True)
+    g["grad_bnvar"] = g["grad_bnvar_inv"] * -0.5 * (bnvar + eps) ** -1.5
+    g["grad_bndiff2"] = np.ones_like(bndiff) * g["grad_bnvar"] / (n - 1)
+    g["grad_bndiff"] = g["grad_bnraw"] * bnvar_inv + 2 * bndiff * g["grad_bndiff2"]
+    g["grad_bnmeani"] = -g["grad_bndiff"].sum(axis=0, keepdims=True)
+    g["grad_hprebn"] = g["grad_bndiff"] + g["grad_bnmeani"] / n
+    g["grad_embcat"] = g["grad_hprebn"] @ W1.T
+    g["grad_W1"] = embcat.T @ g["grad_hprebn"]
+    g["grad_b1"] = g["grad_hprebn"].sum(axis=0)
+    g["grad_emb"] = g["grad_embcat"].reshape(emb.shape)
+    g["grad_C"] = np.zeros_like(C)
+    np.add.at(g["grad_C"], xb, g["grad_emb"])  # a character read twice gets both gradients
+    return g

@@ -27,7 +27,7 @@ What is where: this folder is the framework a teacher uses — :class:`Exercise`
 :class:`Output`, :class:`Step`, :class:`Mistake` and :func:`register` to declare
 an exercise, :func:`derivation` to make a stepped one from a forward on
 Tensors (:mod:`.derivation`), :mod:`.trials` to draw its inputs, :func:`check`
-and :func:`score` to grade one; :mod:`microtape.exercises.lab` is the course, 31 exercises
+and :func:`score` to grade one; :mod:`microtape.exercises.lab` is the course, its exercises
 declared with those same names (importing this package imports it, in the
 order of :data:`LAB`); :mod:`microtape.grading` is the grader, which runs a
 student's file in a box.

@@ -369,6 +369,7 @@ def _stub(name: str, parameters: Any, outputs: Any, shapes: Any, forward: Any, t
         raise NotImplementedError(f"{name}: return {{{', '.join(repr(o.name) + ': ...' for o in outputs[:2])}, ...}}")
 
     stub.__name__ = stub.__qualname__ = name
+    stub.__module__ = getattr(forward, "__module__", None) or stub.__module__  # the teacher's module, not this one
     stub.__doc__ = doc
     stub.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in parameters]

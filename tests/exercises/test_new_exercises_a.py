@@ -78,17 +78,20 @@ def test_no_mistake_switch_gives_the_right_answer(module_name):
 # ---------------------------------------------------------------- the classics, as students write them
 
 
-def test_chain_rule_splitting_the_sum_and_a_tuple_answer():
+def test_chain_rule_splitting_the_sum_link_by_link():
     def student(a, b, c, g):
         f = np.tanh(a * b + c)
         grad_d = g * (1 - f**2)
         grad_e = grad_c = grad_d / 2  # "the + shares the gradient between its inputs"
-        return grad_e * b, grad_e * a, grad_c, grad_e, grad_d, g, f
+        return {"grad_f": g, "grad_g": f, "grad_d": grad_d, "grad_e": grad_e, "grad_c": grad_c,
+                "grad_a": grad_e * b, "grad_b": grad_e * a}  # fmt: skip
 
     result = ex.check("scalar_chain_rule", student)
-    assert result.mistakes == ("sum_splits_the_gradient",), result.message
-    assert set(result.right_outputs) == {"grad_d", "grad_f", "grad_g"}
-    assert result.score == 3 and result.max_score == 7
+    # Both links out of the sum are wrong, each at its own link; a and b are right from the student's grad_e.
+    assert result.wrong_links == ("grad_e", "grad_c") and result.computed_from_wrong == ("grad_a", "grad_b")
+    assert result.mistakes[0] == "sum_splits_the_gradient", result.message
+    assert {step.name for step in result.steps if step.state == "right"} == {"grad_d", "grad_f", "grad_g"}
+    assert result.score == 5 and result.max_score == 7  # f, g, d right; a, b carried
 
 
 def test_chain_rule_with_the_tanh_derivative_of_d():
@@ -105,16 +108,18 @@ def test_chain_rule_with_the_tanh_derivative_of_d():
 def test_affine_relu_with_pytorch_layout_and_the_mask_from_the_gradient():
     def pytorch_layout(x, w, b, grad_out):
         grad_z = grad_out * (x @ w + b > 0)
-        return grad_z @ w.T, grad_z.T @ x, grad_z.sum(axis=0)
+        return {"grad_z": grad_z, "grad_x": grad_z @ w.T, "grad_w": grad_z.T @ x, "grad_b": grad_z.sum(axis=0)}
 
     result = ex.check("affine_relu_backward", pytorch_layout)
-    assert result.mistakes == ("w_grad_transposed",) and result.right_outputs == ("grad_x", "grad_b")
+    assert result.mistakes == ("w_grad_transposed",) and result.right_outputs == ("grad_z", "grad_x", "grad_b")
 
     def mask_from_gradient(x, w, b, grad_out):
         grad_z = np.where(grad_out > 0, grad_out, 0.0)  # relu applied to the gradient
-        return grad_z @ w.T, x.T @ grad_z, grad_z.sum(axis=0)
+        return {"grad_z": grad_z, "grad_x": grad_z @ w.T, "grad_w": x.T @ grad_z, "grad_b": grad_z.sum(axis=0)}
 
-    assert ex.check("affine_relu_backward", mask_from_gradient).mistakes == ("relu_mask_from_the_gradient",)
+    result = ex.check("affine_relu_backward", mask_from_gradient)
+    assert result.mistakes == ("relu_mask_from_the_gradient",) and result.wrong_links == ("grad_z",)
+    assert result.computed_from_wrong == ("grad_x", "grad_w", "grad_b") and result.score == 3  # carried
 
 
 def test_cross_entropy_classics():
@@ -122,17 +127,23 @@ def test_cross_entropy_classics():
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
+    def chain(p, onehot, count):
+        grad_log_p = -onehot / count
+        grad_p = grad_log_p / p
+        grad_logits = p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
+        return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
+
     def np_mean_of_everything(logits, y):
         onehot = np.eye(logits.shape[1])[y]
-        return (softmax(logits) - onehot) / onehot.size
+        return chain(softmax(logits), onehot, onehot.size)
 
     def naive_exp(logits, y):
         e = np.exp(logits)
-        p = e / e.sum(axis=-1, keepdims=True)
-        p[np.arange(len(y)), y] -= 1
-        return p / len(y)
+        return chain(e / e.sum(axis=-1, keepdims=True), np.eye(logits.shape[1])[y], len(y))
 
-    assert ex.check("softmax_cross_entropy_backward", np_mean_of_everything).mistakes == ("mean_over_every_entry",)
+    result = ex.check("softmax_cross_entropy_backward", np_mean_of_everything)
+    assert result.mistakes == ("mean_over_every_entry",) and result.wrong_links == ("grad_log_p",)
+    assert result.computed_from_wrong == ("grad_p", "grad_logits")  # carried from the wrong mean
     with np.errstate(all="ignore"):
         result = ex.check("softmax_cross_entropy_backward", naive_exp)
     assert result.mistakes == ("exp_not_stabilised",) and result.trial == 4, result.message  # the large trial
@@ -195,11 +206,13 @@ def test_residual_block_without_the_skip_path():
         g = grad_y * gamma
         grad_r = inv_std * (g - g.mean(axis=-1, keepdims=True) - rhat * (g * rhat).mean(axis=-1, keepdims=True))
         grad_x = grad_r @ w  # through f only: the skip connection forgotten
-        return grad_x, grad_r.T @ x, grad_r.sum(axis=0), (grad_y * rhat).sum(axis=0), grad_y.sum(axis=0)
+        return {"grad_gamma": (grad_y * rhat).sum(axis=0), "grad_beta": grad_y.sum(axis=0), "grad_rhat": g,
+                "grad_r": grad_r, "grad_h": grad_r, "grad_x": grad_x, "grad_w": grad_r.T @ x,
+                "grad_b": grad_r.sum(axis=0)}  # fmt: skip
 
     result = ex.check("residual_norm_backward", student)
     assert result.mistakes == ("identity_path_forgotten",), result.message
-    assert result.right_outputs == ("grad_w", "grad_b", "grad_gamma", "grad_beta")
+    assert result.wrong_links == ("grad_x",) and result.score == 7
 
 
 def test_a_function_with_the_wrong_arguments_names_the_expected_ones():

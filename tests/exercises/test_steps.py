@@ -23,7 +23,20 @@ from microtape.exercises.registry import Exercise, Mistake, Step, register
 from microtape.grading.gradebook import Graded, write_gradebook
 from microtape.grading.submission import check_file
 
-STEPPED = ["attention_backward_steps", "layernorm_backward_steps", "batchnorm_backward"]
+STEPPED = [
+    "attention_backward_steps",
+    "layernorm_backward_steps",
+    "batchnorm_backward",
+    "backprop_ninja",
+    "mlp_backward",
+    "affine_relu_backward",
+    "softmax_cross_entropy_backward",
+    "scalar_chain_rule",
+    "attention_dropout_backward",
+    "gru_cell_backward",
+    "residual_norm_backward",
+    "rnn_bptt",
+]
 STEPPED_MISTAKES = [(name, mistake.name) for name in STEPPED for mistake in ex.get(name).mistakes]
 
 

@@ -1,4 +1,4 @@
-"""The course: the lab's 31 exercises, each declared with the framework's public names.
+"""The course: the lab's exercises, each declared with the framework's public names.
 
 Each module of this folder holds one exercise — its stub (the signature and
 the maths prompt), its visible and hidden trials, ``make_inputs``, the tape's
@@ -60,7 +60,9 @@ LAB = (
     "avgpool",
     "rnn",
     "gru",
-    # 5. Ops of your own, and beyond the first derivative
+    # 5. makemore's backprop ninja: 26 links by hand
+    "backprop_ninja",
+    # 6. Ops of your own, and beyond the first derivative
     "op_vjp",
     "logaddexp_vjp",
     "softmax_jvp",

@@ -1,9 +1,11 @@
-"""Exercise: the backward pass of attention with dropout on the weights.
+"""Exercise (stepped): the backward pass of attention with dropout on the weights, step by step.
 
 The student is given ``Q, K, V``, the saved dropout mask, ``p`` and ``dC``
-and returns ``dQ, dK, dV``. The tape's answer comes from the chain the
-attention layer records in training mode — ``softmax``, then
-``dropout(keep)`` on the weights, then ``context`` — on Tensors.
+and returns every step of the chain — dP̃, dV, dP, dS, dQ, dK — each judged
+link by link. The tape's answer comes from the chain the attention layer
+records in training mode — ``softmax``, then ``dropout(keep)`` on the
+weights, then ``context`` — on Tensors, nodes named as the derivation
+table names them.
 """
 
 from typing import Any
@@ -11,9 +13,13 @@ from typing import Any
 import numpy as np
 
 from ...check import mistakes as wrong
+from ...engine import Tape
 from ...nn.attention import analytic
-from .. import Exercise, Mistake, register, trials
+from ...nn.attention.chain import attention_core
+from ...values.tensor import Tensor
+from .. import Exercise, Mistake, Step, register, trials
 from . import core
+from .taped_steps import step_gradients
 
 __all__ = ["attention_dropout_backward"]
 
@@ -33,7 +39,17 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
         mask: booleans [Tq, Tk], True where a weight was kept
         p:    the drop probability (it changes from trial to trial)
 
-    Return a tuple ``(grad_q, grad_k, grad_v)`` shaped like ``q, k, v``.
+    Return a dict with every step of the chain, from C back:
+        "grad_dropped_weights"   dP̃                            [Tq, Tk]
+        "grad_v"                 dV                            like v
+        "grad_weights"           dP   (from grad_dropped_weights)   [Tq, Tk]
+        "grad_scaled_scores"     dS   (from grad_weights)      [Tq, Tk]
+        "grad_q"                 dQ   (from grad_scaled_scores)     like q
+        "grad_k"                 dK   (from grad_scaled_scores)     like k
+    (with a leading batch of heads [N, …] on each when the inputs have one).
+    Each step is checked against the tape twice: against the true gradient,
+    and against what the tape computes from your own earlier steps. A step
+    right from a wrong earlier step is carried (it earns its point).
 
     The chain, one link at a time:
         C = P̃ V        →  dP̃ = ?,  dV = ?     (which weights did V meet?)
@@ -44,7 +60,7 @@ def attention_dropout_backward(q, k, v, mask, p, grad_c):
     Some trials have large scores (rows shifted by up to ±1000): compute the
     softmax so that ``np.exp`` cannot overflow.
     """
-    raise NotImplementedError("attention_dropout_backward: write the backward pass here")
+    raise NotImplementedError("attention_dropout_backward: return {'grad_dropped_weights': ..., ..., 'grad_k': ...}")
 
 
 # One dict per trial: (N or None, Tq, Tk, D) and p. The first is one square
@@ -77,24 +93,39 @@ def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return inputs
 
 
-def tape_gradients(inputs: dict[str, Any]) -> Any:
-    return core.taped(inputs, keep=inputs["mask"] / (1.0 - inputs["p"]))[1:]
+#: The steps' nodes, in the order of the steps (the derivation table's names).
+NODES = ("dropped_weights", "v", "weights", "scaled_scores", "q", "k")
+
+
+def record(inputs: dict[str, Any]) -> Any:
+    """The attention core with dropout on a new tape, nodes named as the derivation table: ``(tape, context)``."""
+    q, k, v = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("q", "k", "v"))
+    with Tape() as tape:
+        context = attention_core(q, k, v, keep=inputs["mask"] / (1.0 - inputs["p"]))
+    return tape, context
+
+
+tape_gradients = step_gradients(record, NODES, "grad_c")
 
 
 # ---------------------------------------------------------------- known mistakes
 #
-# ``_with_mistake`` is the chain with exactly one link wrong; it returns only
-# the outputs that link changes and refuses any other name, so no call of it
-# is the right answer.
+# ``_with_mistake`` is the chain with exactly one link wrong; it returns the
+# step that link breaks and the later steps computed from it, and refuses any
+# other name, so no call of it is the right answer.
 
+_SCORES = ("grad_scaled_scores", "grad_q", "grad_k")
 _CHANGES = {
     "grad_v_without_dropout": ("grad_v",),
-    "grad_p_without_dropout": ("grad_q", "grad_k"),
-    "dropout_scale_missing": ("grad_q", "grad_k", "grad_v"),
-    "rowsum_with_dropped_weights": ("grad_q", "grad_k"),
-    "dropout_after_softmax_backward": ("grad_q", "grad_k"),
-    "exp_not_stabilised": ("grad_q", "grad_k", "grad_v"),
+    "grad_p_without_dropout": ("grad_weights", *_SCORES),
+    "dropout_scale_missing": ("grad_v", "grad_weights", *_SCORES),
+    "rowsum_with_dropped_weights": _SCORES,
+    "dropout_after_softmax_backward": ("grad_weights", *_SCORES),
+    "exp_not_stabilised": ("grad_v", *_SCORES),
 }
+#: The steps, each with the derivation table's key of its gradient.
+_KEYS = {"grad_dropped_weights": "dropped_weights", "grad_v": "V_heads", "grad_weights": "weights",
+         "grad_scaled_scores": "scaled_scores", "grad_q": "Q_heads", "grad_k": "K_heads"}  # fmt: skip
 
 
 def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, mask: Any, p: Any, grad_c: Any) -> Any:
@@ -117,8 +148,9 @@ def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, mask: Any, p: Any, grad_
             "softmax": lambda dp, w: analytic.softmax_backward(dp, w) * keep,
         },
     }.get(mistake)
-    every = core.by_hand(q, k, v, grad_c, weights, keep, links)
-    return {name: every[name] for name in _CHANGES[mistake]}
+    with np.errstate(invalid="ignore"):  # a mistake's NaN is the checker's to report
+        grads = analytic.attention_core_backward(grad_c, q, k, v, weights, keep, links)
+    return {name: grads[_KEYS[name]] for name in _CHANGES[mistake]}
 
 
 def _t(x: Any) -> Any:
@@ -132,14 +164,23 @@ EXERCISE = Exercise(
     hidden=HIDDEN,
     make_inputs=make_inputs,
     tape_gradients=tape_gradients,
-    title="Attention with dropout backward: dV = P̃ᵀ dC, dP = (dC Vᵀ) ⊙ keep",
-    outputs=core.GRADIENT_OUTPUTS,
+    record=record,
+    title="Attention with dropout backward, step by step: dP̃, dV = P̃ᵀ dC → dP = dP̃ ⊙ keep → dS → dQ, dK",
+    outputs=(
+        Step("grad_dropped_weights", "the dropped weights P̃ [Tq, Tk]", node="dropped_weights"),
+        Step("grad_v", "v", aliases=("dV",), node="v"),
+        Step("grad_weights", "the weights P [Tq, Tk]", after=("grad_dropped_weights",), node="weights"),
+        Step("grad_scaled_scores", "the scaled scores S [Tq, Tk]", after=("grad_weights",), node="scaled_scores"),
+        Step("grad_q", "q", after=("grad_scaled_scores",), aliases=("dQ",), node="q"),
+        Step("grad_k", "k", after=("grad_scaled_scores",), aliases=("dK",), node="k"),
+    ),
     mistakes=(
         Mistake(
             "grad_v_without_dropout",
             "dropout_misplaced",
             "your dV is Pᵀ dC, with the weights before dropout. V met the dropped weights, C = P̃ V, so dV = P̃ᵀ dC.",
             core.variant(_with_mistake, "grad_v_without_dropout"),
+            step="grad_v",
         ),
         Mistake(
             "grad_p_without_dropout",
@@ -147,6 +188,7 @@ EXERCISE = Exercise(
             "your dP is dC Vᵀ: that is dP̃, the gradient of the *dropped* weights. Dropout multiplied "
             "P by keep, so dP = (dC Vᵀ) ⊙ keep before the softmax backward.",
             core.variant(_with_mistake, "grad_p_without_dropout"),
+            step="grad_weights",
         ),
         Mistake(
             "dropout_scale_missing",
@@ -154,6 +196,7 @@ EXERCISE = Exercise(
             "your keep is the mask without 1/(1 − p). Inverted dropout scales the kept weights: "
             "keep = mask / (1 − p), in P̃ (and so in dV) and in dP = (dC Vᵀ) ⊙ keep.",
             core.variant(_with_mistake, "dropout_scale_missing"),
+            step="grad_v",
         ),
         Mistake(
             "rowsum_with_dropped_weights",
@@ -163,6 +206,7 @@ EXERCISE = Exercise(
                 f"after it), so {core.formula('dS', dropout=True)} with the undropped P."
             ),
             core.variant(_with_mistake, "rowsum_with_dropped_weights"),
+            step="grad_scaled_scores",
         ),
         Mistake(
             "dropout_after_softmax_backward",
@@ -170,8 +214,9 @@ EXERCISE = Exercise(
             "your keep multiplies dS, after the softmax backward. Undo the steps in reverse order: "
             "dropout came after the softmax, so its backward comes before it: dP = dP̃ ⊙ keep, then dS.",
             core.variant(_with_mistake, "dropout_after_softmax_backward"),
+            step="grad_weights",
         ),
-        core.unstable_exp_mistake(_with_mistake),
+        core.unstable_exp_mistake(_with_mistake, step="grad_v"),
     ),
 )
 register(EXERCISE)

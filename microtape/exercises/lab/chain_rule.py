@@ -1,25 +1,28 @@
-"""Exercise: the chain rule by node, on a micrograd-style scalar expression.
+"""Exercise (stepped): the chain rule by node, on a micrograd-style scalar expression.
 
 The expression is the lecture's ``e = a*b; d = e + c; f = tanh(d); L = f*g``.
 The student returns dL/d(node) at every node, working backwards from L the
-way the micrograd lecture does. The arguments are arrays, each entry one
-independent copy of the expression, so the same code works for one
-expression or for thousands. The tape's answer builds every copy from
-:class:`~microtape.Scalar`\\ s and runs ``L.backward()`` on it.
+way the micrograd lecture does; each node is a step, judged link by link. The
+arguments are arrays, each entry one independent copy of the expression, so
+the same code works for one expression or for thousands. The tape's answer
+records every copy at once (elementwise Tensors, nodes named as the
+lecture's) and runs the tape backward.
 """
 
 from typing import Any
 
 import numpy as np
 
-from ...values.scalar import Scalar
-from .. import Exercise, Mistake, Output, register
+from ...engine import Tape
+from ...values.tensor import Tensor
+from .. import Exercise, Mistake, Step, register
 from .core import variant
+from .taped_steps import step_gradients
 
 __all__ = ["scalar_chain_rule", "NODES"]
 
-#: The nodes whose gradients the student returns, in the order of the outputs.
-NODES = ("a", "b", "c", "e", "d", "f", "g")
+#: The nodes whose gradients the student returns, in the order of the steps (from L back).
+NODES = ("f", "g", "d", "e", "c", "a", "b")
 
 
 def scalar_chain_rule(a, b, c, g):
@@ -36,9 +39,18 @@ def scalar_chain_rule(a, b, c, g):
     write the maths for one copy with elementwise numpy operations
     (``np.tanh``, ``*``, ``+``) and it works for all of them at once.
 
-    Return a dict ``{"grad_a": ..., "grad_b": ..., "grad_c": ..., "grad_e": ...,
-    "grad_d": ..., "grad_f": ..., "grad_g": ...}`` (or a tuple in that order),
-    each dL/d(node), shaped like ``a``.
+    Return a dict with dL/d(node) at every node, each shaped like ``a``, from
+    L back:
+        "grad_f"   dL/df
+        "grad_g"   dL/dg
+        "grad_d"   dL/dd     (from grad_f)
+        "grad_e"   dL/de     (from grad_d)
+        "grad_c"   dL/dc     (from grad_d)
+        "grad_a"   dL/da     (from grad_e)
+        "grad_b"   dL/db     (from grad_e)
+    Each node is checked against the tape twice: against the true gradient,
+    and against what the tape computes from your own gradient just above it.
+    A node right from a wrong one above is carried (it earns its point).
 
     The maths: start at L, where dL/dL = 1, and walk the graph backwards. At
     each node multiply the gradient arriving from above by the node's *local*
@@ -77,35 +89,35 @@ def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return {name: rng.standard_normal(shape) * spread for name in ("a", "b", "c", "g")}
 
 
-def tape_gradients(inputs: dict[str, Any]) -> Any:
-    leaves = [inputs[name] for name in ("a", "b", "c", "g")]
-    grads = np.empty((len(NODES), leaves[0].size))
-    # One small Scalar graph per copy, differentiated by L.backward(), as in the lecture.
-    for i, (a_value, b_value, c_value, g_value) in enumerate(zip(*leaves, strict=True)):
-        a, b, c, g = (Scalar(float(value), name) for value, name in zip((a_value, b_value, c_value, g_value), "abcg"))
+def record(inputs: dict[str, Any]) -> Any:
+    """Every copy of the expression at once, on a new tape, nodes named as the lecture's: ``(tape, L)``."""
+    a, b, c, g = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("a", "b", "c", "g"))
+    with Tape() as tape:
         e = a * b
+        e.name = "e"
         d = e + c
-        f = d.tanh()
-        loss = f * g
-        loss.backward()
-        nodes = {"a": a, "b": b, "c": c, "e": e, "d": d, "f": f, "g": g}
-        grads[:, i] = [nodes[name].grad for name in NODES]
-    return tuple(grads[j].reshape(leaves[0].shape) for j in range(len(NODES)))
+        d.name = "d"
+        f = d.tanh(name="f")
+        loss = (f * g).sum()  # the copies are independent: the sum's gradient is 1 at each
+    return tape, loss
+
+
+tape_gradients = step_gradients(record, NODES)
 
 
 # ---------------------------------------------------------------- known mistakes
 #
 # ``_with_mistake`` is the backward walk with exactly one link wrong; it
-# returns only the gradients that link changes and refuses any other name, so
-# no call of it is the right answer.
+# returns the node that link breaks and the nodes below computed from it, and
+# refuses any other name, so no call of it is the right answer.
 
 _CHANGES = {
     "tanh_derivative_of_d": ("grad_d", "grad_e", "grad_c", "grad_a", "grad_b"),
     "tanh_derivative_missing": ("grad_d", "grad_e", "grad_c", "grad_a", "grad_b"),
-    "sum_splits_the_gradient": ("grad_e", "grad_c", "grad_a", "grad_b"),
-    "product_partners_swapped": ("grad_a", "grad_b"),
-    "upstream_gradient_dropped": ("grad_a", "grad_b"),
-    "last_product_own_value": ("grad_f", "grad_g", "grad_d", "grad_e", "grad_c", "grad_a", "grad_b"),
+    "sum_splits_the_gradient": ("grad_e", "grad_a", "grad_b"),
+    "product_partner_swapped": ("grad_a",),
+    "upstream_gradient_dropped": ("grad_b",),
+    "last_product_own_value": ("grad_f", "grad_d", "grad_e", "grad_c", "grad_a", "grad_b"),
 }
 
 
@@ -114,22 +126,17 @@ def _with_mistake(mistake: Any, a: Any, b: Any, c: Any, g: Any) -> Any:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     d = a * b + c
     f = np.tanh(d)
-    own = mistake == "last_product_own_value"
-    grad_f, grad_g = (f, g) if own else (g, f)
+    grad_f, grad_g = (f if mistake == "last_product_own_value" else g), f
     if mistake == "tanh_derivative_of_d":
         grad_d = grad_f * (1.0 - d**2)
     elif mistake == "tanh_derivative_missing":
         grad_d = grad_f
     else:
         grad_d = grad_f * (1.0 - f**2)
-    half = 0.5 if mistake == "sum_splits_the_gradient" else 1.0
-    grad_e = grad_c = grad_d * half
-    if mistake == "product_partners_swapped":
-        grad_a, grad_b = grad_e * a, grad_e * b
-    elif mistake == "upstream_gradient_dropped":
-        grad_a, grad_b = b, a
-    else:
-        grad_a, grad_b = grad_e * b, grad_e * a
+    grad_e = grad_d * (0.5 if mistake == "sum_splits_the_gradient" else 1.0)
+    grad_c = grad_d
+    grad_a = grad_e * (a if mistake == "product_partner_swapped" else b)
+    grad_b = a if mistake == "upstream_gradient_dropped" else grad_e * a
     every = {
         "grad_a": grad_a,
         "grad_b": grad_b,
@@ -149,8 +156,17 @@ EXERCISE = Exercise(
     hidden=HIDDEN,
     make_inputs=make_inputs,
     tape_gradients=tape_gradients,
-    title="The chain rule by node: the gradient of L = tanh(a·b + c)·g at every node",
-    outputs=tuple(Output(f"grad_{node}", node) for node in NODES),
+    record=record,
+    title="The chain rule by node: the gradient of L = tanh(a·b + c)·g at every node, from L back",
+    outputs=(
+        Step("grad_f", "a", node="f"),
+        Step("grad_g", "a", node="g"),
+        Step("grad_d", "a", after=("grad_f",), node="d"),
+        Step("grad_e", "a", after=("grad_d",), node="e"),
+        Step("grad_c", "a", after=("grad_d",), node="c"),
+        Step("grad_a", "a", after=("grad_e",), node="a"),
+        Step("grad_b", "a", after=("grad_e",), node="b"),
+    ),
     mistakes=(
         Mistake(
             "tanh_derivative_of_d",
@@ -158,6 +174,7 @@ EXERCISE = Exercise(
             "your grad_d uses 1 − d². The derivative of tanh is 1 − tanh(d)² = 1 − f²: square f, "
             "not d. grad_e, grad_c, grad_a and grad_b inherit the error.",
             variant(_with_mistake, "tanh_derivative_of_d"),
+            step="grad_d",
         ),
         Mistake(
             "tanh_derivative_missing",
@@ -165,37 +182,39 @@ EXERCISE = Exercise(
             "your grad_d equals dL/df: the tanh's local derivative is missing. "
             "grad_d = dL/df * (1 − f²), and grad_e, grad_c, grad_a, grad_b follow from it.",
             variant(_with_mistake, "tanh_derivative_missing"),
+            step="grad_d",
         ),
         Mistake(
             "sum_splits_the_gradient",
             "wrong_derivative",
-            "your grad_e and grad_c are half of dL/dd. A sum d = e + c passes the gradient to "
+            "your grad_e is half of dL/dd. A sum d = e + c passes the gradient to "
             "each input unchanged (∂d/∂e = ∂d/∂c = 1): it copies, it does not split. "
             "grad_a and grad_b inherit the error.",
             variant(_with_mistake, "sum_splits_the_gradient"),
+            step="grad_e",
         ),
         Mistake(
-            "product_partners_swapped",
+            "product_partner_swapped",
             "wrong_derivative",
-            "your grad_a is dL/de * a and your grad_b is dL/de * b. For e = a * b, ∂e/∂a is the "
-            "*other* factor: grad_a = dL/de * b and grad_b = dL/de * a.",
-            variant(_with_mistake, "product_partners_swapped"),
+            "your grad_a is dL/de * a. For e = a * b, ∂e/∂a is the *other* factor: grad_a = dL/de * b.",
+            variant(_with_mistake, "product_partner_swapped"),
+            step="grad_a",
         ),
         Mistake(
             "upstream_gradient_dropped",
             "skipped_step",
-            "your grad_a is b and your grad_b is a: the local derivatives only. The chain rule "
-            "multiplies each by the gradient arriving from above: grad_a = dL/de * b, "
-            "grad_b = dL/de * a.",
+            "your grad_b is a: the local derivative only. The chain rule multiplies it by the "
+            "gradient arriving from above: grad_b = dL/de * a.",
             variant(_with_mistake, "upstream_gradient_dropped"),
+            step="grad_b",
         ),
         Mistake(
             "last_product_own_value",
             "wrong_derivative",
-            "your grad_f is f and your grad_g is g. For L = f * g, ∂L/∂f is the other factor g, and "
-            "∂L/∂g is f; every gradient below f (grad_d, grad_e, grad_c, grad_a, grad_b) "
-            "inherits the error.",
+            "your grad_f is f. For L = f * g, ∂L/∂f is the other factor, g; every gradient below f "
+            "(grad_d, grad_e, grad_c, grad_a, grad_b) inherits the error.",
             variant(_with_mistake, "last_product_own_value"),
+            step="grad_f",
         ),
     ),
 )

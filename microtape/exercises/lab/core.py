@@ -146,12 +146,16 @@ def variant(with_mistake: Any, mistake: Any) -> Any:
     return run
 
 
-def unstable_exp_mistake(with_mistake: Any) -> Mistake:
-    """The mistake every attention exercise can make: a softmax whose exp overflows on the large-score trials."""
+def unstable_exp_mistake(with_mistake: Any, step: str | None = None) -> Mistake:
+    """The mistake every attention exercise can make: a softmax whose exp overflows on the large-score trials.
+
+    ``step``: in a stepped exercise, the first step the overflowing weights reach.
+    """
     return Mistake(
         "exp_not_stabilised",
         "unstable_exp",
         "your softmax overflows on large scores (np.exp of 1000 is inf, and inf / inf is NaN). "
         "Subtract each row's maximum before exp: softmax(s) = softmax(s − max(s)), exactly.",
         variant(with_mistake, "exp_not_stabilised"),
+        step=step,
     )

@@ -1,8 +1,11 @@
-"""Exercise: a two-layer MLP's backward pass by hand.
+"""Exercise (stepped): a two-layer MLP's backward pass by hand, one named step at a time.
 
 ``x → Linear(w1, b1) → tanh → Linear(w2, b2) → y``: given dL/dy, the student
-returns every weight, bias and input gradient. The tape's answer records the
-forward from microtape Tensors and runs the tape backward.
+returns the gradient at every node — the second layer's weights and bias,
+the hidden ``h``, the pre-activation ``z``, then the input and the first
+layer's parameters — and each link is judged on its own. The tape's answer
+records the forward from microtape Tensors, its nodes named as the steps,
+and runs the tape backward.
 """
 
 from typing import Any
@@ -11,8 +14,9 @@ import numpy as np
 
 from ...engine import Tape
 from ...values.tensor import Tensor
-from .. import Exercise, Mistake, Output, register
+from .. import Exercise, Mistake, Step, register
 from .core import variant
+from .taped_steps import step_gradients
 
 __all__ = ["mlp_backward"]
 
@@ -29,8 +33,18 @@ def mlp_backward(x, w1, b1, w2, grad_y):
     ``grad_y`` = dL/dy [N, O]. (``b2`` [O] is added to every row; its value
     does not enter any gradient, so you are not given it.)
 
-    Return a tuple ``(grad_x, grad_w1, grad_b1, grad_w2, grad_b2)`` shaped like
-    ``x``, ``w1``, ``b1``, ``w2`` and ``b2``.
+    Return a dict with every step of the derivation, from the output back:
+        "grad_w2"   dL/dw2                                  [O, H]
+        "grad_b2"   dL/db2                                  [O]
+        "grad_h"    dL/dh                                   [N, H]
+        "grad_z"    dL/dz             (from grad_h)         [N, H]
+        "grad_x"    dL/dx             (from grad_z)         [N, D]
+        "grad_w1"   dL/dw1            (from grad_z)         [H, D]
+        "grad_b1"   dL/db1            (from grad_z)         [H]
+    Each step is checked against the tape twice: against the true gradient,
+    and against what the tape computes from your own earlier steps. A step
+    right from a wrong earlier step is carried (it earns its point): the
+    error is named where it was made.
 
     The maths: walk back one layer at a time. The second layer is the Linear
     exercise with ``h`` as its input: it gives grad_w2, grad_b2 and dL/dh.
@@ -39,7 +53,7 @@ def mlp_backward(x, w1, b1, w2, grad_y):
     Every row used the same weights and biases, so their gradients add up over
     the rows; the shapes tell you where the transposes go.
     """
-    raise NotImplementedError("mlp_backward: return grad_x, grad_w1, grad_b1, grad_w2, grad_b2")
+    raise NotImplementedError("mlp_backward: return {'grad_w2': ..., 'grad_b2': ..., ..., 'grad_b1': ...}")
 
 
 # One dict per trial: (N, D, H, O) and the spread of x (large: tanh saturates).
@@ -75,29 +89,39 @@ def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     }
 
 
-def tape_gradients(inputs: dict[str, Any]) -> Any:
+#: The steps' nodes, in the order of the steps (the derivation's, from the output back).
+NODES = ("w2", "b2", "h", "z", "x", "w1", "b1")
+
+
+def record(inputs: dict[str, Any]) -> Any:
+    """The forward on a new tape, nodes named as the steps: ``(tape, y)``."""
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w1", "b1", "w2", "b2")}
     with Tape() as tape:
         z = leaves["x"].matmul(leaves["w1"].T) + leaves["b1"]
+        z.name = "z"
         h = z.tanh(name="h")
         y = h.matmul(leaves["w2"].T) + leaves["b2"]
-    tape.backward(y, inputs["grad_y"])
-    return tuple(leaves[name].grad for name in ("x", "w1", "b1", "w2", "b2"))
+    return tape, y
+
+
+tape_gradients = step_gradients(record, NODES, "grad_y")
 
 
 # ---------------------------------------------------------------- known mistakes
 #
 # ``_with_mistake`` is the backward pass with exactly one link wrong; it
-# returns only the gradients that link changes and refuses any other name.
+# returns the step that link breaks and the later steps computed from it, and
+# refuses any other name, so no call of it is the right answer.
 
-_FIRST_LAYER = ("grad_x", "grad_w1", "grad_b1")
+_FIRST_LAYER = ("grad_z", "grad_x", "grad_w1", "grad_b1")
 _CHANGES = {
     "tanh_derivative_of_z": _FIRST_LAYER,
     "tanh_derivative_missing": _FIRST_LAYER,
     "second_layer_input_is_z": ("grad_w2",),
     "w2_grad_transposed": ("grad_w2",),
     "w1_grad_transposed": ("grad_w1",),
-    "biases_not_summed": ("grad_b1", "grad_b2"),
+    "b1_not_summed": ("grad_b1",),
+    "b2_not_summed": ("grad_b2",),
 }
 
 
@@ -113,17 +137,17 @@ def _with_mistake(mistake: Any, x: Any, w1: Any, b1: Any, w2: Any, grad_y: Any) 
         grad_z = grad_h
     else:
         grad_z = grad_h * (1.0 - h**2)
-    summed = mistake != "biases_not_summed"
     every = {
+        "grad_z": grad_z,
         "grad_x": grad_z @ w1,
         "grad_w1": x.T @ grad_z if mistake == "w1_grad_transposed" else grad_z.T @ x,
-        "grad_b1": grad_z.sum(axis=0) if summed else grad_z,
+        "grad_b1": grad_z if mistake == "b1_not_summed" else grad_z.sum(axis=0),
         "grad_w2": (
             h.T @ grad_y
             if mistake == "w2_grad_transposed"
             else grad_y.T @ (z if mistake == "second_layer_input_is_z" else h)
         ),
-        "grad_b2": grad_y.sum(axis=0) if summed else grad_y,
+        "grad_b2": grad_y if mistake == "b2_not_summed" else grad_y.sum(axis=0),
     }
     return {name: every[name] for name in _CHANGES[mistake]}
 
@@ -135,52 +159,69 @@ EXERCISE = Exercise(
     hidden=HIDDEN,
     make_inputs=make_inputs,
     tape_gradients=tape_gradients,
-    title="A two-layer MLP by hand: grad_x, grad_w1, grad_b1, grad_w2, grad_b2",
+    record=record,
+    title="A two-layer MLP by hand, step by step: grad_w2, grad_b2 → grad_h → grad_z → grad_x, grad_w1, grad_b1",
     outputs=(
-        Output("grad_x", "x"),
-        Output("grad_w1", "w1"),
-        Output("grad_b1", "b1"),
-        Output("grad_w2", "w2"),
-        Output("grad_b2", "b2"),
+        Step("grad_w2", "w2", node="w2"),
+        Step("grad_b2", "b2", node="b2"),
+        Step("grad_h", "the hidden h [N, H]", node="h"),
+        Step("grad_z", "the pre-activation z [N, H]", after=("grad_h",), node="z"),
+        Step("grad_x", "x", after=("grad_z",), node="x"),
+        Step("grad_w1", "w1", after=("grad_z",), node="w1"),
+        Step("grad_b1", "b1", after=("grad_z",), node="b1"),
     ),
     mistakes=(
         Mistake(
             "tanh_derivative_of_z",
             "wrong_derivative",
-            "your grad_x, grad_w1 and grad_b1 use 1 − z² at the tanh. Its derivative is "
+            "your grad_z uses 1 − z² at the tanh. Its derivative is "
             "1 − tanh(z)² = 1 − h²: square h, not the pre-activation z.",
             variant(_with_mistake, "tanh_derivative_of_z"),
+            step="grad_z",
         ),
         Mistake(
             "tanh_derivative_missing",
             "skipped_step",
-            "your grad_x, grad_w1 and grad_b1 skip the tanh: dL/dz = dL/dh * (1 − h²), not dL/dh itself.",
+            "your grad_z skips the tanh: dL/dz = dL/dh * (1 − h²), not dL/dh itself.",
             variant(_with_mistake, "tanh_derivative_missing"),
+            step="grad_z",
         ),
         Mistake(
             "second_layer_input_is_z",
             "wrong_derivative",
             "your grad_w2 uses the pre-activation z. The second layer's input is h = tanh(z), so grad_w2 = grad_yᵀ h.",
             variant(_with_mistake, "second_layer_input_is_z"),
+            step="grad_w2",
         ),
         Mistake(
             "w2_grad_transposed",
             "transposed",
             "your grad_w2 is hᵀ grad_y, shape [H, O]: the transpose. w2 is stored [O, H], so grad_w2 = grad_yᵀ h.",
             variant(_with_mistake, "w2_grad_transposed"),
+            step="grad_w2",
         ),
         Mistake(
             "w1_grad_transposed",
             "transposed",
             "your grad_w1 is xᵀ dL/dz, shape [D, H]: the transpose. w1 is stored [H, D], so grad_w1 = (dL/dz)ᵀ x.",
             variant(_with_mistake, "w1_grad_transposed"),
+            step="grad_w1",
         ),
         Mistake(
-            "biases_not_summed",
+            "b1_not_summed",
             "wrong_axis",
-            "your grad_b1 and grad_b2 keep one row per input. Each bias is shared by every row, "
-            "so add the rows up: sum over axis 0.",
-            variant(_with_mistake, "biases_not_summed"),
+            "your grad_b1 keeps one row per input. The bias is shared by every row, so add the rows up: "
+            "dL/dz summed over axis 0.",
+            variant(_with_mistake, "b1_not_summed"),
+            step="grad_b1",
+        ),
+        Mistake(
+            "b2_not_summed",
+            "wrong_axis",
+            "your grad_b2 keeps one row per input. The bias is shared by every row, so add the rows up: "
+            "grad_y summed over axis 0.",
+            variant(_with_mistake, "b2_not_summed"),
+            step="grad_b2",
         ),
     ),
 )

@@ -13,8 +13,9 @@ import numpy as np
 
 from ...engine import Tape
 from ...values.tensor import Tensor
-from .. import Exercise, Mistake, Output, register
+from .. import Exercise, Mistake, Step, register
 from .core import variant
+from .taped_steps import step_gradients
 
 __all__ = ["residual_norm_backward"]
 
@@ -33,15 +34,27 @@ def residual_norm_backward(x, w, b, gamma, grad_y, eps):
     ``grad_y`` = dL/dy [N, F] and ``eps`` (a small positive float; it
     changes from trial to trial).
 
-    Return a tuple ``(grad_x, grad_w, grad_b, grad_gamma, grad_beta)`` shaped
-    like ``x``, ``w``, ``b``, ``gamma`` and ``beta``.
+    Return a dict with every step of the derivation, from y back:
+        "grad_gamma"   dL/dgamma                              [F]
+        "grad_beta"    dL/dbeta                               [F]
+        "grad_rhat"    dL/drhat                               [N, F]
+        "grad_r"       dL/dr      (from grad_rhat)            [N, F]
+        "grad_h"       dL/dh      (from grad_r)               [N, F]
+        "grad_x"       dL/dx      (from grad_r, grad_h)       [N, F]
+        "grad_w"       dL/dw      (from grad_h)               [F, F]
+        "grad_b"       dL/db      (from grad_h)               [F]
+    Each step is checked against the tape twice: against the true gradient,
+    and against what the tape computes from your own earlier steps. A step
+    right from a wrong earlier step is carried (it earns its point).
 
     The maths: first the layer norm's backward (the layer norm exercise) gives
     dL/dr, and grad_gamma, grad_beta. Then the sum ``r = x + h`` copies dL/dr
     to both of its inputs. ``x`` reaches ``r`` by *two* paths — directly, and
     through the Linear layer — and its gradient is the sum of the two.
     """
-    raise NotImplementedError("residual_norm_backward: return grad_x, grad_w, grad_b, grad_gamma, grad_beta")
+    raise NotImplementedError(
+        "residual_norm_backward: return {'grad_gamma': ..., 'grad_beta': ..., ..., 'grad_b': ...}"
+    )
 
 
 # One dict per trial: (N, F), eps. w is square (the block keeps the width),
@@ -78,34 +91,45 @@ def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     }
 
 
-def tape_gradients(inputs: dict[str, Any]) -> Any:
+#: The steps' nodes, in the order of the steps (from y back).
+NODES = ("gamma", "beta", "rhat", "r", "h", "x", "w", "b")
+
+
+def record(inputs: dict[str, Any]) -> Any:
+    """The block on a new tape, nodes named as the steps: ``(tape, y)``."""
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w", "b", "gamma", "beta")}
     x = leaves["x"]
     with Tape() as tape:
         h = x.matmul(leaves["w"].T) + leaves["b"]
+        h.name = "h"
         r = x + h
+        r.name = "r"
         mu = r.mean(axis=-1, keepdims=True, name="mu")
         centred = r - mu
         var = (centred * centred).mean(axis=-1, keepdims=True, name="var")
         rhat = centred * (var + inputs["eps"]) ** -0.5
+        rhat.name = "rhat"
         y = rhat * leaves["gamma"] + leaves["beta"]
-    tape.backward(y, inputs["grad_y"])
-    return tuple(leaves[name].grad for name in ("x", "w", "b", "gamma", "beta"))
+    return tape, y
+
+
+tape_gradients = step_gradients(record, NODES, "grad_y")
 
 
 # ---------------------------------------------------------------- known mistakes
 #
-# ``_with_mistake`` is the block's backward with exactly one thing wrong; it
-# returns only the gradients that changes and refuses any other name.
+# ``_with_mistake`` is the block's backward with exactly one link wrong; it
+# returns the step that link breaks and the later steps computed from it, and
+# refuses any other name.
 
-_THROUGH_THE_NORM = ("grad_x", "grad_w", "grad_b")
+_BELOW_R = ("grad_r", "grad_h", "grad_x", "grad_w", "grad_b")
 _CHANGES = {
     "identity_path_forgotten": ("grad_x",),
     "linear_path_forgotten": ("grad_x",),
     "x_grad_with_w_transposed": ("grad_x",),
     "w_grad_transposed": ("grad_w",),
-    "norm_statistics_constant": _THROUGH_THE_NORM,
-    "gamma_forgotten": _THROUGH_THE_NORM,
+    "norm_statistics_constant": _BELOW_R,
+    "gamma_forgotten": ("grad_rhat", *_BELOW_R),
     "gamma_grad_from_r": ("grad_gamma",),
 }
 
@@ -124,6 +148,9 @@ def _with_mistake(mistake: Any, x: Any, w: Any, b: Any, gamma: Any, grad_y: Any,
         grad_r = inv_std * (g - g.mean(axis=-1, keepdims=True) - rhat * (g * rhat).mean(axis=-1, keepdims=True))
     through_linear = grad_r @ (w.T if mistake == "x_grad_with_w_transposed" else w)
     every = {
+        "grad_rhat": g,
+        "grad_r": grad_r,
+        "grad_h": grad_r,
         "grad_x": {"identity_path_forgotten": through_linear, "linear_path_forgotten": grad_r}.get(
             mistake, grad_r + through_linear
         ),
@@ -141,13 +168,17 @@ EXERCISE = Exercise(
     hidden=HIDDEN,
     make_inputs=make_inputs,
     tape_gradients=tape_gradients,
-    title="A residual + LayerNorm block: grad_x through both paths, and the parameters' gradients",
+    record=record,
+    title="A residual + LayerNorm block, step by step: grad_rhat → grad_r → grad_h → grad_x through both paths",
     outputs=(
-        Output("grad_x", "x"),
-        Output("grad_w", "w"),
-        Output("grad_b", "b"),
-        Output("grad_gamma", "gamma"),
-        Output("grad_beta", "beta"),
+        Step("grad_gamma", "gamma", node="gamma"),
+        Step("grad_beta", "gamma", node="beta"),
+        Step("grad_rhat", "x", node="rhat"),
+        Step("grad_r", "x", after=("grad_rhat",), node="r"),
+        Step("grad_h", "x", after=("grad_r",), node="h"),
+        Step("grad_x", "x", after=("grad_r", "grad_h"), node="x"),
+        Step("grad_w", "w", after=("grad_h",), node="w"),
+        Step("grad_b", "b", after=("grad_h",), node="b"),
     ),
     mistakes=(
         Mistake(
@@ -156,6 +187,7 @@ EXERCISE = Exercise(
             "your grad_x is dL/dr @ w: only the path through the Linear layer. The skip "
             "connection r = x + f(x) passes dL/dr to x unchanged as well: grad_x = dL/dr + dL/dr @ w.",
             variant(_with_mistake, "identity_path_forgotten"),
+            step="grad_x",
         ),
         Mistake(
             "linear_path_forgotten",
@@ -163,6 +195,7 @@ EXERCISE = Exercise(
             "your grad_x is dL/dr: only the skip connection. x also feeds the Linear layer "
             "f(x) = x @ w.T + b, which adds dL/dr @ w: grad_x = dL/dr + dL/dr @ w.",
             variant(_with_mistake, "linear_path_forgotten"),
+            step="grad_x",
         ),
         Mistake(
             "x_grad_with_w_transposed",
@@ -170,12 +203,14 @@ EXERCISE = Exercise(
             "your grad_x goes back through the Linear layer with w.T. The forward multiplies by "
             "w.T, so the backward multiplies by w: grad_x = dL/dr + dL/dr @ w.",
             variant(_with_mistake, "x_grad_with_w_transposed"),
+            step="grad_x",
         ),
         Mistake(
             "w_grad_transposed",
             "transposed",
             "your grad_w is xᵀ dL/dr, the transpose. w is stored [out, in] (h = x @ w.T + b), so grad_w = (dL/dr)ᵀ x.",
             variant(_with_mistake, "w_grad_transposed"),
+            step="grad_w",
         ),
         Mistake(
             "norm_statistics_constant",
@@ -184,12 +219,14 @@ EXERCISE = Exercise(
             "(dL/dr = g / sqrt(var + eps), with g = grad_y * gamma). Both depend on every entry of "
             "the row: dL/dr = (g − mean(g) − rhat * mean(g * rhat)) / sqrt(var + eps).",
             variant(_with_mistake, "norm_statistics_constant"),
+            step="grad_r",
         ),
         Mistake(
             "gamma_forgotten",
             "skipped_step",
-            "your grad_x, grad_w and grad_b skip gamma: the gradient reaching rhat is grad_y * gamma, not grad_y.",
+            "your grad_rhat skips gamma: the gradient reaching rhat is grad_y * gamma, not grad_y.",
             variant(_with_mistake, "gamma_forgotten"),
+            step="grad_rhat",
         ),
         Mistake(
             "gamma_grad_from_r",
@@ -197,6 +234,7 @@ EXERCISE = Exercise(
             "your grad_gamma multiplies grad_y by the residual sum r. gamma scales the "
             "*normalised* rhat: grad_gamma = sum over rows of grad_y * rhat.",
             variant(_with_mistake, "gamma_grad_from_r"),
+            step="grad_gamma",
         ),
     ),
 )

@@ -64,8 +64,9 @@ SESSIONS = (
         "4 · Convolution, pooling and recurrent nets: the flipped kernel, the arg-max, through time",
         ("conv1d_backward", "conv2d_backward", "maxpool_backward", "avgpool_backward", "rnn_bptt", "gru_cell_backward"),
     ),
+    ("5 · makemore's backprop ninja: 26 links by hand, checked link by link", ("backprop_ninja",)),
     (
-        "5 · Ops of your own, forward mode and second order",
+        "6 · Ops of your own, forward mode and second order",
         ("logsumexp_vjp", "logaddexp_vjp", "softmax_jvp", "logsumexp_hvp", "layernorm_backward"),
     ),
 )
