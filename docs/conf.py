@@ -31,7 +31,7 @@ extensions = [
     "sphinxarg.ext",
 ]
 
-exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_kernel", "**/.ipynb_checkpoints"]
 
 
 def _copy_notebooks():
@@ -93,10 +93,19 @@ def _source_digest():
     digest = hashlib.sha256()
     for path in sorted((HERE.parent / "microtape").rglob("*.py")):
         digest.update(path.relative_to(HERE.parent).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update((HERE / "_kernel" / "figures.py").read_bytes())  # the kernel's marker of figures drawn
     return digest.hexdigest()[:16]
 
 
 microtape_source = _source_digest()
+
+# Each cell that makes a matplotlib figure is marked in its outputs (docs/_kernel/figures.py, an IPython
+# startup script of the executing kernel only), so the site's test fails on a figure that was never drawn.
+KERNEL_FIGURES = HERE / "_kernel" / "figures.py"
+_startup = HERE / "_build" / "ipython" / "profile_default" / "startup"
+_startup.mkdir(parents=True, exist_ok=True)
+shutil.copyfile(KERNEL_FIGURES, _startup / "00-microtape-figures.py")
+os.environ["IPYTHONDIR"] = str(_startup.parents[1])
 nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache" / microtape_source)
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True  # a notebook that fails fails the build

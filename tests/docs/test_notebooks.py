@@ -3,6 +3,8 @@
 ``make test`` executes every notebook in a fresh kernel (nbclient), then checks what it showed:
 
 * no cell fails (a failing cell names the notebook and the cell);
+* every cell that makes a matplotlib figure shows an image (the kernel marks such
+  cells: docs/_kernel/figures.py), so ``plt.show()`` on a backend that draws nothing fails;
 * executed, with its outputs, the notebook weighs at most 500 kB;
 * every graph it shows (an SVG) keeps its smallest text at least
   ``READABLE_PX`` pixels tall once scaled to a 900-pixel cell, and every image
@@ -25,7 +27,9 @@ import pytest
 
 from microtape.viz.fit import NOTEBOOK_WIDTH, READABLE_PX, smallest_text_px
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+DREW = re.compile(r'<span class="mt-drew" data-figures="(\d+)"')
 MAX_BYTES = 500_000
 
 REPORT = {}  # notebook name -> (seconds, bytes): printed by conftest.py's terminal summary
@@ -66,14 +70,49 @@ def strings(value):
             yield from strings(item)
 
 
+def html_of(output):
+    text = output.get("data", {}).get("text/html") or ""
+    return "".join(text) if isinstance(text, list) else text
+
+
+def shows_an_image(output):
+    data = output.get("data", {})
+    return "image/png" in data or "image/svg+xml" in data or "<img" in html_of(output) or "<svg" in html_of(output)
+
+
+def figures_not_shown(notebook):
+    """The cells that made a matplotlib figure (marked by the kernel) and show no image; the markers are removed."""
+    missing = []
+    for k, cell in enumerate(notebook.cells):
+        outputs = cell.get("outputs", [])
+        marked = [o for o in outputs if DREW.search(html_of(o))]
+        kept = [o for o in outputs if o not in marked]
+        if marked and not any(shows_an_image(o) for o in kept):
+            missing.append(k)
+        if marked:
+            cell.outputs = kept
+    return missing
+
+
+def marking_kernel(tmp_path, monkeypatch):
+    """Kernels started from now on run docs/_kernel/figures.py at startup (as the site's build does)."""
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-microtape-figures.py").write_bytes((ROOT / "docs" / "_kernel" / "figures.py").read_bytes())
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_light_and_readable(path, tmp_path):
+def test_notebook_runs_light_and_readable(path, tmp_path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)
+    marking_kernel(tmp_path, monkeypatch)
     folder = {"metadata": {"path": str(tmp_path)}}  # files a notebook writes go to a scratch folder
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources=folder)
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
+    missing = figures_not_shown(notebook)
+    assert not missing, f"{path.name}: cells {missing} make a matplotlib figure and show no image"
     size = len(json.dumps(notebook.dict()).encode("utf-8"))
     REPORT[path.name] = (seconds, size)
     assert size <= MAX_BYTES, f"{path.name}: {size / 1000:.0f} kB executed (at most {MAX_BYTES / 1000:.0f} kB)"
@@ -97,7 +136,7 @@ def test_notebook_runs_light_and_readable(path, tmp_path):
                 )
 
 
-STORED = NOTEBOOKS + sorted((Path(__file__).resolve().parents[2] / "grading" / "source").glob("*.ipynb"))
+STORED = NOTEBOOKS + sorted((ROOT / "grading" / "source").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
