@@ -65,10 +65,14 @@ def report_text(report):
 
 
 def report_html(report):
-    """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip."""
+    """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip.
+
+    Cells are padded (numbers never run into the next column's text) and the formula wraps, so the table
+    fits a narrow column (JupyterLab's, beside its file browser); wider than that, it scrolls in its box.
+    """
     escape = html.escape
     columns = report._columns()
-    header = "".join(f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns)
+    header = "".join(f"<th style='{_cell_style(h, align)}'>{escape(h)}</th>" for h, _, align in columns)
     body = []
     first = report.first_failing_row
     for row in report.rows:
@@ -81,7 +85,7 @@ def report_html(report):
                 content = escape(getter(row))
                 if title == "result" and row is first:
                     content += " &#9664; first failure"
-            cells.append(f"<td style='text-align:{_css_align(align)}'>{content}</td>")
+            cells.append(f"<td style='{_cell_style(title, align)}'>{content}</td>")
         style = "" if row.passed else " style='background:#f8d7da;color:#721c24;font-weight:bold'"
         marker = " title='first failure: look here first'" if row is first else ""
         body.append(f"<tr{style}{marker}>{''.join(cells)}</tr>")
@@ -93,9 +97,13 @@ def report_html(report):
     notes = "".join(f"<li><b>{escape(r.label)}</b>: {escape(r.note)}</li>" for r in report.rows if r.note)
     notes_html = f"<p>Notes:</p><ul>{notes}</ul>" if notes else ""
     return (
-        "<div class='microtape-report'>"
+        "<div class='microtape-report' style='overflow-x:auto;max-width:100%'>"
         f"<p><b>{escape(report.title)}</b></p><ul>{details}</ul>"
-        "<table><thead><tr>" + header + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+        "<table style='table-layout:auto;width:auto;margin-left:0'><thead><tr>"
+        + header
+        + "</tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table>"
         f"{notes_html}<p style='color:{color};font-weight:bold'>{'OK' if report.ok else 'FAILED'}: "
         f"{escape(report.verdict_text())}</p></div>"
     )
@@ -111,3 +119,9 @@ def _number(value, digits=3):
 
 def _css_align(align):
     return "right" if align == ">" else "left"
+
+
+def _cell_style(title, align):
+    """A cell's CSS: padded; the formula (long, with spaces) wraps, a number or a name stays on one line."""
+    wrap = "white-space:normal;overflow-wrap:anywhere;min-width:12em" if title == "formula" else "white-space:nowrap"
+    return f"text-align:{_css_align(align)};padding:2px 10px;{wrap}"
