@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-# For teachers: `make assignment` and `make grade-sample` (grading/: the boxed grader, a Gradescope bundle).
+# For teachers: `make assignment` and `make grade-sample` (assignment/: the boxed grader, a Gradescope bundle).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -43,16 +43,16 @@ test-torch: $(STAMP)
 	$(BIN)/pip install --quiet '$(TORCH)'
 	MICROTAPE_REQUIRE_TORCH=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m torch -q -p no:cacheprovider tests
 
-# grading/source/microtape_lab.ipynb -> grading/dist: the student notebook, and the autograder
+# assignment/source/microtape_lab.ipynb -> assignment/dist: the student notebook, and the autograder
 # bundle (a fresh instructor secret, microtape's wheel, Gradescope's setup.sh and run_autograder).
 assignment: $(STAMP)
-	$(BIN)/python grading/autograde.py assign
+	$(BIN)/python assignment/autograde.py assign
 
-# Grade grading/samples/* with `microtape grade` (boxed, hidden trials from the bundle's secret),
-# fail if a score differs from grading/expected_scores.json, then run the bundle's entry script on
+# Grade assignment/samples/* with `microtape grade` (boxed, hidden trials from the bundle's secret),
+# fail if a score differs from assignment/expected_scores.json, then run the bundle's entry script on
 # a sample in a fresh virtual environment, as Gradescope would.
 grade-sample: assignment sandbox
-	$(BIN)/python grading/autograde.py grade --bundle
+	$(BIN)/python assignment/autograde.py grade --bundle
 
 # The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
 # The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the
@@ -84,4 +84,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(OUT) .mypy_cache build *.egg-info grading/dist grading/build docs/_build docs/api/generated docs/notebooks/*.ipynb
+	rm -rf $(VENV) $(OUT) .mypy_cache build *.egg-info assignment/dist assignment/build docs/_build docs/api/generated docs/notebooks/*.ipynb

@@ -2,7 +2,7 @@
 
 Issue 20's target: 200 sample submissions — right, partly right, wrong,
 crashing and looping — graded on 2 cores in at most 5 minutes, with the time
-per submission printed. The submissions are the five samples of ``grading/``
+per submission printed. The submissions are the five samples of ``assignment/``
 (as ``.py`` files, ``import numpy as np`` added), 40 copies each, each copy
 with its own comment so no two files are the same. The reference in the same
 run is the in-process check of the *correct* answers (no box, no child): the
@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 import microtape.exercises as ex
-from microtape.exercises.grading import gradebook
+from microtape.grading import gradebook
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "grading" / "samples"
+SAMPLES = ROOT / "assignment" / "samples"
 
 
 def _sections(path):
-    spec = importlib.util.spec_from_file_location("autograde", ROOT / "grading" / "autograde.py")
+    spec = importlib.util.spec_from_file_location("autograde", ROOT / "assignment" / "autograde.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.sample_sections(path)

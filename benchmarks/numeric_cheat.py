@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from microtape.exercises.grading.gradebook import DEFAULT_TIMEOUT
 from microtape.exercises.registry import get
+from microtape.grading.gradebook import DEFAULT_TIMEOUT
 
 
 def _softmax(s):

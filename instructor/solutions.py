@@ -15,7 +15,7 @@ forward recomputed where needed (softmax stabilised by the row maximum), then
 the chain rule one link at a time. The checker judges them against the
 *tape*, not against themselves, so these are also an independent check of the
 engine. ``tests/exercises/test_exercises.py`` runs every one of them on every visible
-and hidden trial; ``grading/source/microtape_lab.ipynb`` holds the same
+and hidden trial; ``assignment/source/microtape_lab.ipynb`` holds the same
 answers between its solution markers.
 """
 

@@ -15,7 +15,8 @@ The package, folder by folder (imports flow downward only): ``engine/``
 (nodes, the tape, the reverse pass: read it first) ← ``ops/`` (every
 primitive) ← ``values/`` (Scalar, Tensor) ← ``numpy_api/`` and
 ``transforms/`` ← ``nn/`` and ``optim/`` ← ``check/`` ← ``viz/`` ←
-``exercises/`` and ``train/`` ← ``cli/``. ``import microtape`` loads the
+``exercises/`` (the framework; the course in ``exercises/lab/``) and
+``train/`` ← ``grading/`` (the grader's box) ← ``cli/``. ``import microtape`` loads the
 first five and registers every built-in op; the others load on first use.
 """
 

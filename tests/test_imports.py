@@ -1,7 +1,7 @@
 """What ``import microtape`` loads: the engine, the ops, the value types, numpy's names and the transforms.
 
 The upper layers (``nn``, ``check``, ``viz``, ``exercises``, ``train``, and
-``optim`` and ``cli`` with them) load on first use, through the package's
+``optim``, ``grading`` and ``cli`` with them) load on first use, through the package's
 ``__getattr__``: a student's ``import microtape`` stays fast, and drawing or
 training pulls in graphviz, matplotlib or the layers only when asked for.
 Every built-in op is still registered at import, the tiled attention op
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAZY_FOLDERS = ("nn", "check", "viz", "exercises", "train", "optim", "cli")
+LAZY_FOLDERS = ("nn", "check", "viz", "exercises", "train", "optim", "grading", "cli")
 EAGER_FOLDERS = ("engine", "ops", "values", "numpy_api", "transforms")
 
 PROBE = (

@@ -10,9 +10,13 @@
   applies) — unless a comment says why: ``# long on purpose: <why>`` on the
   line above its ``def``, or ``# noqa: C901 <why>`` on the ``def`` line.
 * Imports flow downward: engine ← ops ← values ← numpy_api, transforms ←
-  nn, optim ← check ← viz ← exercises, train ← cli (see :data:`LAYERS`), and
-  no module imports a module that imports it back (no cycles) — both counting
-  the imports inside functions too, and no module imports the package facade.
+  nn, optim ← check ← viz ← exercises, train ← grading ← cli (see
+  :data:`LAYERS`), and no module imports a module that imports it back (no
+  cycles) — both counting the imports inside functions too, and no module
+  imports the package facade.
+* The course (``microtape/exercises/lab/``) uses only the public names of the
+  framework it is written with (``microtape.exercises.__all__``), as a
+  teacher's own exercise does.
 """
 
 import ast
@@ -47,8 +51,9 @@ LAYERS = {
     "viz": 6,
     "exercises": 7,
     "train": 7,
-    "cli": 8,
-    "__main__": 9,
+    "grading": 8,
+    "cli": 9,
+    "__main__": 10,
 }
 # The package itself (microtape/__init__.py) is the public surface, not a layer: it is loaded before
 # any of its submodules, imports the lower layers and loads the upper ones on first use. No module
@@ -56,7 +61,12 @@ LAYERS = {
 FACADE = "microtape"
 # What runs inside the grader's box is not part of the package's import graph: it is a script
 # folder of its own (a stand-in ``microtape`` included) that the box puts on its path.
-BOXED = "microtape/exercises/grading/boxed/"
+BOXED = "microtape/grading/boxed/"
+# The course's modules declare their exercises with the names ``microtape.exercises`` exports, as a
+# teacher's module does; ``microtape/exercises/__init__.py`` binds those names first and imports the
+# course last. So an import of that package from the course counts as an import of the framework
+# modules the names come from (the package's own ``from .x import name`` lines), not of the package.
+COURSE, FRAMEWORK = "microtape.exercises.lab", "microtape.exercises"
 
 
 def _modules():
@@ -171,10 +181,31 @@ def _imports(name, path, *, at_import_time):
                 target = node.module or ""
             for alias in node.names:
                 # `from . import masks` imports the module masks; `from .tape import Tape` the module tape.
-                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target)
+                if f"{target}.{alias.name}" in MODULES:
+                    found.add(f"{target}.{alias.name}")
+                elif target == FRAMEWORK and _in(name, COURSE):
+                    found.add(_FRAMEWORK_NAMES.get(alias.name, target))
+                else:
+                    found.add(target)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return {target for target in found if target in MODULES and target != name}
+
+
+def _in(name, package):
+    return name == package or name.startswith(package + ".")
+
+
+def _framework_names():
+    """``{name: module}`` for each name ``microtape/exercises/__init__.py`` takes from a module of its own."""
+    found = {}
+    for node in ast.parse(MODULES[FRAMEWORK].read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            found.update({alias.asname or alias.name: f"{FRAMEWORK}.{node.module}" for alias in node.names})
+    return found
+
+
+_FRAMEWORK_NAMES = _framework_names()
 
 
 def _layer(name):
@@ -255,3 +286,51 @@ def test_the_import_checks_catch_an_upward_import_and_a_cycle():
         assert not _imports("microtape.engine._probe_for_the_test", lazy_module, at_import_time=True)
     finally:
         lazy_module.unlink()
+
+
+def _framework_imports(path):
+    """``[(module, name)]`` of each import from ``microtape.exercises``'s own modules in the course module ``path``."""
+    name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if _in(target, FRAMEWORK) and not _in(target, COURSE):
+                found += [(target, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if _in(alias.name, FRAMEWORK)]
+    return found
+
+
+def test_the_course_uses_only_the_frameworks_public_names():
+    import microtape.exercises as ex
+
+    public = set(ex.__all__)
+    assert {"Exercise", "Output", "Step", "Mistake", "KINDS", "register", "get", "trials"} <= public
+    wrong = [
+        f"{_relative(path)}: from {module} import {name}"
+        for path in sorted((PACKAGE / "exercises" / "lab").rglob("*.py"))
+        for module, name in _framework_imports(path)
+        if module != FRAMEWORK or name is None or name.startswith("_") or name not in public
+    ]
+    assert not wrong, (
+        "the course's modules import from the framework only the names `microtape.exercises` exports "
+        f"(`from microtape.exercises import Exercise, register`, as a teacher does): {wrong}"
+    )
+    # The rule reads what it is meant to: a module path or a private name is caught.
+    probe = PACKAGE / "exercises" / "lab" / "_probe_for_the_test.py"
+    probe.write_text("from ..registry import register\nfrom .. import _private, Exercise\nimport microtape.exercises\n")
+    try:
+        assert _framework_imports(probe) == [
+            ("microtape.exercises.registry", "register"),
+            ("microtape.exercises", "_private"),
+            ("microtape.exercises", "Exercise"),
+            ("microtape.exercises", None),
+        ]
+    finally:
+        probe.unlink()

@@ -9,7 +9,7 @@
     microtape exercises check my_answers.py --name batchnorm_backward --picture where.svg
 
 ``check`` runs the student's file in a *boxed child process* (see
-:mod:`microtape.exercises.grading.box`), never in this one, with a time limit
+:mod:`microtape.grading.box`), never in this one, with a time limit
 (``--timeout`` seconds for running the file, and again for each call of an
 exercise function, so ``--trials 5000`` does not share one budget);
 this process alone draws the trials, computes the tape's answers and
@@ -41,9 +41,9 @@ import sys
 from pathlib import Path
 
 from ..exercises.catalogue import list_exercises
-from ..exercises.grading.box import isolation
-from ..exercises.grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, MAX_TIMEOUT, check_file
 from ..exercises.registry import EXERCISES, get
+from ..grading.box import isolation
+from ..grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, MAX_TIMEOUT, check_file
 
 __all__ = ["add_arguments", "run"]
 

@@ -133,7 +133,7 @@ def build_parser():
     _add_graph(commands)
     _add_heatmap(commands)
 
-    from ..exercises.grading import gradebook
+    from ..grading import gradebook
     from . import exercises as exercises_command
     from . import memory as memory_command
     from . import train as train_command

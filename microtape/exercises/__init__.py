@@ -4,7 +4,7 @@ This package lets a student write a backward pass by hand and check it::
 
     >>> import microtape.exercises as ex
     >>> ex.list_exercises()[:3]
-    ['softmax_backward', 'linear_backward', 'tanh_layer_backward']
+    ['scalar_chain_rule', 'mlp_backward', 'affine_relu_backward']
     >>> print(ex.stub_source("softmax_backward"))   # the stub to fill in  # doctest: +SKIP
     >>> def softmax_backward(p, grad_p):
     ...     return p * (grad_p - (grad_p * p).sum(axis=-1, keepdims=True))
@@ -22,16 +22,25 @@ the first wrong step (see :class:`~microtape.exercises.registry.Step`).
 ``AssertionError`` with the same feedback (for autograder tests);
 ``score(globals())`` is a notebook's score table.
 
+What is where: this folder is the framework a teacher uses — :class:`Exercise`,
+:class:`Output`, :class:`Step`, :class:`Mistake` and :func:`register` to declare
+an exercise, :mod:`.trials` to draw its inputs, :func:`check` and :func:`score`
+to grade one; :mod:`microtape.exercises.lab` is the course, 31 exercises
+declared with those same names (importing this package imports it, in the
+order of :data:`LAB`); :mod:`microtape.grading` is the grader, which runs a
+student's file in a box.
+
 The package holds no reference solution: teachers find them in the
 repository's ``instructor/`` folder, next to the autograder assignment in
-``grading/``. ``microtape exercises`` on the command line lists the exercises
+``assignment/``. ``microtape exercises`` on the command line lists the exercises
 and checks a student's ``.py`` file in a child process with a time limit.
 """
 
-from .autograder import assert_output, assert_right
-from .catalogue import LAB, ORDER, list_exercises, prompt, starter_file, stub_source
+from . import trials
+from .asserts import assert_output, assert_right
+from .catalogue import ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
-from .registry import EXERCISES, Exercise, Mistake, Step, get
+from .registry import EXERCISES, KINDS, Exercise, Mistake, Output, Step, get, register
 from .scores import ScoreTable, score, score_table
 
 __all__ = [
@@ -46,11 +55,15 @@ __all__ = [
     "prompt",
     "starter_file",
     "get",
+    "register",
+    "trials",
     "CheckResult",
     "ScoreTable",
     "Exercise",
+    "Output",
     "Mistake",
     "Step",
+    "KINDS",
     "TimeLimitExceeded",
     "EXERCISES",
     "LAB",
@@ -60,3 +73,6 @@ __all__ = [
     "ATOL",
     "PRECISION_RTOL",
 ]
+
+# The course comes last: its modules declare their exercises with the names bound above.
+from .lab import LAB  # noqa: E402  (after the framework, which the course's modules import)

@@ -1,70 +1,23 @@
-"""The lab: which exercises there are, in which order, and the files a student starts from.
+"""The catalogue: which exercises are registered, in which order, and the files a student starts from.
 
-Importing this module imports each exercise's module, and each registers its
-exercise (:mod:`.registry`); so :data:`LAB` is the one place the order is
-written — ``EXERCISES``, :func:`list_exercises`, the command line, notebook 07
-and the autograder assignment all follow it.
+Everything here reads :data:`~microtape.exercises.registry.EXERCISES` when it
+is called, so an exercise a teacher registers after ``import
+microtape.exercises`` is listed, prompted and put in a starter file like the
+lab's own (whose order :data:`microtape.exercises.lab.LAB` writes).
 """
-
-import importlib
 
 from .registry import EXERCISES, get
 
-__all__ = ["LAB", "ORDER", "list_exercises", "stub_source", "prompt", "starter_file"]
+__all__ = ["ORDER", "list_exercises", "stub_source", "prompt", "starter_file"]
 
-#: The lab, in order: the module of each exercise. Importing a module
-#: registers its exercise, so this tuple is the one place the order is
-#: written — ``EXERCISES``, ``list_exercises()``, the command line, notebook 07
-#: and the autograder assignment all follow it.
-LAB = (
-    # 1. From the chain rule to a layer
-    "chain_rule",
-    "mlp",
-    "affine_relu",
-    "linear",
-    "layer",
-    "softmax",
-    # 2. Losses, an embedding, normalisation step by step, a residual block
-    "softmax_cross_entropy",
-    "mse",
-    "logistic_loss",
-    "embedding",
-    "layernorm_steps",
-    "batchnorm",
-    "residual_norm",
-    # 3. Attention
-    "attention",
-    "attention_steps",
-    "masking",
-    "masked_attention",
-    "dropout",
-    "attention_dropout",
-    "tiled_attention_backward",
-    # 4. Convolution, pooling and recurrent nets
-    "conv1d",
-    "conv2d",
-    "maxpool",
-    "avgpool",
-    "rnn",
-    "gru",
-    # 5. Ops of your own, and beyond the first derivative
-    "op_vjp",
-    "logaddexp_vjp",
-    "softmax_jvp",
-    "logsumexp_hvp",
-    # The stretch exercise, last
-    "layernorm",
-)
-for _module in LAB:
-    importlib.import_module(f"{__package__}.{_module}")
-del _module
-
-#: The exercise names in the order of the lab.
-ORDER = tuple(EXERCISES)
+#: The exercise names, in the order they were registered (the lab's, then a teacher's): a live view
+#: of :data:`~microtape.exercises.registry.EXERCISES`'s keys, so an exercise registered after import
+#: is in it too. Iterate it, test ``in`` or take ``len``; ``list(ORDER)`` for a list.
+ORDER = EXERCISES.keys()
 
 
 def list_exercises(include_stretch=True):
-    """The exercise names in the order of the lab (the stretch ones last)."""
+    """The exercise names in the order they were registered (the lab's order, then a teacher's)."""
     return [name for name in ORDER if include_stretch or not EXERCISES[name].stretch]
 
 

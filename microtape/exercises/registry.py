@@ -43,11 +43,10 @@ first wrong step and does not blame the ones computed from it.
 import difflib
 import inspect
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "register_lab_exercise", "get"]
+__all__ = ["KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "get"]
 
 #: The kinds of known mistake, each with the label printed in feedback.
 KINDS = {
@@ -230,13 +229,23 @@ class Exercise:
         raise KeyError(f"{self.name} has no mistake named {name!r}")
 
 
-#: Every exercise, by name, in the order of the lab (the order the exercise
-#: modules are imported in by ``microtape.exercises``).
+#: Every exercise, by name, in the order it was registered: the lab's first (``microtape.exercises``
+#: imports the modules of :data:`~microtape.exercises.lab.LAB` in order), then any a teacher registers.
 EXERCISES: dict[str, Exercise] = {}
 
 
 def register(exercise):
-    """Add an exercise to :data:`EXERCISES` and return it."""
+    """Add ``exercise`` to :data:`EXERCISES` and return it: from then on it is listed, checked and scored.
+
+    This is how every exercise of the lab is declared, and how a teacher adds one::
+
+        import microtape.exercises as ex
+
+        ex.register(ex.Exercise(name="my_backward", stub=my_backward, title=..., visible=..., hidden=...,
+                                make_inputs=..., tape_gradients=..., outputs=..., mistakes=...))
+
+    Raises ``ValueError`` when an exercise of that name is already registered.
+    """
     if exercise.name in EXERCISES:
         raise ValueError(f"exercise {exercise.name!r} is already registered")
     assert exercise.name == exercise.stub.__name__, "the stub must carry the exercise's name"
@@ -262,35 +271,6 @@ def _check_steps(exercise):
     assert exercise.record is not None, f"{exercise.name}: a stepped exercise records its forward (record=...)"
     for mistake in exercise.mistakes:
         assert mistake.step in seen, f"{exercise.name}.{mistake.name}: names no step it breaks ({mistake.step!r})"
-
-
-def register_lab_exercise(stub, title, outputs, mistakes, **options):
-    """Register the exercise of one lab module, whose student function is ``stub``; return it.
-
-    Every module of the lab (``microtape.exercises.LAB``) holds its trials
-    and its truth under the same names — ``VISIBLE``, ``HIDDEN``,
-    ``make_inputs`` and ``tape_gradients`` — and the exercise is named after
-    its stub, so those are read from the stub's module rather than listed
-    again in each one (and ``record``, when the module has one: a stepped
-    exercise's). ``options`` are :class:`Exercise`'s other fields
-    (``stretch``, ``is_vjp``).
-    """
-    module = sys.modules[stub.__module__]
-    options.setdefault("record", getattr(module, "record", None))
-    return register(
-        Exercise(
-            name=stub.__name__,
-            title=title,
-            stub=stub,
-            make_inputs=module.make_inputs,
-            tape_gradients=module.tape_gradients,
-            outputs=outputs,
-            mistakes=mistakes,
-            visible=module.VISIBLE,
-            hidden=module.HIDDEN,
-            **options,
-        )
-    )
 
 
 def get(name):

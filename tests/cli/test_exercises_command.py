@@ -272,7 +272,7 @@ def test_every_reference_solution_is_right_in_the_box(capsys):
 
 def test_without_bubblewrap_the_command_says_so(tmp_path, capsys, monkeypatch):
     """Only the limits, no namespaces: said on stderr, and the student's own file is still checked."""
-    from microtape.exercises.grading import box as sandbox
+    from microtape.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     path = _write(tmp_path, RIGHT_SOFTMAX)
@@ -294,7 +294,7 @@ def softmax_backward(p, grad_p):
 
 def test_without_bubblewrap_and_prlimit_the_self_check_runs_with_python_s_limits(tmp_path, capsys, monkeypatch):
     """A Mac or a bare container: no bwrap, no prlimit; the resource module sets the limits, said once."""
-    from microtape.exercises.grading import box as sandbox
+    from microtape.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
@@ -312,7 +312,7 @@ def test_without_prlimit_or_the_resource_module_the_self_check_runs_unlimited_an
     tmp_path, capsys, monkeypatch
 ):
     """Windows has no resource module: the file still runs (the time limit stays), and the line says so."""
-    from microtape.exercises.grading import box as sandbox
+    from microtape.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
@@ -327,7 +327,7 @@ def test_without_prlimit_or_the_resource_module_the_self_check_runs_unlimited_an
 def _as_on_windows(monkeypatch):
     """What Windows lacks, taken away here: bwrap, prlimit, the resource module, and pipes passed by number
     (so the child talks over its stdin and stdout, watched by threads instead of ``select``)."""
-    from microtape.exercises.grading import box as sandbox
+    from microtape.grading import box as sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     monkeypatch.setattr(sandbox, "_prlimit", lambda: None)
@@ -380,8 +380,8 @@ def test_over_stdin_and_stdout_a_slow_or_vanishing_function_costs_only_its_exerc
 
 def test_graded_runs_refuse_without_prlimit(tmp_path, monkeypatch):
     """Hidden trials are a grade: without the limits' tool the code is not run at all."""
-    from microtape.exercises.grading import box as sandbox
-    from microtape.exercises.grading.submission import check_file
+    from microtape.grading import box as sandbox
+    from microtape.grading.submission import check_file
 
     monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
     monkeypatch.setattr(sandbox, "_prlimit", lambda: None)

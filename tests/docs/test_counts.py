@@ -15,11 +15,11 @@ import pytest
 
 from microtape.exercises.catalogue import ORDER
 from microtape.exercises.registry import get
-from microtape.exercises.unit import BEGIN, END, SESSIONS
+from microtape.exercises.lab.unit import BEGIN, END, SESSIONS
 from microtape.viz.heatmap.annotation import ANNOTATE_AUTO_UP_TO, ANNOTATE_UP_TO
 
 ROOT = Path(__file__).resolve().parents[2]
-ASSIGNMENT = next(p for p in (ROOT / "assignment", ROOT / "grading") if (p / "README.md").exists())
+ASSIGNMENT = ROOT / "assignment"
 PAGES = [
     ROOT / "README.md",
     ROOT / "notebooks" / "README.md",

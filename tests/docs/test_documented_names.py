@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "notebooks").glob("*.md"))]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "grading" / "source").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "assignment" / "source").glob("*.ipynb"))
 SKIPPED_FOLDERS = ("_build", "generated")
 
 DOTTED = re.compile(r"\b(?:mt|microtape)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")

@@ -213,7 +213,7 @@ def test_notebook_reads_in_jupyterlab_at_833_px_and_zoomed(path, lab_browser, tm
     assert not zoomed["small"], f"{path.name}: graph text under 8 CSS px at 150 % zoom: {zoomed['small']}"
 
 
-STORED = NOTEBOOKS + sorted((ROOT / "grading" / "source").glob("*.ipynb"))
+STORED = NOTEBOOKS + sorted((ROOT / "assignment" / "source").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])

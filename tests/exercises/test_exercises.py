@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_lab_order_is_written_once():
     # EXERCISES, list_exercises() and ORDER all come from the LAB tuple of modules.
-    modules = [importlib.import_module(f"microtape.exercises.{module}") for module in ex.LAB]
+    modules = [importlib.import_module(f"microtape.exercises.lab.{module}") for module in ex.LAB]
     from_modules = [name for module in modules for name in module.__all__ if name in ex.EXERCISES]
     assert NAMES == list(ex.EXERCISES) == list(ex.ORDER) == from_modules
     assert NAMES[:3] == ["scalar_chain_rule", "mlp_backward", "affine_relu_backward"]
@@ -210,20 +210,20 @@ def test_required_kinds_of_mistake_are_covered():
 
 
 def _package_functions():
-    """Every function defined in a module of microtape.exercises, with its module's name."""
+    """Every function defined in a module of microtape.exercises (the course included) or the grader."""
     found = []
     for module_name in [
-        "checker",
-        "registry",
-        "catalogue",
-        "scores",
-        "trials",
+        "exercises.checker",
+        "exercises.registry",
+        "exercises.catalogue",
+        "exercises.scores",
+        "exercises.trials",
         "grading.submission",
         "grading.remote",
         "grading.box",
-        *ex.LAB,
+        *(f"exercises.lab.{module}" for module in ex.LAB),
     ]:
-        module = importlib.import_module(f"microtape.exercises.{module_name}")
+        module = importlib.import_module(f"microtape.{module_name}")
         for attribute, value in vars(module).items():
             if inspect.isfunction(value) and value.__module__ == module.__name__:
                 found.append((f"{module_name}.{attribute}", value))
@@ -258,7 +258,7 @@ def test_nothing_in_the_package_is_accepted_as_an_answer(name):
 
 @pytest.mark.parametrize("module_name", ["attention", "layernorm", "layer", "masked_attention", "attention_dropout"])
 def test_no_mistake_switch_gives_the_right_answer(module_name):
-    module = importlib.import_module(f"microtape.exercises.{module_name}")
+    module = importlib.import_module(f"microtape.exercises.lab.{module_name}")
     (name,) = [n for n in module.__all__ if n in ex.EXERCISES]
     for mistake in module._CHANGES:
         with np.errstate(all="ignore"):
@@ -429,7 +429,7 @@ def test_starter_file_is_valid_python_with_every_stub():
 
 def test_tanh_layer_answer_lines_up_with_compare_by_node_name():
     import microtape as mt
-    from microtape.exercises.layer import NODES, tanh_layer_tape
+    from microtape.exercises.lab.layer import NODES, tanh_layer_tape
 
     rng = np.random.default_rng(5)
     x, weight, bias = rng.standard_normal((3, 4)), rng.standard_normal((2, 4)), rng.standard_normal(2)
@@ -474,7 +474,7 @@ def test_notebooks_are_stored_without_outputs(notebook):
 def test_the_op_exercise_registers_the_students_vjp_as_an_op():
     """Notebook 07's last step: the (right) VJP becomes an op — recorded, drawn, passed by gradcheck."""
     import microtape as mt
-    from microtape.exercises.op_vjp import logsumexp_forward
+    from microtape.exercises.lab.op_vjp import logsumexp_forward
     from microtape.ops import OPS
 
     op = mt.ops.define("student_logsumexp", forward=logsumexp_forward, vjp=SOLUTIONS["logsumexp_vjp"],
@@ -498,7 +498,7 @@ def test_the_op_exercise_registers_the_students_vjp_as_an_op():
 def test_the_logaddexp_exercise_registers_a_vjp_that_agrees_with_the_builtin_op():
     """The derived VJP, registered with define: gradcheck passes, and it equals mt.logaddexp's (b broadcast)."""
     import microtape as mt
-    from microtape.exercises.logaddexp_vjp import logaddexp_forward
+    from microtape.exercises.lab.logaddexp_vjp import logaddexp_forward
     from microtape.ops import OPS
 
     op = mt.ops.define("student_logaddexp", forward=logaddexp_forward, vjp=SOLUTIONS["logaddexp_vjp"],

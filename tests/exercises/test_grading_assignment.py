@@ -1,4 +1,4 @@
-"""The lab assignment in grading/: built without otter, graded by the boxed checker.
+"""The lab assignment in assignment/: built without otter, graded by the boxed checker.
 
 * The source notebook has one question per exercise, in the lab's order, with
   a solution that passes the visible and the hidden trials and a prompt that
@@ -6,7 +6,7 @@
 * The student version holds no solution, and one ``ex.check`` cell per exercise.
 * Each sample submission, filled into the student notebook and graded as
   ``microtape grade`` grades it (boxed, hidden trials from a secret), earns
-  the scores committed in ``grading/expected_scores.json``.
+  the scores committed in ``assignment/expected_scores.json``.
 """
 
 import importlib.util
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import microtape.exercises as ex
-from microtape.exercises.grading import gradebook
+from microtape.grading import gradebook
 
 ROOT = Path(__file__).resolve().parents[2]
-GRADING = ROOT / "grading"
+GRADING = ROOT / "assignment"
 NAMES = ex.list_exercises()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import microtape.exercises as ex
 from microtape.cli.main import main
-from microtape.exercises.grading import gradebook
+from microtape.grading import gradebook
 
 NAMES = ["softmax_backward", "dropout_backward"]
 RIGHT = """

@@ -19,7 +19,7 @@ import pytest
 import microtape
 import microtape.exercises as ex
 from microtape.cli import exercises as command
-from microtape.exercises.grading import box as sandbox
+from microtape.grading import box as sandbox
 
 PACKAGE = Path(microtape.__file__).resolve().parent
 HONEST = """

@@ -18,10 +18,10 @@ import pytest
 
 from microtape.cli.main import main
 from microtape.exercises.checker import _trial, _trial_key
-from microtape.exercises.grading import box, gradebook, remote
-from microtape.exercises.grading.boxed import wire
-from microtape.exercises.grading.gradebook import TOTAL
 from microtape.exercises.registry import get
+from microtape.grading import box, gradebook, remote
+from microtape.grading.boxed import wire
+from microtape.grading.gradebook import TOTAL
 
 pytestmark = pytest.mark.skipif(box._bwrap() is None, reason="needs bubblewrap (make sandbox)")
 
@@ -414,7 +414,7 @@ def test_honest_files_keep_their_marks(tmp_path):
     vjp_list = """
 import numpy as np
 import microtape as mt
-from microtape.exercises.op_vjp import logsumexp_forward
+from microtape.exercises.lab.op_vjp import logsumexp_forward
 
 def logsumexp_vjp(g, ans, x):
     return [np.exp(x - ans[..., None]) * g[..., None]]

@@ -65,7 +65,7 @@ def test_a_hidden_trial_is_too_large_to_differentiate_numerically_in_a_second(na
 
 @pytest.mark.parametrize("module_name", NEW.values())
 def test_no_mistake_switch_gives_the_right_answer(module_name):
-    module = importlib.import_module(f"microtape.exercises.{module_name}")
+    module = importlib.import_module(f"microtape.exercises.lab.{module_name}")
     (name,) = [n for n in module.__all__ if n in ex.EXERCISES]
     switches = getattr(module, "_CHANGES", None) or module._MISTAKES
     for mistake in switches:

@@ -16,8 +16,8 @@ from exercise_helpers import replacing
 import microtape as mt
 import microtape.exercises as ex
 from instructor.solutions import SOLUTIONS
-from microtape.exercises import conv_chain, gru, maxpool, rnn, tiled_attention_backward
-from microtape.exercises.core import taped
+from microtape.exercises.lab import conv_chain, gru, maxpool, rnn, tiled_attention_backward
+from microtape.exercises.lab.core import taped
 
 NEW = [
     "conv1d_backward",
@@ -129,6 +129,17 @@ def test_the_conv_mistakes_refuse_an_unknown_name():
     args = [inputs[p] for p in ex.get("conv1d_backward").parameters]
     with pytest.raises(ValueError, match=r"conv_with_mistake\(mistake='right'\): expected one of"):
         conv_chain.conv_with_mistake("right", *args)
+
+
+def test_the_conv_family_is_declared_once_with_each_exercises_own_trials_and_words():
+    one, two = ex.get("conv1d_backward"), ex.get("conv2d_backward")
+    assert [m.name for m in one.mistakes] == [m.name for m in two.mistakes] == list(conv_chain.CONV_MISTAKES)
+    assert [m.kind for m in one.mistakes] == [m.kind for m in two.mistakes]
+    assert all(a.hint != b.hint for a, b in zip(one.mistakes, two.mistakes)), "each is worded for its axes"
+    assert one.visible != two.visible and one.tape_gradients is two.tape_gradients is conv_chain.taped_conv
+    hints = {name: "a hint" for name in conv_chain.CONV_MISTAKES if name != "w_grad_flipped"}
+    with pytest.raises(ValueError, match="expected a hint for each of"):
+        conv_chain.conv_exercise(one.stub, title="t", visible=one.visible, hidden=one.hidden, hints=hints)
 
 
 def test_maxpool_an_entry_that_is_the_max_of_overlapping_windows_gets_both_gradients():

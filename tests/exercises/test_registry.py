@@ -1,47 +1,77 @@
-"""A lab module's exercise is registered from the module itself: its trials, its truth, its stub's name."""
+"""Every exercise is declared explicitly with the framework's public names; one registered later is listed too."""
 
 import importlib
-import sys
+import inspect
 
 import numpy as np
 import pytest
 
 import microtape.exercises as ex
-from microtape.exercises.registry import EXERCISES, Mistake, Output, register_lab_exercise
+from microtape.exercises.registry import EXERCISES
 
 
 @pytest.mark.parametrize("module_name", ex.LAB)
-def test_each_lab_module_registers_its_own_trials_and_truth(module_name):
-    module = importlib.import_module(f"microtape.exercises.{module_name}")
+def test_each_lab_module_declares_its_exercise_with_its_own_trials_and_truth(module_name):
+    module = importlib.import_module(f"microtape.exercises.lab.{module_name}")
     (name,) = [name for name, exercise in EXERCISES.items() if exercise.stub.__module__ == module.__name__]
     exercise = EXERCISES[name]
+    assert exercise is module.EXERCISE, "the module's declaration is the exercise registered"
     assert exercise.name == exercise.stub.__name__ == name
     assert exercise.visible is module.VISIBLE and exercise.hidden is module.HIDDEN
-    assert exercise.make_inputs is module.make_inputs and exercise.tape_gradients is module.tape_gradients
+    # (a family declared once — conv, norm — takes these from its shared chain)
+    for truth in ("make_inputs", "tape_gradients", "record"):
+        if hasattr(module, truth):
+            assert getattr(exercise, truth) is getattr(module, truth), truth
+    assert (exercise.record is not None) == exercise.stepped
+    assert "sys.modules" not in inspect.getsource(module), "declared explicitly, never read by convention"
 
 
-def test_register_lab_exercise_reads_the_stubs_module(monkeypatch):
-    module = type(sys)("microtape_test_lab_module")
-    exec(
-        "VISIBLE = ({'n': 1},)\nHIDDEN = ({'n': 2},)\n"
-        "def make_inputs(rng, case):\n    return {'x': rng.standard_normal(case['n'])}\n"
-        "def tape_gradients(inputs):\n    return [inputs['x']]\n"
-        "def toy_backward(x):\n    raise NotImplementedError\n",
-        module.__dict__,
+def _toy_exercise(name):
+    """A teacher's exercise, written as a notebook cell would: d(3x²)/dx = 6x, and a known mistake."""
+
+    def stub(x, grad_y):
+        """Backward of y = 3 x²: return grad_x."""
+        raise NotImplementedError
+
+    stub.__name__ = name
+
+    def tape_gradients(inputs):
+        return [6 * inputs["x"] * inputs["grad_y"]]
+
+    return ex.Exercise(
+        name=name,
+        title="A teacher's own: y = 3x²",
+        stub=stub,
+        make_inputs=lambda rng, case: {"x": rng.standard_normal(case["n"]), "grad_y": rng.standard_normal(case["n"])},
+        tape_gradients=tape_gradients,
+        outputs=(ex.Output("grad_x", "x"),),
+        mistakes=(
+            ex.Mistake("factor_three", "wrong_derivative", "3x² gives 6x, not 3x", lambda x, g: {"grad_x": 3 * x * g}),
+        ),
+        visible=({"n": 3}, {"n": 5}),
+        hidden=({"n": 4},),
     )
-    module.toy_backward.__module__ = module.__name__
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr("microtape.exercises.registry.EXERCISES", dict(EXERCISES))
-    wrong = Mistake("double", "constant_factor", "twice", lambda x: {"grad_x": 2 * x})
-    exercise = register_lab_exercise(module.toy_backward, "a toy", (Output("grad_x", "x"),), (wrong,), stretch=True)
-    assert exercise.name == "toy_backward" and exercise.title == "a toy" and exercise.stretch
-    assert exercise.visible is module.VISIBLE and exercise.hidden is module.HIDDEN
-    assert exercise.make_inputs is module.make_inputs and exercise.tape_gradients is module.tape_gradients
-    from microtape.exercises import registry
 
-    assert registry.EXERCISES["toy_backward"] is exercise
-    with pytest.raises(ValueError, match="already registered"):
-        register_lab_exercise(module.toy_backward, "again", (Output("grad_x", "x"),), (wrong,))
+
+def test_an_exercise_registered_after_import_is_listed_and_checked_like_the_labs():
+    name = "teachers_square_backward"
+    before = list(ex.ORDER)
+    exercise = ex.register(_toy_exercise(name))
+    try:
+        assert list(ex.ORDER) == [*before, name] and ex.list_exercises()[-1] == name
+        assert name in ex.EXERCISES and ex.get(name) is exercise
+        assert ex.check(name, lambda x, grad_y: 6 * x * grad_y).ok
+        wrong = ex.check(name, lambda x, grad_y: 3 * x * grad_y)
+        assert not wrong.ok and wrong.mistakes == ("factor_three",)
+        assert ex.prompt(name) == "Backward of y = 3 x²: return grad_x." and "3 x²" in ex.starter_file([name])
+        with pytest.raises(ValueError, match="already registered"):
+            ex.register(_toy_exercise(name))
+        from microtape.exercises.lab import unit
+
+        assert name not in unit.unit_plan(), "the course's sessions hold the lab's exercises, not a teacher's"
+    finally:
+        del EXERCISES[name]
+    assert list(ex.ORDER) == before
 
 
 @pytest.mark.parametrize("name", ex.list_exercises())

@@ -3,7 +3,7 @@
 setuptools builds the wheel from what ``build_py`` collects; we run that step
 on a copy of the repository (no network, no ``wheel`` package needed) and
 look at every file it would install. The solutions live in ``instructor/``
-and the autograder's source notebook in ``grading/``; neither may appear.
+and the autograder's source notebook in ``assignment/``; neither may appear.
 """
 
 import re
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def installed_files(tmp_path_factory):
     copy = tmp_path_factory.mktemp("repo")
-    for name in ("pyproject.toml", "README.md", "microtape", "instructor", "grading"):
+    for name in ("pyproject.toml", "README.md", "microtape", "instructor", "assignment"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
@@ -42,7 +42,7 @@ def installed_files(tmp_path_factory):
 
 def test_the_wheel_holds_the_package_and_only_the_package(installed_files):
     _, files = installed_files
-    assert "microtape/exercises/checker.py" in files and "microtape/exercises/attention.py" in files
+    assert "microtape/exercises/checker.py" in files and "microtape/exercises/lab/attention.py" in files
     assert all(path.startswith("microtape/") for path in files), [p for p in files if not p.startswith("microtape/")]
     assert not [path for path in files if re.search(r"solution|instructor|autograde\.py|_lab\.ipynb", path)]
 

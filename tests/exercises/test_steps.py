@@ -19,9 +19,9 @@ from exercise_helpers import making_mistake
 import microtape.exercises as ex
 from instructor.solutions import SOLUTIONS
 from microtape.cli import exercises as command
-from microtape.exercises.grading.gradebook import Graded, write_gradebook
-from microtape.exercises.grading.submission import check_file
 from microtape.exercises.registry import Exercise, Mistake, Step, register
+from microtape.grading.gradebook import Graded, write_gradebook
+from microtape.grading.submission import check_file
 
 STEPPED = ["attention_backward_steps", "layernorm_backward_steps", "batchnorm_backward"]
 STEPPED_MISTAKES = [(name, mistake.name) for name in STEPPED for mistake in ex.get(name).mistakes]

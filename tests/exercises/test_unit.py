@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import microtape.exercises as ex
-from microtape.exercises import unit
+from microtape.exercises.lab import unit
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "notebooks" / "README.md", ROOT / "docs" / "exercises.md"]
@@ -35,7 +35,7 @@ def test_a_plan_missing_an_exercise_or_holding_one_twice_is_refused():
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.parent.name)
 def test_the_pages_show_the_plan_as_generated(page, tmp_path):
-    """Out of date? Run `python -m microtape.exercises.unit notebooks/README.md docs/exercises.md`."""
+    """Out of date? Run `python -m microtape.exercises.lab.unit notebooks/README.md docs/exercises.md`."""
     copy = tmp_path / page.name
     copy.write_text(page.read_text())
-    assert not unit.rewrite(copy), f"{page} is out of date: run python -m microtape.exercises.unit {page}"
+    assert not unit.rewrite(copy), f"{page} is out of date: run python -m microtape.exercises.lab.unit {page}"

@@ -1,4 +1,5 @@
-"""What the convolution golden tests share: compare two sets of answers key by key, and find torch live."""
+"""What the convolution golden tests share: compare two sets of answers key by key, find torch live, and the two
+checks every case gets (tests/ops/test_conv_golden.py for the ops, tests/nn/test_conv_layers.py for the layers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from .conv_cases import draw_inputs, fingerprint
+from .conv_cases import draw_inputs, fingerprint, run_microtape
 
 
 def assert_same_answers(got, expected, name, tolerance=1e-10):
@@ -34,3 +35,20 @@ def live_torch():
 
         return torch
     return pytest.importorskip("torch")
+
+
+def assert_matches_fixture(mt, stored, name):
+    """The case ``stored`` (one entry of the fixture): drawn again, its inputs are torch's, and microtape ``mt``
+    gives the stored answers."""
+    assert_inputs_are_the_ones_torch_saw(stored)
+    assert_same_answers(run_microtape(mt, stored["config"]), stored["answers"], name)
+
+
+def assert_matches_torch_live(mt, stored, name):
+    """The case computed by torch now: the fixture still holds its answers (to 1e-12), and microtape gives them."""
+    live_torch()
+    from .make_golden_conv import run_torch
+
+    reference = run_torch(stored["config"])
+    assert_same_answers(reference, stored["answers"], f"{name} (the fixture against torch now)", 1e-12)
+    assert_same_answers(run_microtape(mt, stored["config"]), reference, name)

@@ -11,8 +11,8 @@ the initial hidden state's gradient included).
 
 import numpy as np
 import pytest
-from golden.conv_cases import LAYER_CASES, load, run_microtape
-from golden.conv_check import assert_inputs_are_the_ones_torch_saw, assert_same_answers, live_torch
+from golden.conv_cases import LAYER_CASES, load
+from golden.conv_check import assert_matches_fixture, assert_matches_torch_live, live_torch
 
 import microtape as mt
 
@@ -27,21 +27,13 @@ def test_fixture_holds_every_layer_case():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_matches_torch_fixture(name):
-    stored = STORED[name]
-    assert_inputs_are_the_ones_torch_saw(stored)
-    assert_same_answers(run_microtape(mt, stored["config"]), stored["answers"], name)
+    assert_matches_fixture(mt, STORED[name], name)
 
 
 @pytest.mark.torch
 @pytest.mark.parametrize("name", NAMES)
 def test_matches_torch_live(name):
-    live_torch()
-    from golden.make_golden_conv import run_torch
-
-    config = STORED[name]["config"]
-    reference = run_torch(config)
-    assert_same_answers(reference, STORED[name]["answers"], f"{name} (the fixture against torch now)", 1e-12)
-    assert_same_answers(run_microtape(mt, config), reference, name)
+    assert_matches_torch_live(mt, STORED[name], name)
 
 
 @pytest.mark.torch

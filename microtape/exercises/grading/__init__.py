@@ -1,7 +1,0 @@
-"""The grader's machinery: the box a submission runs in, the wire to it, and the gradebook.
-
-:mod:`.box` starts a boxed child (bubblewrap, limits); :mod:`.boxed` is what
-runs inside it (never imported by the grader); :mod:`.remote` turns the
-child's functions into callables the checker grades; :mod:`.gradebook` is
-``microtape grade``. The exercises themselves live one folder up.
-"""
