@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from microtape.exercises.catalogue import ORDER
-from microtape.exercises.registry import get
 from microtape.exercises.lab.unit import BEGIN, END, SESSIONS
+from microtape.exercises.registry import get
 from microtape.viz.heatmap.annotation import ANNOTATE_AUTO_UP_TO, ANNOTATE_UP_TO
 
 ROOT = Path(__file__).resolve().parents[2]
