@@ -67,8 +67,9 @@ def report_text(report):
 def report_html(report):
     """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip.
 
-    Cells are padded (numbers never run into the next column's text) and the formula wraps, so the table
-    fits a narrow column (JupyterLab's, beside its file browser); wider than that, it scrolls in its box.
+    Cells are padded (numbers never run into the next column's text) and wrap (names and formulas
+    anywhere, numbers never), so the table fits a narrow column (JupyterLab's, beside its file browser); wider than
+    that, it scrolls in its box.
     """
     escape = html.escape
     columns = report._columns()
@@ -122,6 +123,9 @@ def _css_align(align):
 
 
 def _cell_style(title, align):
-    """A cell's CSS: padded; the formula (long, with spaces) wraps, a number or a name stays on one line."""
-    wrap = "white-space:normal;overflow-wrap:anywhere;min-width:12em" if title == "formula" else "white-space:nowrap"
-    return f"text-align:{_css_align(align)};padding:2px 10px;{wrap}"
+    """A cell's CSS: padded, wrapping; a name or a formula may break anywhere, a number (right-aligned) never."""
+    if align == ">":
+        wrap = ""
+    else:
+        wrap = ";overflow-wrap:anywhere;min-width:" + ("8em" if title == "formula" else "5em")
+    return f"text-align:{_css_align(align)};padding:2px 6px;white-space:normal{wrap}"

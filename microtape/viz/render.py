@@ -18,6 +18,7 @@ shows itself as SVG scaled to the cell's width (``.full_size()`` at 100 %).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -184,7 +185,7 @@ def fit_svg(text, fit=True):
     readable = natural * min(1.0, SMALLEST_SHOWN_PX / natural_text_px(text))
     return _SIZE.sub(
         lambda m: (
-            f'<svg width="100%" style="max-width:{m.group(1)}pt;min-width:{readable:.0f}px;height:auto"'
+            f'<svg width="100%" style="max-width:{m.group(1)}pt;min-width:{math.ceil(readable)}px;height:auto"'
             f' data-width="{m.group(1)}"'
         ),
         text,
