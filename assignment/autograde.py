@@ -55,6 +55,7 @@ BUILD = HERE / "build"
 SAMPLES = HERE / "samples"
 EXPECTED = HERE / "expected_scores.json"
 BUNDLE_FILES = HERE / "bundle"  # setup.sh and run_autograder, copied into the bundle
+TEACHERS_FILE = "teacher_exercises.py"  # a teacher's own exercises in the bundle (run_autograder looks for it)
 
 
 # ---------------------------------------------------------------- assign
@@ -138,9 +139,29 @@ def _solutions_pass(source, secret):
     return failures
 
 
-def assign():
-    """Build the student notebook and the autograder bundle; returns the exit status."""
+def _teachers_file(path):
+    """Check a teacher's file of exercises (``ex.derivation``) by loading it here; a message, or None."""
+    from microtape.exercises.teacher import load_exercises
+
+    try:
+        names = load_exercises(path)
+    except ValueError as error:
+        return str(error)
+    print(f"  with the teacher's exercises of {path}: {', '.join(names)}")
+    return None
+
+
+def assign(exercises=None):
+    """Build the student notebook and the autograder bundle; returns the exit status.
+
+    ``exercises``: a teacher's file of exercises (``ex.derivation``), copied into the bundle as
+    ``teacher_exercises.py``; the bundle's ``run_autograder`` grades them too (``--exercises``).
+    """
     started = time.monotonic()
+    problem = exercises and _teachers_file(exercises)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     source = json.loads(SOURCE.read_text())
     if DIST.exists():
         shutil.rmtree(DIST)
@@ -168,6 +189,8 @@ def assign():
     for script in ("setup.sh", "run_autograder"):
         shutil.copy(BUNDLE_FILES / script, BUNDLE / script)
         (BUNDLE / script).chmod(0o755)
+    if exercises:
+        shutil.copy(exercises, BUNDLE / TEACHERS_FILE)
     with zipfile.ZipFile(ZIPPED, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(BUNDLE.iterdir()):
             archive.write(path, path.name)
@@ -297,13 +320,14 @@ def check_bundle(expected, sample="partly_right"):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("assign", help="build the student notebook and the autograder bundle into assignment/dist")
+    building = actions.add_parser("assign", help="build the student notebook and the autograder bundle (dist/)")
+    building.add_argument("--exercises", metavar="FILE.py", help="a teacher's exercises (ex.derivation), graded too")
     grading = actions.add_parser("grade", help="grade the samples and compare the scores")
     grading.add_argument("-j", "--jobs", type=int, default=2, help="submissions graded at once (default: 2)")
     grading.add_argument("--bundle", action="store_true", help="also run the bundle in a fresh venv")
     args = parser.parse_args(argv)
     if args.action == "assign":
-        return assign()
+        return assign(args.exercises)
     return grade(args.jobs, args.bundle)
 
 

@@ -27,7 +27,7 @@ def attention_backward_steps(q, k, v, grad_c):
     grad_scores = p * (grad_weights - np.sum(grad_weights * p, axis=-1, keepdims=True))  # the softmax
     return {
         "grad_weights": grad_weights,
-        "grad_scores": grad_scores,
+        "grad_scaled_scores": grad_scores,
         "grad_q": grad_scores @ k * scale,  # S = Q Kᵀ / √d:  dQ = dS K / √d
         "grad_k": _t(grad_scores) @ q * scale,  # dK = dSᵀ Q / √d
         "grad_v": grad_v,

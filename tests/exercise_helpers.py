@@ -4,6 +4,8 @@ Each helper returns a function with the exercise's signature, built from the
 reference solution in ``instructor/solutions.py`` (outside the package).
 """
 
+import contextlib
+
 import numpy as np
 
 import microtape.exercises as ex
@@ -73,3 +75,21 @@ def naive_softmax(s):
     """exp without the row maximum subtracted: the numerically fragile answer."""
     e = np.exp(s)
     return e / np.sum(e, axis=-1, keepdims=True)
+
+
+@contextlib.contextmanager
+def teachers_exercises(*made):
+    """Exercises made in a test (``ex.derivation(...)`` calls, run lazily): registered inside, removed after.
+
+    So a test's own exercise never shows in another test's list of the lab.
+    """
+    from microtape.exercises import checker
+
+    before = set(ex.EXERCISES)
+    try:
+        yield [make() for make in made]
+    finally:
+        for name in set(ex.EXERCISES) - before:
+            del ex.EXERCISES[name]
+        checker._trial.cache_clear()
+        checker._shared_trial.cache_clear()

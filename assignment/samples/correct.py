@@ -239,7 +239,7 @@ def attention_backward_steps(q, k, v, grad_c):
     grad_s = p * (grad_p - np.sum(grad_p * p, axis=-1, keepdims=True))
     return {
         "grad_weights": grad_p,
-        "grad_scores": grad_s,
+        "grad_scaled_scores": grad_s,
         "grad_q": grad_s @ k * scale,
         "grad_k": np.swapaxes(grad_s, -1, -2) @ q * scale,
         "grad_v": np.swapaxes(p, -1, -2) @ grad_c,

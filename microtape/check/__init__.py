@@ -1,6 +1,7 @@
 """Checking derivatives: finite differences, and step-by-step reports.
 
-* ``gradcheck`` compares a taped gradient with central finite differences;
+* ``gradcheck`` compares a taped gradient with central finite differences (and
+  raises ``GradcheckError`` on a failure, as PyTorch's does);
   ``gradgradcheck`` does the same for second derivatives (the reverse pass
   recorded with ``create_graph=True``, against differences of the first).
 * ``attention_report`` differentiates one attention forward twice — by the
@@ -22,7 +23,7 @@
 """
 
 from .compare import NameNotOnTape, compare
-from .gradcheck import GradcheckResult, gradcheck, numeric_gradient
+from .gradcheck import GradcheckError, GradcheckResult, gradcheck, numeric_gradient
 from .gradgradcheck import gradgradcheck
 from .layer_mistakes import LAYER_MISTAKES, LayerMistake
 from .layer_report import LayerReport, layer_report
@@ -34,6 +35,7 @@ from .walk import WalkStep, walk
 
 __all__ = [
     "gradcheck",
+    "GradcheckError",
     "gradgradcheck",
     "GradcheckResult",
     "numeric_gradient",

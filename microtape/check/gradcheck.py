@@ -8,6 +8,12 @@ This module lets you test any function built from microtape ops::
     >>> result.ok
     True
 
+A failing check **raises** :class:`GradcheckError` (as PyTorch's
+``gradcheck`` does), its message naming the worst entry, so a test or a
+notebook cell cannot pass over a wrong gradient by forgetting to look at the
+result; ``raise_exception=False`` returns the failing result instead (its
+``ok`` is False), for code that wants to read or print it.
+
 For a function ``y = f(x1, x2, ...)`` we pick a fixed random upstream
 gradient ``v`` (ones for a single-number output) and compare, entry by entry,
 the taped gradient of ``sum(v * y)`` with the central difference
@@ -35,7 +41,7 @@ from ..engine.nonfinite import first_nonfinite_gradient, first_nonfinite_value
 from ..values.scalar import Scalar
 from ..values.tensor import Tensor
 
-__all__ = ["gradcheck", "GradcheckResult", "numeric_gradient"]
+__all__ = ["gradcheck", "GradcheckError", "GradcheckResult", "numeric_gradient"]
 
 
 @dataclass
@@ -85,6 +91,21 @@ class GradcheckResult:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+class GradcheckError(RuntimeError):
+    """A failed :func:`gradcheck` or :func:`~.gradgradcheck.gradgradcheck`; ``error.result`` is what it found."""
+
+    def __init__(self, result: GradcheckResult) -> None:
+        super().__init__(str(result))
+        self.result = result
+
+
+def _raise_or_return(result: GradcheckResult, raise_exception: bool) -> GradcheckResult:
+    """PyTorch's rule: a failing check raises (naming its worst entry) unless ``raise_exception=False``."""
+    if raise_exception and not result.ok:
+        raise GradcheckError(result)
+    return result
 
 
 def _as_float64_array(value, position):
@@ -138,8 +159,10 @@ def _non_negative(value, name, where="gradcheck"):
     return float(value)
 
 
-def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, where="gradcheck"):
+def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, raise_exception, where="gradcheck"):
     """Refuse bad arguments before anything runs; returns ``(eps, atol, rtol)`` as floats."""
+    if not isinstance(raise_exception, (bool, np.bool_)):
+        raise TypeError(f"{where}(raise_exception={raise_exception!r}): expected True or False")
     if not callable(fn):
         raise TypeError(f"{where}(fn, ...): fn must be callable, got {type(fn).__name__}")
     if not inputs:
@@ -209,6 +232,7 @@ def gradcheck(
     rtol: float = 1e-3,
     max_entries: int | None = None,
     seed: int = 0,
+    raise_exception: bool = True,
 ) -> GradcheckResult:
     """Compare the taped gradient of ``fn`` with central finite differences.
 
@@ -218,11 +242,16 @@ def gradcheck(
     entries per input (seeded), for large inputs. A NaN or infinite value,
     taped gradient or finite difference fails the check and is named in
     ``result.not_finite``.
+
+    A failure raises :class:`GradcheckError` (the worst entry in its
+    message, the result as ``error.result``); ``raise_exception=False``
+    returns the result instead. A pass returns the result either way.
     """
-    eps, atol, rtol = _check_options(fn, inputs, eps, atol, rtol, max_entries, seed)
+    eps, atol, rtol = _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, raise_exception)
     # The probes run on tapes of their own: an open tape of the caller's records none of them.
     with paused():
-        return _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+        result = _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+    return _raise_or_return(result, raise_exception)
 
 
 def _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):

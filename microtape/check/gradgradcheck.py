@@ -16,7 +16,9 @@ shape) and random directions ``w_i`` (one per input), and look at the number
 computed with ``create_graph=True``, so ``s`` is itself on a tape.
 :func:`~.gradcheck.gradcheck` then compares ``s``'s taped gradient — the
 second derivatives, ``Σ_i ∂²⟨u, f⟩/∂x ∂x_i · w_i`` — with central differences
-of ``s``, entry by entry. (PyTorch's ``gradgradcheck`` does the same.)
+of ``s``, entry by entry. (PyTorch's ``gradgradcheck`` does the same.) As
+``gradcheck``, a failure raises :class:`~.gradcheck.GradcheckError` unless
+``raise_exception=False``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 from ..engine import Node, gradients, paused
 from ..values.scalar import Scalar
 from ..values.tensor import Tensor
-from .gradcheck import _as_float64_array, _check_options, _wrap, gradcheck
+from .gradcheck import _as_float64_array, _check_options, _raise_or_return, _wrap, gradcheck
 
 __all__ = ["gradgradcheck"]
 
@@ -46,17 +48,20 @@ def gradgradcheck(
     rtol: float = 1e-3,
     max_entries: int | None = None,
     seed: int = 0,
+    raise_exception: bool = True,
 ) -> GradcheckResult:
     """Compare the second derivatives of ``fn`` (by the recorded reverse pass) with finite differences.
 
     The arguments are those of :func:`~.gradcheck.gradcheck`; the result is a
     :class:`~.gradcheck.GradcheckResult` whose entries are the gradient of
-    ``s = Σ_i ⟨grad_i, w_i⟩`` (see the module's docstring).
+    ``s = Σ_i ⟨grad_i, w_i⟩`` (see the module's docstring). A failure raises
+    :class:`~.gradcheck.GradcheckError`; ``raise_exception=False`` returns it.
     """
-    _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, where="gradgradcheck")
+    _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, raise_exception, where="gradgradcheck")
     # As gradcheck (and hvp, jvp, hessian): an open tape of the caller's records none of the probes.
     with paused():
-        return _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+        result = _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed)
+    return _raise_or_return(result, raise_exception)
 
 
 def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
@@ -85,7 +90,14 @@ def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
         return _constant_zero(xs) if total is None else total
 
     result = gradcheck(
-        first_derivative_along_w, *arrays, eps=eps, atol=atol, rtol=rtol, max_entries=max_entries, seed=seed
+        first_derivative_along_w,
+        *arrays,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        max_entries=max_entries,
+        seed=seed,
+        raise_exception=False,
     )
     result.check = "gradgradcheck"
     return result

@@ -7,6 +7,7 @@
     microtape exercises check my_answers.py       # check every exercise it defines
     microtape exercises check my_answers.py --name softmax_backward --timeout 5
     microtape exercises check my_answers.py --name batchnorm_backward --picture where.svg
+    microtape exercises list --exercises teacher.py   # with a teacher's own exercises (ex.derivation)
 
 ``check`` runs the student's file in a *boxed child process* (see
 :mod:`microtape.grading.box`), never in this one, with a time limit
@@ -15,9 +16,9 @@ exercise function, so ``--trials 5000`` does not share one budget);
 this process alone draws the trials, computes the tape's answers and
 compares. It prints each exercise's feedback, then a score table with
 partial credit. ``--picture OUT.svg`` (or ``.png``, ``.pdf``) writes the
-picture of a stepped exercise's check — the tape's backward graph with the
-broken edge marked — drawn here from the checker's results (the student's
-code is not run for it): the first stepped exercise that is not right, or
+picture of a stepped exercise's check — the tape's backward graph, its
+wrong links red, carried steps orange — drawn here from the checker's results
+(the student's code is not run for it): the first stepped exercise that is not right, or
 the first stepped one. The hidden trials are not reachable from here: they are the
 instructor's (``microtape grade --secret``).
 
@@ -52,7 +53,7 @@ def add_arguments(parser):
     """Add the `list | stub | check` sub-commands to ``parser`` (an argparse parser)."""
     parser.description = "Derivative exercises: list them, print stubs to fill in, check a student's file."
     actions = parser.add_subparsers(dest="exercises_action", metavar="{list,stub,check}")
-    actions.add_parser("list", help="list the exercises (the default)")
+    listing = actions.add_parser("list", help="list the exercises (the default)")
     stub = actions.add_parser("stub", help="print a Python file of stubs to fill in")
     stub.add_argument("names", nargs="*", metavar="NAME", help="only these exercises (default: all)")
     epilog = "exit status:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
@@ -78,14 +79,42 @@ def add_arguments(parser):
     checker.add_argument(
         "--picture",
         metavar="OUT.svg",
-        help="write the picture of a stepped exercise's check (the broken edge marked) to this file",
+        help="write the picture of a stepped exercise's check (its wrong links marked) to this file",
     )
+    for command in (listing, stub, checker):
+        add_exercises_option(command)
     return parser
+
+
+def add_exercises_option(parser):
+    """``--exercises FILE.py``: a teacher's file of exercises (``ex.derivation``), loaded before the command runs."""
+    parser.add_argument(
+        "--exercises",
+        action="append",
+        metavar="FILE.py",
+        help="also the exercises a teacher's file registers with ex.derivation (repeatable)",
+    )
+
+
+def load_teachers_files(args, command):
+    """Load every ``--exercises`` file of ``args``; a message (the usage error) or None."""
+    from ..exercises.teacher import load_exercises
+
+    for path in getattr(args, "exercises", None) or ():
+        try:
+            load_exercises(path)
+        except ValueError as error:
+            return f"{command}: {error}"
+    return None
 
 
 def run(args):
     """Run the parsed command; returns the exit status."""
     action = getattr(args, "exercises_action", None) or "list"
+    problem = load_teachers_files(args, f"microtape exercises {action}")
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     if action == "list":
         return _list()
     if action == "stub":
@@ -95,6 +124,8 @@ def run(args):
 
 def _list():
     width = max(len(name) for name in EXERCISES)
+    if len(list_exercises()) > 1:
+        width = min(width, 40)
     for name in list_exercises():
         exercise = EXERCISES[name]
         signature = f"{name}({', '.join(exercise.parameters)})"

@@ -35,7 +35,7 @@ outputs, so the graph has no reference cycles.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, NamedTuple
 
@@ -103,17 +103,20 @@ class Tape:
         self.keep = keep
 
     @classmethod
-    def of(cls, output: Node) -> Tape:
+    def of(cls, output: Node, *, inputs: Iterable[Node] = ()) -> Tape:
         """A tape of the equations ``output`` depends on, in an order a recording would have.
 
         For a result computed with no tape active: the graph is found by
         following ``inputs`` (an iterative depth-first search, operand order
         kept, so the same computation always gives the same order).
+        ``inputs``: nodes to stop at, as if they were leaves — the tape then
+        holds only what was computed from them (a layer's own forward).
         """
         if not isinstance(output, Node):
             raise TypeError(f"Tape.of(output): expected a Scalar or Tensor, got {type(output).__name__}")
+        stop_at = set(inputs)
         tape = cls()
-        tape._nodes = _topological_order(output)
+        tape._nodes = [] if output in stop_at else _topological_order(output, stop_at)
         return tape
 
     @classmethod

@@ -16,16 +16,18 @@ with the *tape* (the forward built from microtape Tensors, differentiated by
 the tape's backward pass). A wrong answer gets the output and the first entry
 that differ, a hint when it equals a known mistaken derivation, and partial
 credit for the outputs that are right. A *stepped* exercise asks for the
-derivation's intermediate gradients too, by name, and its feedback names
-the first wrong step (see :class:`~microtape.exercises.registry.Step`).
+derivation's intermediate gradients too, by name, each judged link by link
+(:mod:`.links`): every wrong link is named, and a step computed right from a
+wrong one is *carried* and earns its points (see :class:`~microtape.exercises.registry.Step`).
 ``assert_correct`` raises
 ``AssertionError`` with the same feedback (for autograder tests);
 ``score(globals())`` is a notebook's score table.
 
 What is where: this folder is the framework a teacher uses — :class:`Exercise`,
 :class:`Output`, :class:`Step`, :class:`Mistake` and :func:`register` to declare
-an exercise, :mod:`.trials` to draw its inputs, :func:`check` and :func:`score`
-to grade one; :mod:`microtape.exercises.lab` is the course, 31 exercises
+an exercise, :func:`derivation` to make a stepped one from a forward on
+Tensors (:mod:`.derivation`), :mod:`.trials` to draw its inputs, :func:`check`
+and :func:`score` to grade one; :mod:`microtape.exercises.lab` is the course, 31 exercises
 declared with those same names (importing this package imports it, in the
 order of :data:`LAB`); :mod:`microtape.grading` is the grader, which runs a
 student's file in a box.
@@ -40,10 +42,14 @@ from . import trials
 from .asserts import assert_output, assert_right
 from .catalogue import ORDER, list_exercises, prompt, starter_file, stub_source
 from .checker import ATOL, PRECISION_RTOL, RTOL, STATUSES, CheckResult, TimeLimitExceeded, assert_correct, check
+from .derivation import derivation
 from .registry import EXERCISES, KINDS, Exercise, Mistake, Output, Step, get, register
 from .scores import ScoreTable, score, score_table
 
 __all__ = [
+    "derivation",
+    "register",
+    "KINDS",
     "check",
     "assert_correct",
     "assert_output",
@@ -55,7 +61,6 @@ __all__ = [
     "prompt",
     "starter_file",
     "get",
-    "register",
     "trials",
     "CheckResult",
     "ScoreTable",
@@ -63,7 +68,6 @@ __all__ = [
     "Output",
     "Mistake",
     "Step",
-    "KINDS",
     "TimeLimitExceeded",
     "EXERCISES",
     "LAB",

@@ -56,6 +56,7 @@ import hmac
 import numpy as np
 
 from .diagnose import ATOL, PRECISION_RTOL, RTOL, compare_outputs, in_own_words
+from .links import compare_steps
 from .registry import get
 from .result import (
     STATUSES,
@@ -67,7 +68,17 @@ from .result import (
     SubmissionTooLong,
     TimeLimitExceeded,
 )
-from .student_call import Clock, copies, describe, exception_message, exit_code, signature_problem, time_limit, unpack
+from .student_call import (
+    Clock,
+    copies,
+    describe,
+    exception_message,
+    exit_code,
+    key_notes,
+    signature_problem,
+    time_limit,
+    unpack,
+)
 from .verdict import Verdict
 
 __all__ = [
@@ -127,11 +138,11 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     for trial in range(trials):
         shared = cases[trial % len(cases)].get("shared", False)
         if shared:
-            args, expected = _shared_trial(name, hidden, shared_key, trial)
+            args, expected, inputs = _shared_trial(name, hidden, shared_key, trial)
         elif student is None:
-            args, expected = _trial(name, hidden, key, trial)
+            args, expected, inputs = _trial(name, hidden, key, trial)
         else:  # drawn for this student alone and used once: not kept (a class's worth would fill memory)
-            args, expected = _drawn_trial(name, hidden, key, trial)
+            args, expected, inputs = _drawn_trial(name, hidden, key, trial)
         where = f"{label} {trial + 1} of {trials}: " + describe(exercise.parameters, args)
 
         try:
@@ -147,10 +158,16 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
         if problem:
             verdict.crashed(f"✗ {name}: {problem}\n  ({where})", trial, None)
             break
-        problems, error = compare_outputs(exercise, args, outputs, expected, diagnose=verdict.first is None)
+        verdict.notes = verdict.notes or key_notes(exercise, returned, hidden=hidden)
+        diagnose = verdict.first is None
+        states = None
+        if exercise.stepped:
+            problems, error, states = compare_steps(exercise, args, inputs, outputs, expected, diagnose=diagnose)
+        else:
+            problems, error = compare_outputs(exercise, args, outputs, expected, diagnose=diagnose)
         if hidden:  # which output failed and why, never a value (the student's values may carry the inputs)
             problems = [in_own_words(exercise, problem) for problem in problems]
-        verdict.trial_done(trial, where, problems, error)
+        verdict.trial_done(trial, where, problems, error, states)
 
     return verdict.finish(trials_run=verdict.trials_run)
 
@@ -244,7 +261,11 @@ def _trial_key(seed, hidden, secret, student=None):
 
 
 def _drawn_trial(name, hidden, key, trial):
-    """``(args, expected)`` of one trial: read-only arrays (the student gets copies)."""
+    """``(args, expected, inputs)`` of one trial: read-only arrays (the student gets copies).
+
+    ``inputs`` is the whole trial as drawn (what ``exercise.record`` takes: a stepped exercise's
+    links are computed from it).
+    """
     exercise = get(name)
     cases = exercise.cases(hidden)
     inputs = exercise.make_inputs(np.random.default_rng([*key, trial, int(hidden)]), cases[trial % len(cases)])
@@ -253,7 +274,7 @@ def _drawn_trial(name, hidden, key, trial):
     for array in [*expected, *args]:
         if isinstance(array, np.ndarray):
             array.flags.writeable = False
-    return args, expected
+    return args, expected, inputs
 
 
 #: Trials drawn from a key that is not a student's (the visible trials, a seed): kept, so

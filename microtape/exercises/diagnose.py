@@ -10,7 +10,7 @@ import numpy as np
 from .result import Diagnosis, Problem
 from .student_call import copies
 
-__all__ = ["RTOL", "ATOL", "PRECISION_RTOL", "compare_outputs", "same", "in_own_words"]
+__all__ = ["RTOL", "ATOL", "PRECISION_RTOL", "compare_outputs", "compare_one", "generic", "same", "in_own_words"]
 
 #: Tolerances of the float64 comparison. A correct formula agrees with the
 #: tape to ~1e-13 even on the large-score trials; float32 arithmetic is off by
@@ -57,61 +57,71 @@ def compare_outputs(exercise, args, outputs, expected, *, diagnose=True):
 
     ``diagnose=False``: the problems without hints (the feedback explains the
     first failing trial only, so later ones need not run the known mistakes).
+    An output that is ``None`` was not returned (a missing key): its problem
+    is ``"missing"``, with no hint.
     """
     problems, worst = [], 0.0
     variants = None  # the known mistakes are run only once an output is wrong: a right answer skips them
     for i, (output, got, want) in enumerate(zip(exercise.outputs, outputs, expected, strict=True)):
-        name = output.name
-        low_precision = got.dtype in _LOW_PRECISION
-        if got.shape != want.shape:
-            problem = Problem(
-                name,
-                "shape",
-                f"{name} has shape {list(got.shape)}, expected {list(want.shape)} — the shape of {output.like}",
-            )
-            if got.size == want.size and got.ndim != want.ndim:
-                problem.text += " (same number of entries: an axis was added or dropped, e.g. keepdims)"
-        elif not np.all(np.isfinite(got)):
-            index = tuple(int(n) for n in np.argwhere(~np.isfinite(got))[0])
-            problem = Problem(
-                name,
-                "not finite",
-                f"{_at(name, index)} is {got[index]}, tape {want[index]:.6g}",
-                index=index,
-                got=float(got[index]),
-                expected=float(want[index]),
-            )
-        else:
-            got64 = got.astype(np.float64)
-            wrong = ~_agrees(got64, want)
-            error = float(np.max(np.abs(got64 - want))) if got.size else 0.0
-            if not np.any(wrong) and not low_precision:
-                worst = max(worst, error)
-                continue
-            if low_precision and not np.any(wrong):
-                problem = Problem(name, "precision", f"{name} is a {got.dtype} array (max |error| {error:.3g})")
-            else:
-                index = tuple(int(n) for n in np.argwhere(wrong)[0])
-                problem = Problem(
-                    name,
-                    "values",
-                    f"{_at(name, index)}: yours {got64[index]:.10g}, tape {want[index]:.10g} "
-                    "— the first wrong entry "
-                    f"({int(wrong.sum())} of {wrong.size} differ, max |error| {error:.3g})",
-                    index=index,
-                    got=float(got64[index]),
-                    expected=float(want[index]),
-                )
-            if low_precision:
-                problem.text += f"; your array is {got.dtype}"
-        if diagnose:
+        problem, error = compare_one(output, got, want)
+        if problem is None:
+            worst = max(worst, error)
+            continue
+        if diagnose and problem.what != "missing":
             if variants is None:
                 variants = _Variants(exercise, args, outputs, expected)
             problem.diagnoses = variants.diagnoses(i)
             if not problem.diagnoses:
-                problem.diagnoses = _generic(exercise, i, got, expected, low_precision)
+                problem.diagnoses = _generic(exercise, i, got, expected, got.dtype in _LOW_PRECISION)
         problems.append(problem)
     return problems, worst
+
+
+def compare_one(output, got, want, source=""):
+    """``(None, max |error|)`` when ``got`` agrees with ``want``, else ``(Problem without hints, 0)``.
+
+    ``source`` says where ``want`` came from when it is not the true gradient
+    (``" (from your grad_scores)"``): the feedback's "tape" then reads so.
+    """
+    name = output.name
+    if got is None:
+        return Problem(name, "missing", f"{name} is missing: the returned dict has no key {name!r}"), 0.0
+    low_precision = got.dtype in _LOW_PRECISION
+    if got.shape != want.shape:
+        problem = Problem(
+            name,
+            "shape",
+            f"{name} has shape {list(got.shape)}, expected {list(want.shape)} — the shape of {output.like}",
+        )
+        if got.size == want.size and got.ndim != want.ndim:
+            problem.text += " (same number of entries: an axis was added or dropped, e.g. keepdims)"
+        return problem, 0.0
+    if not np.all(np.isfinite(got)):
+        index = tuple(int(n) for n in np.argwhere(~np.isfinite(got))[0])
+        text = f"{_at(name, index)} is {got[index]}, tape{source} {want[index]:.6g}"
+        return Problem(name, "not finite", text, index=index, got=float(got[index]), expected=float(want[index])), 0.0
+    got64 = got.astype(np.float64)
+    wrong = ~_agrees(got64, want)
+    error = float(np.max(np.abs(got64 - want))) if got.size else 0.0
+    if not np.any(wrong) and not low_precision:
+        return None, error
+    if low_precision and not np.any(wrong):
+        problem = Problem(name, "precision", f"{name} is a {got.dtype} array (max |error| {error:.3g})")
+    else:
+        index = tuple(int(n) for n in np.argwhere(wrong)[0])
+        problem = Problem(
+            name,
+            "values",
+            f"{_at(name, index)}: yours {got64[index]:.10g}, tape{source} {want[index]:.10g} "
+            "— the first wrong entry "
+            f"({int(wrong.sum())} of {wrong.size} differ, max |error| {error:.3g})",
+            index=index,
+            got=float(got64[index]),
+            expected=float(want[index]),
+        )
+    if low_precision:
+        problem.text += f"; your array is {got.dtype}"
+    return problem, 0.0
 
 
 def _at(name, index):
@@ -129,7 +139,8 @@ class _Variants:
     def __init__(self, exercise, args, outputs, expected):
         self.exercise = exercise
         names = [output.name for output in exercise.outputs]
-        got = {name: np.asarray(value).astype(np.float64) for name, value in zip(names, outputs, strict=True)}
+        got = {name: np.asarray(value).astype(np.float64) for name, value in zip(names, outputs, strict=True)
+               if value is not None}  # fmt: skip
         want = dict(zip(names, expected, strict=True))
         self.held = []  # (mistake, names of the outputs it changes)
         for mistake in exercise.mistakes:
@@ -141,7 +152,7 @@ class _Variants:
                 changed = _roots(exercise, changed)
                 if mistake.step not in changed:
                     continue
-            if changed and all(same(got[name], value) for name, value in changed.items()):
+            if changed and all(name in got and same(got[name], value) for name, value in changed.items()):
                 self.held.append((mistake, (mistake.step,) if exercise.stepped else tuple(changed)))
 
     def _changes(self, mistake, args, want):
@@ -157,12 +168,17 @@ class _Variants:
 
     def diagnoses(self, i):
         name = self.exercise.outputs[i].name
-        return [Diagnosis(m.name, m.kind, m.hint) for m, changed in self.held if name in changed]
+        return [Diagnosis(m.name, m.kind, m.hint, m.kind_label) for m, changed in self.held if name in changed]
 
 
 def _roots(exercise, changed):
     """The changed steps none of whose sources (direct or not) changed: where a mistake broke the chain."""
     return {name: value for name, value in changed.items() if not set(exercise.depends_on(name)) & set(changed)}
+
+
+def generic(exercise, i, got, expected):
+    """The generic slips ``got`` (output ``i``) shows against ``expected`` (one value per output), as Diagnoses."""
+    return _generic(exercise, i, got, expected, got.dtype in _LOW_PRECISION)
 
 
 def _generic(exercise, i, got, expected, low_precision):
@@ -229,6 +245,8 @@ _HIDDEN_HINTS = {
 _HIDDEN_TEXT = {
     "shape": "{name} has the wrong shape (expected the shape of {like})",
     "not finite": "{name} holds NaN or inf where the tape's answer does not",
+    "missing": "{name} is missing from the returned dict",
+    "link": "{name} differs from what the tape computes from your own earlier steps",
     "values": "{name} differs from the tape's answer",
     "precision": "{name} is a float32 or float16 array: graded answers are float64",
 }

@@ -34,10 +34,15 @@ An :class:`Exercise` is plain data, like an op in :mod:`microtape.ops`:
     the repository's ``instructor/`` folder).
 
 A *stepped* exercise's outputs are :class:`Step`\ s: the derivation's named
-intermediate gradients (``grad_scores``, ``grad_var``, …), each with the steps
-it is computed from; the tape's answer reads each off the recorded forward
-(``record``), each mistake names the step it breaks, and the checker names the
-first wrong step and does not blame the ones computed from it.
+intermediate gradients (``grad_scaled_scores``, ``grad_var``, …, each
+``grad_`` + its tape node's name), each with the steps it is computed from;
+the tape's answer reads each off the recorded forward (``record``), each
+mistake names the step it breaks, and the checker judges every step link by
+link (:mod:`.links`: against the tape, and against the tape run from the
+student's own earlier steps, found on ``record``'s tape by ``Step.node``),
+naming every wrong link and crediting the steps carried from a wrong one
+(``carry_forward``). :func:`~microtape.exercises.derivation.derivation` makes
+such an exercise from a forward alone.
 """
 
 import difflib
@@ -140,9 +145,13 @@ class Mistake:
     fn: Callable
     # In a stepped exercise: the step this mistake breaks (its first wrong step, computed from right ones).
     step: str | None = None
+    # A teacher's own kind (not a key of KINDS) says here what feedback calls it.
+    kind_label: str | None = None
 
     def __post_init__(self):
-        assert self.kind in KINDS, f"mistake {self.name!r}: unknown kind {self.kind!r}"
+        if self.kind not in KINDS and not self.kind_label:
+            raise ValueError(f"Mistake({self.name!r}, kind={self.kind!r}): not a known kind; for a kind of your own "
+                             "give kind_label='what feedback calls it'")  # fmt: skip
 
     @property
     def hint(self):
@@ -151,7 +160,7 @@ class Mistake:
 
     @property
     def label(self):
-        return KINDS[self.kind]
+        return self.kind_label or KINDS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,10 @@ class Exercise:
     # A stepped exercise's forward on a new tape, nodes named as its steps' ``node``: ``record(inputs)
     # -> (tape, output)`` (what the picture of a check draws; None for other exercises).
     record: Callable | None = None
+    # A stepped exercise: a step computed correctly from a wrong earlier step ("carried") earns its points.
+    carry_forward: bool = True
+    # The stub's source text when the stub was made, not written (a teacher's derivation; see derivation.py).
+    source: str | None = None
 
     @property
     def parameters(self):
@@ -220,7 +233,7 @@ class Exercise:
 
     def stub_source(self):
         """The stub as source text, ready to paste into a notebook or a file."""
-        return inspect.getsource(self.stub)
+        return self.source if self.source is not None else inspect.getsource(self.stub)
 
     def mistake(self, name):
         for mistake in self.mistakes:

@@ -19,6 +19,7 @@ __all__ = [
     "SubmissionTooLong",
     "NotAnArray",
     "STATUSES",
+    "STEP_STATES",
 ]
 
 #: The verdicts of a check, from best to worst.
@@ -56,12 +57,13 @@ class Diagnosis:
     """A known mistake the student's output was found to equal."""
 
     name: str  # the mistake's name, or the generic check's kind
-    kind: str  # a key of KINDS
+    kind: str  # a key of KINDS, or a teacher's own kind with its ``kind_label``
     hint: str
+    kind_label: str | None = None
 
     @property
     def label(self):
-        return KINDS[self.kind]
+        return self.kind_label or KINDS[self.kind]
 
 
 @dataclass
@@ -69,7 +71,9 @@ class Problem:
     """What is wrong with one output of one trial."""
 
     output: str
-    what: str  # "shape", "values", "not finite", "precision" or "type"
+    # "shape", "values", "link" (values, against the student's own upstream steps), "not finite",
+    # "precision", "missing" or "type"
+    what: str
     text: str  # one line saying where
     index: tuple | None = None  # the first wrong entry
     got: float | None = None
@@ -77,14 +81,26 @@ class Problem:
     diagnoses: list = field(default_factory=list)
 
 
+#: The states of a step of a stepped exercise, judged link by link (see :class:`StepResult`).
+STEP_STATES = ("right", "carried", "wrong", "missing")
+
+
 @dataclass(frozen=True)
 class StepResult:
-    """One step of a stepped exercise after all trials: right or not, its points, and who is to blame.
+    """One step of a stepped exercise after all trials: its state, its points, and what it is computed from.
 
-    ``state`` is ``"right"``, ``"first wrong"`` (the first wrong step whose
-    own sources were right: fix this one first), ``"wrong"`` (wrong although
-    computed from right steps, after the first) or ``"computed from wrong"``
-    (wrong, but computed — directly or not — from a wrong step: not blamed).
+    Each step is judged twice against the tape: against the true gradient,
+    and against the tape's reverse pass run with the student's own upstream
+    steps put in (the *link* into this step). ``state`` is
+
+    * ``"right"`` — equal to the true gradient on every trial;
+    * ``"carried"`` — not the true gradient, but exactly what the link gives
+      from the student's own (wrong) upstream steps: the error was carried
+      forward, the link itself is right. It earns its points when the
+      exercise's ``carry_forward`` is on (the default);
+    * ``"wrong"`` — an error at this link: it differs from what the tape
+      computes from the student's upstream steps;
+    * ``"missing"`` — not returned (its key is absent, perhaps misspelled).
     """
 
     name: str
@@ -122,10 +138,12 @@ class CheckResult:
     score: int = 0
     max_score: int = 0
     hidden: bool = False
-    # A stepped exercise: its steps in derivation order, the first wrong one, the later ones not blamed.
+    # A stepped exercise: its steps in derivation order (StepResults), the first wrong link, every wrong
+    # link in derivation order, and the steps carried (right from wrong upstream steps).
     steps: tuple = ()
     first_wrong: str | None = None
     computed_from_wrong: tuple = ()
+    wrong_links: tuple = ()
     trial_key: tuple | None = None  # what drew the trials (the picture redraws the failing one)
 
     def picture(self):
@@ -133,8 +151,8 @@ class CheckResult:
 
         For a stepped exercise only; drawn here, in the grader's process, from
         the tape's own forward on the failing trial's inputs — never by
-        running the student's code. The broken edge (into the first wrong
-        step) is red and thick, the steps computed from it orange and dashed.
+        running the student's code. Only the judged steps are coloured: right
+        ones green, wrong links red and thick, carried ones orange and dashed.
         """
         from .steps_picture import step_picture
 

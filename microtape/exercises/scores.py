@@ -26,6 +26,7 @@ from types import ModuleType
 from .catalogue import list_exercises
 from .checker import CheckResult, check
 from .registry import get
+from .result import STEP_STATES
 
 __all__ = ["ScoreTable", "score", "score_table", "not_defined"]
 
@@ -71,6 +72,11 @@ def score_table(results):
 def _outputs_text(result):
     if result.status in ("not started", "not checked", "not graded"):
         return "—"
+    if result.steps and not result.ok:  # a stepped exercise: its steps by state, link by link
+        groups = {}
+        for step in result.steps:
+            groups.setdefault(step.state, []).append(step.name)
+        return "; ".join(f"{state}: {', '.join(groups[state])}" for state in STEP_STATES if state in groups)
     if result.status == "partly right":
         return f"right: {', '.join(result.right_outputs)}; not yet: {', '.join(result.wrong_outputs)}"
     if result.status == "wrong":

@@ -4,9 +4,10 @@
 the same seeds the checker used), records the exercise's forward on a tape
 (``exercise.record``, nodes named as the steps) and lets
 :func:`microtape.viz.report_graph` colour it by the check's per-step
-verdicts: right steps green, the first wrong step's edge red and thick, the
-steps computed from it orange and dashed. Only the grader's own tape is
-drawn: the student's code is never run for a picture.
+states, and only what was judged: right steps green, wrong links red and
+thick, carried steps orange and dashed; a missing step and the nodes that
+are not steps stay uncoloured. Only the grader's own tape is drawn: the
+student's code is never run for a picture.
 """
 
 from dataclasses import dataclass
@@ -25,12 +26,15 @@ class _Row:
     label: str
     name: str
     passed: bool
+    state: str  # the picture's state: right, wrong, carried or unchecked (a missing step)
 
 
 @dataclass(frozen=True)
 class _StepReport:
     rows: tuple
     first_failure: str | None
+    note: str
+    judged: bool = True  # the rows' states are drawn as they are, nothing inferred from the graph
 
 
 def step_picture(result):
@@ -47,7 +51,14 @@ def step_picture(result):
     rng = np.random.default_rng([*result.trial_key, trial, int(result.hidden)])
     inputs = exercise.make_inputs(rng, cases[trial % len(cases)])
     tape, _ = exercise.record(inputs)
-    rows = tuple(_Row(step.name, step.node, step.right) for step in result.steps)
+    states = {"missing": "unchecked"}
+    rows = tuple(_Row(step.name, step.node, step.right, states.get(step.state, step.state)) for step in result.steps)
     first = result.first_wrong
     title = f"{result.name}: " + (f"the first wrong step is {first}" if first else result.status)
-    return report_graph(_StepReport(rows, first), tape, expand=None, title=title)
+    carried = ", ".join(result.computed_from_wrong)
+    note = (
+        "link by link: "
+        + (f"wrong links {', '.join(result.wrong_links)}" if result.wrong_links else "every link right")
+        + (f"; carried {carried}" if carried else "")
+    )
+    return report_graph(_StepReport(rows, first, note), tape, expand=None, title=title)

@@ -4,6 +4,7 @@ The checker (:mod:`microtape.exercises.checker`) calls the student through
 these; everything here is about the *call*, nothing about the maths.
 """
 
+import difflib
 import inspect
 import signal
 import threading
@@ -25,8 +26,13 @@ __all__ = [
     "exception_message",
     "where_in_file",
     "unpack",
+    "key_notes",
+    "MISSING",
     "exit_code",
 ]
+
+#: What :func:`unpack` puts in place of an output the returned dict does not hold (a missing step).
+MISSING = None
 
 
 def exit_code(error):
@@ -155,13 +161,20 @@ def _where_raised(student_fn, error):
 def unpack(exercise, returned, *, hidden=False):
     """The returned value as a list of numeric arrays, one per output, or a problem message.
 
+    A returned dict is taken as the student wrote it: an output whose key is
+    absent comes back as :data:`MISSING` (``None``) and the others are still
+    graded (:func:`key_notes` names the absent, misspelled and extra keys).
     With ``hidden=True`` the message names no type or description the student's code chose.
     """
     values, problem = _values(exercise, returned, hidden)
     if problem:
         return None, problem
     arrays = []
+    absent = _absent(exercise, returned)
     for output, value in zip(exercise.outputs, values, strict=True):
+        if output.name in absent:
+            arrays.append(MISSING)
+            continue
         if value is None:
             return None, f"{output.name} is None; expected an array shaped like {output.like}."
         if isinstance(value, NotAnArray):
@@ -177,6 +190,46 @@ def unpack(exercise, returned, *, hidden=False):
             return None, f"{output.name} is {kind}; expected a float array shaped like {output.like}."
         arrays.append(array)
     return arrays, None
+
+
+def _absent(exercise, returned):
+    """The outputs a returned dict holds no key for (none when it is not a dict)."""
+    if not isinstance(returned, dict):
+        return set()
+    return {output.name for output in exercise.outputs if output.name not in returned}
+
+
+def key_notes(exercise, returned, *, hidden=False):
+    """One line per key of a returned dict that is not as asked: missing, misspelled or extra.
+
+    ``"grad_score: did you mean grad_scores? (not graded under that name)"``;
+    an absent output no key resembles is named missing, an extra key is named
+    and ignored. With ``hidden=True`` no key the student's code wrote is
+    shown (a key is text it chose): only the expected names, and a count.
+    """
+    if not isinstance(returned, dict):
+        return []
+    names = [output.name for output in exercise.outputs]
+    extra = [str(key) for key in returned if key not in names]
+    missing = [name for name in names if name not in returned]
+    notes, matched = [], set()
+    for name in missing:
+        close = [key for key in difflib.get_close_matches(name, extra, n=1, cutoff=0.75) if key not in matched]
+        if close and not hidden:
+            matched.add(close[0])
+            notes.append(f"{close[0]!r}: did you mean {name}? ({name} is missing: not graded under that name)")
+        elif close:
+            matched.add(close[0])
+            notes.append(f"{name} is missing (a returned key is close to it: misspelled?)")
+        else:
+            notes.append(f"{name} is missing from the returned dict (0 points for it)")
+    others = [key for key in extra if key not in matched]
+    if others and hidden:
+        notes.append(f"{len(others)} other key{'s' if len(others) > 1 else ''} ignored (not {', '.join(names)})")
+    elif others:
+        shown = ", ".join(repr(key[:40]) for key in others[:8]) + (", …" if len(others) > 8 else "")
+        notes.append(f"ignored: {shown} — not {'a step' if exercise.stepped else 'an output'} of {exercise.name}")
+    return notes
 
 
 def _values(exercise, returned, hidden=False):
@@ -196,10 +249,10 @@ def _values(exercise, returned, hidden=False):
         what = "something that is not an array of numbers" if hidden else returned.what
         return None, f"returned {what}; expected {listing if count > 1 else 'one array, ' + names[0]}."
     if isinstance(returned, dict):
-        missing = [n for n in names if n not in returned]
-        if missing:
-            return None, f"the returned dict lacks {', '.join(missing)}; expected keys {listing}."
-        return [returned[n] for n in names], None
+        if not any(n in returned for n in names):
+            keys = "" if hidden else f" ({', '.join(repr(str(key)[:40]) for key in list(returned)[:8])})"
+            return None, f"the returned dict has none of the keys {listing}{keys}."
+        return [returned.get(n) for n in names], None
     if count == 1:
         if isinstance(returned, tuple) and len(returned) != 1:
             return None, f"returned {len(returned)} values; expected one array, {names[0]}."

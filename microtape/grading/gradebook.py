@@ -33,6 +33,7 @@ import math
 import os
 import secrets
 import sys
+import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
@@ -41,7 +42,9 @@ from pathlib import Path
 from ..exercises.catalogue import list_exercises
 from ..exercises.checker import CheckResult
 from ..exercises.registry import get
+from ..exercises.result import StepResult
 from ..exercises.scores import ScoreTable
+from ..exercises.teacher import load_exercises
 from ..viz.progress import progress
 from .box import isolation
 from .remote import MAX_SUBMISSION_BYTES
@@ -81,6 +84,8 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=seconds)
     parser.add_argument("--gradescope", metavar="FILE", help="also write Gradescope's results.json (best file)")
     parser.add_argument("--name", action="append", metavar="NAME", help="grade only this exercise (repeatable)")
+    teachers = "also the exercises a teacher's file registers with ex.derivation (repeatable)"
+    parser.add_argument("--exercises", action="append", metavar="FILE.py", help=teachers)
     return parser
 
 
@@ -135,6 +140,8 @@ class Graded:
                                 s.name: {"points": s.points, "max": s.max_points, "state": s.state} for s in r.steps
                             },
                             "first_wrong": r.first_wrong,
+                            "wrong_links": list(r.wrong_links),
+                            "carried": list(r.computed_from_wrong),
                         }
                         if r.steps
                         else {}
@@ -158,6 +165,7 @@ class Graded:
                     outputs=item["outputs"],
                     score=item["points"],
                     max_score=item["max"],
+                    **_steps_from_json(item),
                 )  # fmt: skip
                 for name, item in data["exercises"].items()
             }
@@ -177,6 +185,22 @@ class Graded:
         lines += [f"  note — {note}" for note in self.notes]
         lines += ["", *(result.message for result in self.results.values())]
         return "\n".join(lines) + "\n"
+
+
+def _steps_from_json(item):
+    """A stepped exercise's steps and links as an earlier run wrote them (so a resumed grade keeps its columns)."""
+    steps = item.get("steps")
+    if not steps:
+        return {}
+    return {
+        "steps": tuple(
+            StepResult(name, step["state"] == "right", step["points"], step["max"], (), step["state"])
+            for name, step in steps.items()
+        ),  # fmt: skip
+        "first_wrong": item.get("first_wrong"),
+        "wrong_links": tuple(item.get("wrong_links", ())),
+        "computed_from_wrong": tuple(item.get("carried", ())),
+    }
 
 
 def _not_counted(name, status, message):
@@ -230,7 +254,9 @@ def fingerprint(path, names, secret, timeout):
     except OSError:
         content = "unreadable"
     student = Path(path).stem.encode("utf-8", "surrogateescape").hex()
-    text = json.dumps([student, content, list(names), float(timeout), 2])
+    # A teacher's own exercise (ex.derivation) changes with its file: its stub's source (the forward in it) counts.
+    made = [get(name).source or "" for name in names]
+    text = json.dumps([student, content, list(names), float(timeout), 2] + ([made] if any(made) else []))
     key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -329,19 +355,32 @@ TOTAL = "(total)"
 def write_gradebook(graded, path):
     """The CSV gradebook: per student, one row per exercise, then one row with the total.
 
-    Columns: student, exercise, points, max, message. The message is the
-    whole feedback, hint included (a cell may hold several lines); the total
-    row's exercise is ``(total)`` and its message is empty.
+    Columns: student, exercise, points, max, message, then two per step of
+    the stepped exercises graded (``grad_x points``, ``grad_x state``: right,
+    carried, wrong or missing), filled on that exercise's rows. The message
+    is the whole feedback, hint included (a cell may hold several lines); the
+    total row's exercise is ``(total)`` and its message is empty.
     """
+    steps = _step_names(graded)
     with open(path, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow(["student", "exercise", "points", "max", "message"])
+        writer.writerow(["student", "exercise", "points", "max", "message",
+                         *(f"{step} {what}" for step in steps for what in ("points", "state"))])  # fmt: skip
         for grade in graded:
             for name, result in grade.results.items():
                 message = safe_text(result.message or "", lines=True)  # the whole feedback, on its lines
                 cells = [safe_text(grade.student), name, result.score, result.max_score, message]
+                by_step = {step.name: (step.points, step.state) for step in result.steps}
+                cells += [cell for step in steps for cell in by_step.get(step, ("", ""))]
                 writer.writerow([spreadsheet_cell(cell) for cell in cells])
-            writer.writerow([spreadsheet_cell(safe_text(grade.student)), TOTAL, grade.total, grade.max_total, ""])
+            total = [spreadsheet_cell(safe_text(grade.student)), TOTAL, grade.total, grade.max_total, ""]
+            writer.writerow(total + [""] * (2 * len(steps)))
+
+
+def _step_names(graded):
+    """Every step name of the graded stepped exercises, in the order they first come (a column pair each)."""
+    return list(dict.fromkeys(output.name for grade in graded for result in grade.results.values()
+                              if get(result.name).stepped for output in get(result.name).outputs))  # fmt: skip
 
 
 def write_gradescope(graded, path):
@@ -358,25 +397,52 @@ def write_gradescope(graded, path):
     Path(path).write_bytes(json.dumps(report, indent=1, ensure_ascii=False).encode("utf-8", "backslashreplace"))
 
 
-def summary(graded, names):
-    """The printed table: one row per student, points per exercise, total and time."""
-    short = [name.removesuffix("_backward") for name in names]
-    header = ["student", *short, "total", "time"]
-    maximum = [str(get(name).max_score) for name in names]
-    rows = [
-        [
-            safe_text(g.student, 40),
-            *(str(g.results[name].score) for name in names),
-            f"{g.total} / {g.max_total}",
-            f"{g.seconds:.1f} s",
-        ]
-        for g in graded
-    ]
-    rows.append(["(max)", *maximum, str(sum(get(name).max_score for name in names)), ""])
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-             for row in [header, *rows]]  # fmt: skip
-    return "\n".join(line.rstrip() for line in lines)
+#: The printed summary's width: a terminal of 120 columns shows it whole.
+SUMMARY_WIDTH = 120
+
+
+def summary(graded, names, width=SUMMARY_WIDTH):
+    """The printed table, at most ``width`` columns: per student the total, the time, the exercises short of full marks.
+
+    Then one line per exercise short of full marks somewhere: its class
+    average (``mlp 2.5/4``), wrapped to the same width.
+    """
+    rows = [[safe_text(g.student, 24), f"{g.total} / {g.max_total}", f"{g.seconds:.1f} s", _short_of_full(g, names)]
+            for g in graded]  # fmt: skip
+    header = ["student", "total", "time", "short of full marks (points / max)"]
+    maximum = sum(get(name).max_score for name in names)
+    rows.append(["(max)", f"{maximum}", "", ""])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    lines = []
+    for row in [header, *rows]:
+        line = "  ".join([row[0].ljust(widths[0]), row[1].rjust(widths[1]), row[2].rjust(widths[2]), row[3]])
+        lines.append(_cut(line.rstrip(), width))
+    averages = [_average(graded, name) for name in names]
+    short = [text for text in averages if text]
+    if short and graded:
+        lines.append("")
+        lines += textwrap.wrap("class average: " + ", ".join(short), width, subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def _short_of_full(grade, names):
+    """``mlp 2/4, gru 0/3 …``: the exercises below full marks, in lab order (``—`` when none)."""
+    short = [f"{name.removesuffix('_backward')} {grade.results[name].score}/{grade.results[name].max_score}"
+             for name in names if grade.results[name].score < grade.results[name].max_score]  # fmt: skip
+    return ", ".join(short) or "—"
+
+
+def _average(graded, name):
+    """``"mlp 2.5/4"`` when some student is below full marks on ``name``, else ''."""
+    scores = [g.results[name].score for g in graded]
+    maximum = get(name).max_score
+    if not scores or min(scores) >= maximum:
+        return ""
+    return f"{name.removesuffix('_backward')} {sum(scores) / len(scores):.3g}/{maximum}"
+
+
+def _cut(line, width):
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def secret_bits(text):
@@ -481,6 +547,11 @@ def run(args):
         return 2
 
     folder = Path(args.submissions)
+    try:  # a teacher's own exercises first: --name and the default list may name them
+        for path in args.exercises or ():
+            load_exercises(path)
+    except ValueError as error:
+        return usage(error)
     problem, names, secret = _usage_problem(args, folder)
     if problem:
         return usage(problem)

@@ -238,8 +238,8 @@ def _rebuild(reply, arrays):
     kind = reply.get("kind")
     if kind == "none":
         return None
-    if kind == "too_many":
-        return NotAnArray(f"{reply.get('count')} values")
+    if kind == "too_large":  # (the box's limit: MAX_RETURNED_BYTES of numbers, however many values)
+        return NotAnArray(f"{reply.get('count')} values of more than 64 MB in all")
     values = [_item(item, arrays) for item in reply.get("items", [])]
     if kind == "single" and len(values) == 1:
         return values[0]

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import module_scope
+from ..engine import Node, Tape, module_scope
 from ..engine.boundary import sum_into_grad
 from ..values.tensor import Tensor
 
@@ -149,7 +149,27 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} defines no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        output = self.forward(*args, **kwargs)
+        # The last forward's output and inputs, kept until the next forward (as a recorded layer keeps
+        # its tape): what ``tape`` reads, so the memory view and the graph can draw any layer that ran.
+        object.__setattr__(self, "_last_call", {"output": output, "inputs": [*args, *kwargs.values()]})
+        return output
+
+    @property
+    def tape(self) -> Tape | None:
+        """A :class:`~microtape.Tape` of the last forward: the operations from its inputs to its output.
+
+        None before the first forward, or when the forward returned no Scalar
+        or Tensor. What made the inputs (an earlier layer, an earlier step of
+        a recurrent cell) is not on it. A layer that records its forward on a
+        tape of its own (attention, the Transformer layers) returns that tape.
+        """
+        last = self.__dict__.get("_last_call")
+        if last is None or not isinstance(last["output"], Node):
+            return None
+        if "tape" not in last:  # found once, on first asking: the same Tape until the next forward
+            last["tape"] = Tape.of(last["output"], inputs=[x for x in last["inputs"] if isinstance(x, Node)])
+        return last["tape"]
 
 
 def _is_parameter(value):

@@ -319,8 +319,10 @@ def einsum(*arguments: Any, optimize: Any = False, name: str | None = None) -> R
     the trace ``"ii->"``; recorded as an ``index``), ``...`` stands for the
     leading axes (of equal lengths in every operand that has them), the
     sublist form ``einsum(a, [0, 1], b, [1], [0])`` reads integers as letters,
-    and ``optimize=`` is accepted and ignored (the contraction order changes
-    no value).
+    ``optimize=`` is accepted and ignored (the contraction order changes
+    no value), and a letter of length 1 in one operand and n in another is
+    broadcast to n, as numpy does (``einsum("i,i", x, [2.0])``; recorded as a
+    ``broadcast_to``, so its gradient is summed back).
     """
     subscripts, operands = _einsum_arguments(arguments)
     if not operands:
@@ -331,9 +333,12 @@ def einsum(*arguments: Any, optimize: Any = False, name: str | None = None) -> R
     like = next((t for t in tensors if t.requires_grad), tensors[0])
     tensors = [like._lift(t, "einsum") for t in tensors]
     inputs, output = _checked_subscripts(subscripts, [t.ndim for t in tensors])
-    _check_sizes(inputs, tensors, subscripts)
+    sizes = _check_sizes(inputs, tensors, subscripts)
     # Every check is above: from here on the ops are recorded, and none can fail.
     for position, letters in enumerate(inputs):
+        full = tuple(sizes[c] for c in letters)
+        if tensors[position].shape != full:  # a length-1 axis against a longer one: numpy broadcasts it
+            tensors[position] = record(ops.broadcast_to, (tensors[position],), {"shape": full})
         if len(set(letters)) < len(letters):
             tensors[position], inputs[position] = _diagonal(tensors[position], letters)
     if len(tensors) == 1:
@@ -369,7 +374,8 @@ def _einsum_arguments(arguments: tuple[Any, ...]) -> tuple[str, list[Any]]:
         raise TypeError("einsum(): expected subscripts like 'ij,jk->ik' and the operands")
     if isinstance(arguments[0], str):
         return arguments[0], list(arguments[1:])
-    if isinstance(arguments[0], (bytes, int, float)) or arguments[0] is None:
+    sublist_form = len(arguments) > 1 and isinstance(arguments[1], (list, tuple))
+    if isinstance(arguments[0], bytes) or arguments[0] is None or not sublist_form:
         raise TypeError(f"einsum(subscripts): expected a string like 'ij,jk->ik', got {type(arguments[0]).__name__}")
     # The sublist form: operand, its axes, operand, its axes, …, and the output's axes last (optional).
     operands, sublists = list(arguments[0::2]), list(arguments[1::2])
@@ -453,7 +459,8 @@ def _spell_out_ellipsis(text: str, subscripts: str, ndims: Sequence[int]) -> str
     return ",".join(parts) + "->" + output
 
 
-def _check_sizes(inputs: Sequence[str], tensors: Sequence[Tensor], subscripts: str) -> None:
+def _check_sizes(inputs: Sequence[str], tensors: Sequence[Tensor], subscripts: str) -> dict[str, int]:
+    """Each letter's length; numpy's rule: lengths agree, or one is 1 (broadcast) — within one operand they agree."""
     sizes: dict[str, int] = {}
     for position, (letters, tensor) in enumerate(zip(inputs, tensors)):
         if len(letters) != tensor.ndim:
@@ -461,9 +468,17 @@ def _check_sizes(inputs: Sequence[str], tensors: Sequence[Tensor], subscripts: s
                 f"einsum({subscripts!r}): operand {position} has {tensor.ndim} axes "
                 f"but {letters!r} names {len(letters)}"
             )
+        own: dict[str, int] = {}
         for c, n in zip(letters, tensor.shape):
-            if sizes.setdefault(c, n) != n:
-                raise ValueError(f"einsum({subscripts!r}): letter {c!r} has length {sizes[c]} and {n}")
+            if own.setdefault(c, n) != n:
+                raise ValueError(
+                    f"einsum({subscripts!r}): letter {c!r} has length {own[c]} and {n} in operand {position}"
+                )
+            known = sizes.setdefault(c, n)
+            if known != n and 1 not in (known, n):
+                raise ValueError(f"einsum({subscripts!r}): letter {c!r} has length {known} and {n}")
+            sizes[c] = builtins.max(known, n)
+    return sizes
 
 
 def dot(a: Operand, b: Operand, name: str | None = None) -> Result:

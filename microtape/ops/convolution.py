@@ -18,7 +18,9 @@ through a convolution is itself a recorded program (``create_graph=True``):
     kernel** (the gradient dilated by the stride, padded by ``K − 1`` on both
     sides, correlated with the weight flipped along every spatial axis and with
     its two channel axes swapped), cropped by the padding — a "transposed
-    convolution";
+    convolution". It is computed as a *col2im* (each kernel offset adds its
+    products into the padded input), so no zero of the dilation or padding is
+    ever multiplied by a weight: a NaN weight reaches only the inputs it met;
 ``conv_weight_grad(x, z)``
     the weight's gradient: a correlation of the input's windows with the gradient.
 
@@ -95,25 +97,29 @@ def _conv_transpose_forward(
     """``x̄ = crop(full_correlation(dilate(z), flip(weight)ᵀ))``: the input gradient of a convolution.
 
     Each output position i saw the inputs i·s … i·s + K − 1; sending ``z[i]``
-    back through the kernel is correlating the stride-dilated ``z`` (zeros
-    between its entries), padded with ``K − 1`` zeros on each side, with the
-    kernel read backwards (and its in/out channels swapped). Inputs no window
-    reached (the end of an axis the stride skipped) get the zeros added on the right.
+    back through the kernel is correlating the stride-dilated ``z`` with the
+    kernel read backwards. It is computed the other way round (a *col2im*):
+    every kernel offset k sends ``Σ_o z[b, o, i] · weight[o, c, k]`` to the
+    padded input at ``i·s + k``, and the padding is cropped off. So an input
+    gets only the products of the kernel entries that met it — never a
+    ``0 · w`` from a zero put in by the dilation or the padding, which would
+    make every entry NaN once one weight is (PyTorch's answer too:
+    ``conv1d(ones(1, 1, 6), [[[nan, 1, 2]]])`` → ``[nan, nan, nan, nan, 3, 2]``).
+    Inputs no window reached (the end of an axis the stride skipped) get 0.
     """
     n = weight.ndim - 2
-    dtype = np.result_type(z, weight)
-    dilated = np.zeros((*z.shape[:2], *((o - 1) * s + 1 for o, s in zip(z.shape[2:], stride))), dtype=dtype)
-    every_stride = (slice(None), slice(None), *(slice(None, None, s) for s in stride))
-    dilated[every_stride] = z
-    widths = [(0, 0), (0, 0)]
-    for length, k, s, p, o in zip(input_shape[2:], weight.shape[2:], stride, padding, z.shape[2:]):
-        unreached = length + 2 * p - ((o - 1) * s + k)
-        widths.append((k - 1, k - 1 + unreached))
-    flipped = np.flip(weight, axis=_spatial(n)).swapaxes(0, 1)  # [C_in, C_out, *k], each kernel back to front
-    grad_padded = _conv_forward(np.pad(dilated, widths), flipped, (1,) * n, (0,) * n)
+    kernel, out = weight.shape[2:], z.shape[2:]
+    # spread[k..., b, c, i...] = Σ_o z[b, o, i] · weight[o, c, k]: what offset k sends back from window i.
+    spread = np.tensordot(weight, z, axes=((0,), (1,)))  # [C_in, *k, B, *out]
+    spread = np.moveaxis(spread, 0, n + 1)  # [*k, B, C_in, *out] (a view)
+    padded_shape = (z.shape[0], weight.shape[1], *(length + 2 * p for length, p in zip(input_shape[2:], padding)))
+    padded = np.zeros(padded_shape, dtype=np.result_type(z, weight))
+    every = (slice(None), slice(None))  # every batch entry and channel
+    for offset in np.ndindex(*kernel):
+        reached = tuple(slice(k, k + (o - 1) * s + 1, s) for k, o, s in zip(offset, out, stride))
+        padded[every + reached] += spread[offset]
     crop = tuple(slice(p, p + length) for p, length in zip(padding, input_shape[2:]))
-    cropped = (slice(None), slice(None), *crop)
-    return np.ascontiguousarray(grad_padded[cropped])
+    return np.ascontiguousarray(padded[every + crop])
 
 
 def _conv_weight_grad_forward(
@@ -200,6 +206,71 @@ def _conv_weight_grad_jvp(
     )
 
 
+# ---------------------------------------------------------------- what they allocate for their own step
+# Counted in numbers (times the itemsize at the end), from the shapes: what the memory view adds to a
+# step besides the arrays on the tape. Measured against tracemalloc in tests/viz/test_memory.py.
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _padded_copy(x: Shape, padding: Sequence[int]) -> int:
+    """``np.pad``'s copy of the input (none without padding: the windows are a view of ``x`` itself)."""
+    return _size((*x[:2], *(n + 2 * p for n, p in zip(x[2:], padding)))) if any(padding) else 0
+
+
+def _conv_forward_extra(x: Shape, weight: Shape, out: Shape, padding: Sequence[int]) -> int:
+    """The padded copy and the im2col columns ``[B·L', C·K]`` ``tensordot`` lays out (the product then
+    takes the output's size, which the output's own copy replaces)."""
+    columns = x[0] * x[1] * _size(out[2:]) * _size(weight[2:])
+    return _padded_copy(x, padding) + columns
+
+
+def _conv_transpose_peak(z: Shape, weight: Shape, x: Shape, padding: Sequence[int]) -> int:
+    """The most alive at once in ``_conv_transpose_forward``, its result included.
+
+    ``z`` transposed for ``tensordot`` with the products ``[C_in·K, B·L']``
+    (``spread``); then ``spread``, the zero-padded input and the cropped copy.
+    """
+    spread = weight[1] * _size(weight[2:]) * z[0] * _size(z[2:])
+    padded = _size((*x[:2], *(n + 2 * p for n, p in zip(x[2:], padding))))
+    cropped = _size(x) if any(padding) else 0  # without padding the padded array is the result
+    return max(_size(z) + spread, spread + padded + cropped)
+
+
+def _weight_grad_peak(x: Shape, z: Shape, weight: Shape, padding: Sequence[int]) -> int:
+    """The padded copy, ``z`` transposed and the im2col columns, all at once in ``tensordot``; the result."""
+    return _conv_forward_extra(x, weight, z, padding) + _size(z) + _size(weight)
+
+
+def _conv_scratch(shapes: Sequence[Shape], itemsize: int, stride: Shape, padding: Shape) -> tuple[int, int]:
+    y, x, weight = shapes
+    # The VJP runs conv_transpose (x̄ is then kept), then conv_weight_grad; beyond the two gradients:
+    vjp = max(
+        _conv_transpose_peak(y, weight, x, padding) - _size(x), _weight_grad_peak(x, y, weight, padding) - _size(weight)
+    )
+    return _conv_forward_extra(x, weight, y, padding) * itemsize, vjp * itemsize
+
+
+def _conv_transpose_scratch(
+    shapes: Sequence[Shape], itemsize: int, input_shape: Shape, stride: Shape, padding: Shape
+) -> tuple[int, int]:
+    x, z, weight = shapes  # (its output is the input gradient of the conv it transposes)
+    forward = _conv_transpose_peak(z, weight, x, padding) - _size(x)
+    vjp = max(_conv_forward_extra(x, weight, z, padding), _weight_grad_peak(x, z, weight, padding) - _size(weight))
+    return forward * itemsize, vjp * itemsize
+
+
+def _conv_weight_grad_scratch(
+    shapes: Sequence[Shape], itemsize: int, kernel_size: Shape, stride: Shape, padding: Shape
+) -> tuple[int, int]:
+    weight, x, z = shapes
+    forward = _weight_grad_peak(x, z, weight, padding) - _size(weight)
+    vjp = max(_conv_transpose_peak(z, weight, x, padding) - _size(x), _conv_forward_extra(x, weight, z, padding))
+    return forward * itemsize, vjp * itemsize
+
+
 def _conv_label(params: dict[str, Any]) -> str:
     """What a graph's box says: ``2-D``, then the stride and padding when they are not 1 and 0."""
     stride, padding = params.get("stride", (1,)), params.get("padding", (0,))
@@ -233,6 +304,7 @@ conv = primitive(
     label=_conv_label,
     jvp=_conv_jvp,
     reads=("x", "weight"),
+    scratch=_conv_scratch,
 )
 
 conv_transpose = primitive(
@@ -247,6 +319,7 @@ conv_transpose = primitive(
     label=_conv_label,
     jvp=_conv_transpose_jvp,
     reads=("z", "weight"),
+    scratch=_conv_transpose_scratch,
 )
 
 conv_weight_grad = primitive(
@@ -261,6 +334,7 @@ conv_weight_grad = primitive(
     label=_conv_label,
     jvp=_conv_weight_grad_jvp,
     reads=("x", "z"),
+    scratch=_conv_weight_grad_scratch,
 )
 
 
@@ -288,6 +362,21 @@ def _avg_pool2d_vjp(g: Value, ans: Value, x: Value, kernel: Shape, stride: Shape
     return (reshape.bind(grad, shape=(batch, channels, height, width)),)
 
 
+def _avg_pool2d_scratch(shapes: Sequence[Shape], itemsize: int, kernel: Shape, stride: Shape) -> tuple[int, int]:
+    # The VJP is a conv_transpose of every channel alone (no padding: its padded array is the result).
+    y, x = shapes
+    lone = (x[0] * x[1], 1)
+    peak = _conv_transpose_peak((*lone, *y[2:]), (1, 1, *kernel), (*lone, *x[2:]), (0, 0))
+    return 0, (peak - _size(x)) * itemsize
+
+
+def _max_pool2d_scratch(shapes: Sequence[Shape], itemsize: int, kernel: Shape, stride: Shape) -> tuple[int, int]:
+    # The VJP's _max_positions: the windows copied as rows, then int64 index arrays of the output's
+    # size (the argmax, its rows and columns, the flat positions) alive together.
+    y, _ = shapes
+    return 0, _size(y) * (_size(kernel) * itemsize + 4 * 8)
+
+
 def _pool_label(params: dict[str, Any]) -> str:
     kernel, stride = params.get("kernel", (2, 2)), params.get("stride", (2, 2))
     text = _pair_text(kernel) if len(set(kernel)) > 1 else f"{kernel[0]}×{kernel[0]}"
@@ -304,6 +393,7 @@ avg_pool2d = primitive(
     label=_pool_label,
     jvp=lambda tangents, ans, x, kernel, stride: _avg_pool2d_forward(tangents[0], kernel, stride),
     reads=(),
+    scratch=_avg_pool2d_scratch,
 )
 
 
@@ -312,7 +402,9 @@ def _max_positions(x: Value, kernel: Shape, stride: Shape) -> Value:
     batch, channels, height, width = x.shape
     cols = _pool_windows(x, kernel, stride)
     out_h, out_w = cols.shape[2:4]
-    first = cols.reshape(batch, channels, out_h, out_w, -1).argmax(axis=-1)  # argmax keeps the first of a tie
+    # (The window's size said outright: an empty batch has no entries to infer it from.)
+    entries = cols.reshape(batch, channels, out_h, out_w, kernel[0] * kernel[1])
+    first = entries.argmax(axis=-1)  # argmax keeps the first of a tie
     rows = np.arange(out_h)[:, None] * stride[0] + first // kernel[1]
     columns = np.arange(out_w)[None, :] * stride[1] + first % kernel[1]
     planes = np.arange(batch * channels).reshape(batch, channels, 1, 1)
@@ -347,4 +439,5 @@ max_pool2d = primitive(
     label=_pool_label,
     jvp=_max_pool2d_jvp,
     reads=("x",),
+    scratch=_max_pool2d_scratch,
 )

@@ -92,6 +92,12 @@ class Op:
     # What the VJP reads, by name (operands and the output): a lean tape keeps only these values.
     # None: everything (a user op that declares nothing). Shapes and dtypes are always kept.
     reads: Sequence[str] | None = None  # (kept as a tuple)
+    # What the op's forward and its VJP allocate for their own step beyond what they return — numpy's
+    # temporaries: a convolution's im2col columns and padded copy, the tiled op's scratch tiles — in
+    # bytes, from the shapes alone: scratch(shapes, itemsize, **params) -> (forward, vjp), ``shapes``
+    # the output's then each input's. The memory view counts them during that step (they are gone
+    # after it). None: nothing worth counting (elementwise ops, reductions, views).
+    scratch: Callable | None = None
     # The VJP the Scalar fast path calls, set from ``vjp`` (so ``dataclasses.replace(op, vjp=...)``
     # changes both): ``vjp`` itself, or the elementwise derivative inside a VJP made by
     # :func:`.broadcasting.unbroadcasting` (floats never broadcast: nothing to sum back).

@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
-from .elementwise import divide, float_or_array, unary
+from ..engine.protocols import Value
+from .core import Grads
+from .elementwise import float_or_array, pow_, unary
 
 __all__ = ["log1p", "expm1", "log2", "log10", "exp2", "cbrt", "square", "reciprocal"]
 
@@ -75,12 +77,19 @@ exp2 = unary(
 )
 
 
+def _cbrt_vjp(g: Value, ans: Value, x: Value) -> Grads:
+    # (x^(1/3))' = 1 / (3 x^(2/3)) = cbrt(x)⁻² / 3: infinite at 0, as in PyTorch. One power of the
+    # output, so a recorded pass differentiates it as one: (cbrt⁻²)' · cbrt' = −2/9 · cbrt(x)⁻⁵, which
+    # is −inf at 0 (PyTorch's second derivative), where 1 / (3·y·y) would give −inf · 0 = NaN.
+    with np.errstate(divide="ignore"):
+        return (g * pow_.bind(ans, -2.0) * (1.0 / 3.0),)
+
+
 cbrt = unary(
     "cbrt",
     # The real cube root (negative for negative x), not x ** (1/3), which is complex there.
     float_or_array(lambda x: float(np.cbrt(x)), np.cbrt),
-    # (x^(1/3))' = 1 / (3 x^(2/3)) = 1 / (3 cbrt(x)²): infinite at 0, as in PyTorch.
-    lambda g, ans, x: (divide(g, 3.0 * ans * ans),),
+    _cbrt_vjp,
     "{g} / (3 * cbrt({x})**2)",
     r"\bar x = \bar y / (3 \sqrt[3]{x}^{2})",
     reads=("y",),

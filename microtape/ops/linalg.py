@@ -180,7 +180,7 @@ einsum = primitive(
 # ---------------------------------------------------------------- norm
 
 
-def _norm_forward(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
+def _norm_forward(x: Value, axis: Axis = None, keepdims: bool = False, flat_at_zero: bool = False) -> Value:
     # The 2-norm (Frobenius over several axes): what numpy.linalg.norm gives with ord=None.
     return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
 
@@ -193,18 +193,29 @@ def _safe_norm(ans: Value, like: Value) -> Value:
     return ans + float(zero)
 
 
-def _norm_vjp(g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False) -> Grads:
+def _norm_vjp(
+    g: Value, ans: Value, x: Value, axis: Axis = None, keepdims: bool = False, flat_at_zero: bool = False
+) -> Grads:
     shape = shape_of(x)
     grad = spread(g, x, axis, keepdims) * x / with_kept_axes(_safe_norm(ans, x), axis, keepdims, shape)
     if value_of(ans) is not ans and np.any(value_of(ans) == 0):
-        # Recorded (create_graph=True) at the kink: the first derivative 0 is a choice,
-        # no second derivative exists there (PyTorch: NaN).
+        # Recorded (create_graph=True) at the kink: the first derivative 0 is a choice. The norm has no
+        # second derivative there (PyTorch: NaN); ``std`` (flat_at_zero) takes 0, as PyTorch's
+        # std_backward does by masking where the result is 0: a constant 0 there, so its slope is 0 too.
+        if flat_at_zero:
+            moving = (value_of(ans) != 0).astype(np.result_type(value_of(x)))
+            return (grad * with_kept_axes(moving, axis, keepdims, shape),)
         grad = grad + with_kept_axes(no_second_derivative(ans), axis, keepdims, shape)
     return (grad,)
 
 
 def _norm_jvp(
-    tangents: Sequence[Value | None], ans: Value, x: Value, axis: Axis = None, keepdims: bool = False
+    tangents: Sequence[Value | None],
+    ans: Value,
+    x: Value,
+    axis: Axis = None,
+    keepdims: bool = False,
+    flat_at_zero: bool = False,
 ) -> Value:
     return np.sum(tangents[0] * x, axis=axis, keepdims=keepdims) / _safe_norm(ans, x)
 

@@ -396,6 +396,34 @@ def _jvp(
     return grad_weights @ v + weights @ tv
 
 
+def _scratch(
+    shapes: Sequence[Any],
+    itemsize: int,
+    block_size: int,
+    causal: bool = False,
+    mask: Value | None = None,
+    dropout: Any = None,
+) -> tuple[int, int]:
+    """What a forward and a backward allocate besides O, L and the gradients: block-sized tiles.
+
+    Forward, per tile: the scores tile (exponentiated in place) and its
+    update of the accumulator (``α·acc`` and ``P̂ V_j``, each ``[N, rows, D]``).
+    Backward, per tile: ``P``, ``dP``, ``dP − D`` and ``dS`` (four tiles, one
+    more for the softmax's product), the three tile gradients and a
+    temporary of their sum, and ``D = rowsum(dO ⊙ O)`` for every row. A
+    dropout keep-mask is one more tile. (Counted against ``tracemalloc`` in
+    tests/viz/test_memory.py.)
+    """
+    _, q, k, v = shapes
+    heads, rows, cols = q[0], min(block_size, q[1]), min(block_size, k[1])
+    tile, strip = heads * rows * cols, heads * max(rows, cols) * max(q[-1], v[-1])
+    forward = 2 * tile + 3 * strip
+    vjp = 5 * tile + 4 * strip + heads * q[1]
+    if dropout is not None:
+        forward, vjp = forward + tile, vjp + tile
+    return forward * itemsize, vjp * itemsize
+
+
 def _label(params: dict[str, Any]) -> str:
     text = f"tiles of {params.get('block_size', '?')}"
     return text + (", causal: tiles above the diagonal skipped" if params.get("causal") else "")
@@ -427,4 +455,5 @@ TILED_ATTENTION = primitive(
     # Its backward is a numpy kernel, not a program of ops: it cannot be recorded.
     higher_order=False,
     reads=("Q", "K", "V", "O"),
+    scratch=_scratch,
 )

@@ -180,6 +180,21 @@ class Tensor(SharedElementwise, Node):
     def item(self) -> float:
         return self.data.item()
 
+    def __float__(self) -> float:
+        """The one number of a one-entry Tensor, as a plain float (no gradient flows through it).
+
+        ``float(loss)``, as in PyTorch and for a Scalar. It is also what numpy
+        reads from a list of 0-d Tensors: ``np.sum([loss1, loss2])`` sees their
+        values, as it does for a list of any Tensors (docs/trust.md), and is a
+        plain number; to keep the gradient, stack first: ``mt.stack([loss1, loss2]).sum()``.
+        """
+        if self.size != 1:
+            raise TypeError(
+                f"float(Tensor of shape {self.shape}): only a Tensor of one number converts to a float; "
+                "to combine Tensors keeping their gradient, use mt.stack([...]) and Tensor ops"
+            )
+        return float(np.asarray(self).reshape(()))
+
     def numpy(self) -> np.ndarray:
         return self.data
 
@@ -547,13 +562,15 @@ class Tensor(SharedElementwise, Node):
     def std(self, axis: Any = None, keepdims: bool = False, ddof: int = 0, name: str | None = None) -> Tensor:
         """The standard deviation ``sqrt(var(x, ddof))`` = ``‖x − mean(x)‖ / sqrt(n − ddof)``.
 
-        Built on :meth:`norm`, so it follows the norm's rule at its kink: where
-        all values are equal (zero variance) the gradient is 0, PyTorch's
-        choice, and a second derivative there is NaN (none exists).
+        Built on the ``norm`` op, so it follows the norm's rule at its kink:
+        where all values are equal (zero variance) the gradient is 0, PyTorch's
+        choice. Its second derivative there is 0 too (``flat_at_zero``), as
+        PyTorch's ``std`` gives; a plain :meth:`norm`'s is NaN, as PyTorch's.
         """
         axis, keepdims, count = self._spread_arguments(axis, keepdims, ddof, "std")
         centered = self - self.mean(axis, keepdims=True)
-        return centered.norm(axis, keepdims=keepdims).scale(1.0 / math.sqrt(count - ddof), name=name)
+        spread = record(ops.norm, (centered,), {"axis": axis, "keepdims": keepdims, "flat_at_zero": True})
+        return spread.scale(1.0 / math.sqrt(count - ddof), name=name)
 
     def _spread_arguments(self, axis: Any, keepdims: bool, ddof: int, what: str) -> tuple[Any, bool, int]:
         """var's and std's arguments checked before any op is recorded: ``(axis, keepdims, count)``."""

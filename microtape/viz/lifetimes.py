@@ -31,13 +31,21 @@ What is counted (the model, said once)
   (``reshape``'s VJP, ``add`` handing ``g`` on) costs nothing; a contribution
   that is summed into an earlier one lives only during its step.
 
+* **scratch** — what one step allocates for itself and frees before the
+  next: the temporaries an op declares (``Op.scratch``, from the shapes: a
+  convolution's im2col columns and padded copy, pooling's index arrays, the
+  tiled op's block-sized tiles), and the gradients a VJP computes for inputs
+  that need none (a convolution's input gradient when the input is data).
+  Each lives for its own tick only.
+
 Not counted: the leaves' values (inputs and parameters: you hold them
-before and after), and the short-lived scratch arrays inside one op's
-forward or VJP (numpy's temporaries). Against ``tracemalloc`` the computed
-peak agrees within ±15 % (``tests/viz/test_memory.py`` checks it); what is
-left is that scratch. To know which gradient arrays share memory, the
-reverse pass is run once (:func:`microtape.gradients`: pure, it writes
-nothing) — reading memory changes no value, gradient or tape.
+before and after), and the temporaries of ops that declare none (an
+elementwise op's, a reduction's: each at most the size of its operands).
+Against ``tracemalloc`` the computed peak agrees within ±15 % on attention
+(full and lean tape, and the tiled op), a small conv net and a GRU
+(``tests/viz/test_memory.py`` checks each). To know which gradient arrays
+share memory, the reverse pass is run once (:func:`microtape.gradients`:
+pure, it writes nothing) — reading memory changes no value, gradient or tape.
 """
 
 from dataclasses import dataclass, field
@@ -60,7 +68,7 @@ class Array:
     """One array on the clock: ``born`` is its first tick, ``freed`` the first tick it is gone (None: kept)."""
 
     name: str
-    kind: str  # "value", "saved" or "gradient"
+    kind: str  # "value", "saved", "gradient" or "scratch"
     shape: tuple
     dtype: str
     nbytes: int  # 0 for a view of memory counted elsewhere
@@ -181,8 +189,12 @@ def _program(source):
     """The program of ``source``, refused with a clear error when memory cannot be counted for it."""
     if not isinstance(source, (Tape, Node)) and not hasattr(source, "tape"):
         raise TypeError(
-            "memory(tape_or_layer): expected a Tape, a layer that has run a forward, or a Tensor result; "
-            f"got {type(source).__name__}"
+            f"memory(tape_or_layer): expected a Tape, a layer (mt.nn) or a Tensor result; got {type(source).__name__}"
+        )
+    if not isinstance(source, (Tape, Node)) and source.tape is None:
+        raise ValueError(
+            f"memory(tape_or_layer): this {type(source).__name__} has not run a forward yet (or its forward "
+            "returned no Tensor), so there is nothing to count; call the layer first"
         )
     program = collect(source)
     if program.output is None:
@@ -243,6 +255,7 @@ class _Counter:
                 # A view of an input or a parameter (W.T) lives in the caller's memory: not counted.
                 array = self.add(name, "value", data, i, key, order, free=key not in leaf_blocks)
             value_of[node] = array
+            self.add_scratch(f"{name} (scratch)", _scratch(node)[0], i, order)
             residuals = node.residuals if node.op.forward_saving is not None and node.params else None
             for k, saved in enumerate(_arrays_in(residuals)):
                 self.add(f"{name}.saved{k}", "saved", saved, i, _owner_key(saved), order)
@@ -263,7 +276,12 @@ class _Counter:
         grad_of = {output: seed}
         for k, step in enumerate(result.steps):
             tick, node = start + k, step.equation.output
+            step_name = f"∂{self.names[node]}"
+            self.add_scratch(f"{step_name} (scratch)", _scratch(node)[1], tick, self.orders[program.index[node]])
             for x, gx in zip(node.inputs, step.grad_inputs, strict=True):
+                if gx.__class__ is np.ndarray and not x.requires_grad:
+                    # Computed by the VJP and dropped (an input that is data): alive for the step only.
+                    self.add_scratch(f"{step_name} (unused ∂{self.names.get(x, '?')})", _nbytes(gx), tick, 0)
                 if gx is None or not x.requires_grad or gx.__class__ is not np.ndarray:
                     continue
                 label = f"∂{self.names.get(x, x.name or '?')}"
@@ -282,8 +300,22 @@ class _Counter:
         _share_lifetimes(self.owners)
         return result.steps
 
+    def add_scratch(self, name, nbytes, tick, order):
+        """Bytes one step allocates for itself (see the module docstring): alive during ``tick`` only."""
+        if nbytes > 0:
+            self.arrays.append(Array(name, "scratch", (int(nbytes),), "uint8", int(nbytes), tick, tick + 1, order))
+
     def add_gradient(self, name, data, born, order):
         return self.add(name, "gradient", data, born, ("grad",) + _owner_key(data), order)
+
+
+def _scratch(node):
+    """``(forward, vjp)``: the bytes ``node``'s op declares for its own steps (``Op.scratch``); (0, 0) if none."""
+    declared = getattr(node.op, "scratch", None)
+    if declared is None:
+        return 0, 0
+    shapes = [tuple(getattr(v.data, "shape", np.shape(v.data))) for v in (node, *node.inputs)]
+    return declared(shapes, np.dtype(node.data.dtype).itemsize, **(node.params or {}))
 
 
 def _nbytes(data):

@@ -9,18 +9,19 @@ This module lets you draw what backward keeps::
                                            # the hand-written numpy reference's peak as a line
 
 The figures are computed from the tape when asked (:mod:`.lifetimes`:
-shapes × itemsizes and each array's lifetime), not measured: recording pays
-nothing for them, and drawing changes no value or gradient. Against
-``tracemalloc`` they agree within ±15 % for a full or lean tape; the tiled
-op's VJP works in block-sized scratch tiles that are on no tape, so at small
-sizes its measured peak is up to 35 % above the computed one (the test says
-so too).
+shapes × itemsizes and each array's lifetime, and what each step allocates
+for itself as its op declares it: im2col columns, scratch tiles), not
+measured: recording pays nothing for them, and drawing changes no value or
+gradient. Against ``tracemalloc`` they agree within ±15 % for attention (full
+and lean tape, the tiled op), a small conv net and a GRU (the tests check each).
 
 The areas are stacked by kind — values the tape holds, what an op saved for
 its backward, gradients — and, for a tape holding a recorded derivative
 (``create_graph=True``), the values of its derivative steps get a colour of
 their own: that is what a second derivative keeps alive.
 """
+
+import numbers
 
 import numpy as np
 
@@ -35,6 +36,7 @@ KIND_COLOURS = {
     "value, derivative steps": "#8e44ad",
     "saved": "#2e7d32",
     "gradient": "#d35400",
+    "scratch": "#9e9e9e",  # what one step allocates for itself (im2col columns, scratch tiles)
 }
 
 
@@ -42,7 +44,8 @@ def memory(tape_or_layer, *, grad=None, title=None, axes=None):
     """A matplotlib figure of live bytes against the step; ``fig.table`` is the :class:`~.lifetimes.Ledger`.
 
     ``tape_or_layer``: a :class:`~microtape.Tape` of Tensors, a layer after
-    its forward (``attn``, a Transformer layer), or a Tensor result.
+    its forward (``attn``, a Transformer layer, ``Conv2d``, ``BatchNorm``, a
+    ``GRUCell``: its last forward), or a Tensor result.
     ``grad``: the reverse pass's seed (default: the output's ``.grad``, else
     ones). ``axes``: draw into these matplotlib axes instead of a new
     figure (then the figure returned is theirs). The peak is marked and
@@ -145,6 +148,9 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
     reference's peak (:func:`numpy_reference_peak`). Returns the figure;
     ``fig.tables`` maps ``"full"``, ``"lean"``, ``"tiled"`` to their ledgers.
     """
+    for name, value in (("length", length), ("batch", batch), ("embed", embed), ("heads", heads)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)) or value < 1:
+            raise ValueError(f"compare_attention({name}={value!r}): expected a positive whole number")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, length, embed)).astype(dtype)
     g = rng.standard_normal((batch, length, embed)).astype(dtype)
@@ -181,6 +187,11 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
 
 
 def slope(lengths, peaks):
-    """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear."""
+    """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear.
+
+    Two distinct lengths at least (one point has no slope; numpy would warn and answer anyway).
+    """
+    if len(set(np.asarray(lengths, dtype=float).tolist())) < 2:
+        raise ValueError(f"slope(lengths={list(lengths)!r}): expected at least two distinct lengths")
     logs = np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(peaks, dtype=float))
     return float(np.polyfit(*logs, 1)[0])

@@ -75,10 +75,14 @@ STATE = {  # fill, text colour of the gradient lines
     "first": ("#f28b82", "#8e0000"),
     "depends": ("#ffe0b2", "#a84300"),
     "unchecked": ("#ffffff", "#555555"),
+    # A stepped exercise's check, judged link by link (microtape.exercises): each step's state.
+    "right": ("#dcefdc", "#1b5e20"),
+    "wrong": ("#f28b82", "#8e0000"),
+    "carried": ("#ffe0b2", "#a84300"),
 }
 STATE_EDGE = {"done": "#d35400", "current": "#b03a2e", "partial": "#d35400", "pending": "#c8c8c8", "off": "#dddddd"}
 STATE_EDGE.update({"agreed": "#2e7d32", "differs": "#c62828", "first": "#8e0000", "depends": "#ef6c00"})
-STATE_EDGE["unchecked"] = "#9e9e9e"
+STATE_EDGE.update({"unchecked": "#9e9e9e", "right": "#2e7d32", "wrong": "#c62828", "carried": "#ef6c00"})
 EDGE = "#555555"
 PENDING_TEXT = "#9e9e9e"
 CONSTANT_EDGE = "#999999"
@@ -103,6 +107,9 @@ STATE_TEXT = {
     "first": "first row that differs",
     "depends": "computed from a failure",
     "unchecked": "no row of its own",
+    "right": "right",
+    "wrong": "wrong link",
+    "carried": "carried (right from a wrong step)",
 }
 
 
@@ -360,7 +367,7 @@ def _shape_attrs(shape, backward):
         attrs.update(fillcolor=fill, color=line)
     if backward and shape.state is not None:
         attrs["fillcolor"] = STATE[shape.state][0]
-        if shape.state in ("current", "first"):
+        if shape.state in ("current", "first", "wrong"):
             attrs["penwidth"] = "3"
         elif shape.state in ("pending", "off"):
             attrs["fontcolor"] = PENDING_TEXT
@@ -387,9 +394,9 @@ def _arrow_attrs(arrow, backward):
             attrs["fontcolor"] = STATE[arrow.state][1] if arrow.state != "current" else STATE_EDGE["current"]
             if arrow.state == "current":
                 attrs["penwidth"] = "2"
-            elif arrow.state == "first":
+            elif arrow.state in ("first", "wrong"):
                 attrs["penwidth"] = "3.5"
-            elif arrow.state == "depends":
+            elif arrow.state in ("depends", "carried"):
                 attrs["style"] = "dashed"
     return attrs
 

@@ -15,6 +15,8 @@ against a ledger recorded at the real length. So 4096² arrays are never
 made, and the figure draws in a second.
 """
 
+import numbers
+
 import numpy as np
 
 from ..nn import MultiHeadAttention
@@ -39,7 +41,9 @@ def peak_at(ledger, recorded_at, length):
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
     for array in ledger.arrays:
-        if not array.nbytes:
+        # (A step's scratch is left out: the tiled op's is block-sized, the same at every T, and the
+        # tapes' ops declare none; so the law drawn is that of the arrays on the tape.)
+        if not array.nbytes or array.kind == "scratch":
             continue
         shape = [length if size == recorded_at else size for size in array.shape]
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(array.dtype).itemsize
@@ -58,6 +62,20 @@ def _ledger(options, batch, embed, heads, dtype, seed):
     return lifetimes(attn, g)
 
 
+def _check_lengths(lengths):
+    """``lengths`` as a list of ints, refused unless it holds two distinct whole lengths >= 2 (a slope needs two)."""
+    expected = f"expected a sequence of at least two distinct whole lengths >= 2 (and not {_RECORDED_AT})"
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"memory_scaling(lengths={lengths!r}): {expected}")
+    items = list(lengths)
+    if not all(isinstance(t, (numbers.Integral, np.integer)) and not isinstance(t, (bool, np.bool_)) for t in items):
+        raise TypeError(f"memory_scaling(lengths={lengths!r}): {expected}, got a non-integer")
+    items = [int(t) for t in items]
+    if len(set(items)) < 2 or any(t < 2 or t == _RECORDED_AT for t in items):
+        raise ValueError(f"memory_scaling(lengths={lengths!r}): {expected}")
+    return items
+
+
 def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=16, heads=2, dtype=np.float64, seed=0):
     """Peak memory against ``T`` for the full tape, lean tape and tiled op (and the numpy reference), log axes.
 
@@ -65,11 +83,7 @@ def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=
     one per length), ``fig.slopes`` to the slope of log peak against log T
     (least squares over ``lengths``), which the legend prints.
     """
-    lengths = [int(t) for t in lengths]
-    if len(lengths) < 2 or any(t < 2 or t == _RECORDED_AT for t in lengths):
-        raise ValueError(
-            f"memory_scaling(lengths={lengths!r}): expected at least two lengths >= 2 (and not {_RECORDED_AT})"
-        )
+    lengths = _check_lengths(lengths)
     if _RECORDED_AT in (batch, embed, heads, embed // heads, batch * heads):
         raise ValueError(f"memory_scaling: a dimension equals {_RECORDED_AT}, the length it records at; change it")
     itemsize = np.dtype(dtype).itemsize

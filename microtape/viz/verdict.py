@@ -40,7 +40,10 @@ from .view import MAX_NODES
 
 __all__ = ["report_graph", "verdicts"]
 
-WORSE = ("first", "differs", "depends", "agreed", "unchecked")  # worst first
+WORSE = ("first", "wrong", "differs", "carried", "depends", "agreed", "right", "unchecked")  # worst first
+#: A report whose rows carry their own ``state`` (``judged = True``: a stepped exercise's check) is
+#: drawn as judged: only its rows' nodes coloured, nothing inferred from the graph.
+JUDGED = ("right", "wrong", "carried", "unchecked")
 
 
 def verdicts(program, report):
@@ -57,6 +60,10 @@ def verdicts(program, report):
         node = by_name.get(row.name)
         if node is not None:
             rows[node] = row
+    if getattr(report, "judged", False):
+        return {
+            node: rows[node].state if node in rows else "unchecked" for node in [*program.equations, *program.leaves]
+        }
     readers = {leaf: [program.equations[i] for i, _ in program.uses[j]] for j, leaf in enumerate(program.leaves)}
     for i, node in enumerate(program.equations):
         readers[node] = [program.equations[k] for k in program.consumers[i]]
@@ -123,15 +130,18 @@ def report_graph(
     for shape, box in zip(picture.shapes, view.boxes, strict=True):
         nodes = [program.equations[i] for i in box.equations] + [program.leaves[j] for j in box.leaves]
         shape.state = min((verdict[node] for node in nodes), key=WORSE.index) if nodes else "unchecked"
+    judged = getattr(report, "judged", False)
+    box_state = {box.id: shape.state for shape, box in zip(picture.shapes, view.boxes, strict=True)}
     for arrow, link in zip(picture.arrows, view.links, strict=True):
         if not link.constant:
-            arrow.state = _edge_verdict(program, verdict, link.uses)
+            # Judged: the edge carries the state of the box its gradient flows into.
+            arrow.state = box_state[link.tail] if judged else _edge_verdict(program, verdict, link.uses)
         if view.by_id[link.tail].summarised or view.by_id[link.head].summarised:
             arrow.label = None  # the colour says it; formulas are on the edges of the open module
     shown = {shape.state for shape in picture.shapes} | {arrow.state for arrow in picture.arrows}
     picture.legend = [("state", key) for key in WORSE if key in shown]
     first = report.first_failure
-    picture.note = (
+    picture.note = getattr(report, "note", None) or (
         f"analytic against tape: the first row that differs is {first}" if first else "analytic against tape: all agree"
     )
     return to_digraph(picture)

@@ -14,7 +14,7 @@ import pytest
 
 import microtape as mt
 from microtape import ops
-from microtape.check import GradcheckResult, gradcheck, numeric_gradient
+from microtape.check import GradcheckError, GradcheckResult, gradcheck, gradgradcheck, numeric_gradient
 from microtape.engine import record as _apply
 from microtape.ops import OPS, Op
 
@@ -28,6 +28,13 @@ SIN = Op(
     grads_latex=(r"\bar x = \bar y \cos x",),
 )
 WRONG_SIN = dataclasses.replace(SIN, vjp=lambda g, ans, x: (g * np.sin(x),))
+
+
+def gradcheck_result(fn, *inputs, **options):
+    """The check's result whatever it says (a failure returned, not raised), to read its details."""
+    return gradcheck(fn, *inputs, raise_exception=False, **options)
+
+
 # Off by a relative 1%: small, but far above finite-difference error.
 SLIGHTLY_WRONG_SIN = dataclasses.replace(SIN, vjp=lambda g, ans, x: (1.01 * g * np.cos(x),))
 
@@ -64,7 +71,7 @@ def test_passes_on_correct_functions():
 def test_fails_on_a_wrong_vjp():
     """A VJP that uses sin instead of cos fails, and the worst entry shows both opinions."""
     x = np.array([[0.3, -1.1, 2.0], [0.7, 1.5, -0.4]])
-    result = gradcheck(lambda t: _apply(WRONG_SIN, (t,)).sum(), x)
+    result = gradcheck_result(lambda t: _apply(WRONG_SIN, (t,)).sum(), x)
     assert not result.ok and not bool(result)
     worst = result.worst
     assert worst.input == 0
@@ -79,10 +86,10 @@ def test_fails_on_a_wrong_vjp():
 def test_fails_on_a_slightly_wrong_vjp_and_tolerances_matter():
     """A VJP 1% off fails at the default rtol (1e-3) but passes when rtol allows 5%."""
     x = np.linspace(-1.0, 1.0, 7)
-    assert not gradcheck(_sin(SLIGHTLY_WRONG_SIN), x).ok
+    assert not gradcheck_result(_sin(SLIGHTLY_WRONG_SIN), x).ok
     assert gradcheck(_sin(SLIGHTLY_WRONG_SIN), x, rtol=0.05).ok
     assert gradcheck(_sin(SLIGHTLY_WRONG_SIN), x, atol=0.05, rtol=0.0).ok
-    assert not gradcheck(_sin(SLIGHTLY_WRONG_SIN), x, atol=1e-4, rtol=0.0).ok
+    assert not gradcheck_result(_sin(SLIGHTLY_WRONG_SIN), x, atol=1e-4, rtol=0.0).ok
 
 
 def test_fails_when_a_registered_op_is_broken(monkeypatch):
@@ -91,8 +98,8 @@ def test_fails_when_a_registered_op_is_broken(monkeypatch):
     monkeypatch.setattr(ops, "tanh", wrong)
     monkeypatch.setitem(OPS, "tanh", wrong)
     x = np.array([0.5, -1.0, 2.0])
-    assert not gradcheck(lambda t: t.tanh(), x).ok
-    assert not gradcheck(lambda a: a.tanh() * 2.0, 0.5).ok  # the Scalar route too
+    assert not gradcheck_result(lambda t: t.tanh(), x).ok
+    assert not gradcheck_result(lambda a: a.tanh() * 2.0, 0.5).ok  # the Scalar route too
 
 
 def test_registered_tanh_passes_again_after_monkeypatch():
@@ -105,7 +112,7 @@ def test_fails_for_a_wrong_gradient_of_the_second_input():
     """The check covers every input, and reports which input is wrong."""
     wrong_mul = dataclasses.replace(OPS["mul"], vjp=lambda g, ans, a, b: (g * b, g * b))
     x, y = np.array([1.0, 2.0, 3.0]), np.array([-0.5, 0.5, 4.0])
-    result = gradcheck(lambda a, c: _apply(wrong_mul, (a, c)), x, y)
+    result = gradcheck_result(lambda a, c: _apply(wrong_mul, (a, c)), x, y)
     assert not result.ok
     assert result.worst.input == 1
     assert result.per_input[0] < 1e-6 < result.per_input[1]
@@ -116,9 +123,9 @@ def test_readable_string():
     x = np.array([[0.3, -1.1, 2.0], [0.7, 1.5, -0.4]])
     good = str(gradcheck(_sin(SIN), x))
     assert "passed" in good and "6 entries" in good
-    bad = str(gradcheck(lambda t: _apply(WRONG_SIN, (t,)).sum(), x))
+    bad = str(gradcheck_result(lambda t: _apply(WRONG_SIN, (t,)).sum(), x))
     assert "FAILED" in bad and "worst" in bad and "input 0" in bad
-    result = gradcheck(lambda t: _apply(WRONG_SIN, (t,)).sum(), x)
+    result = gradcheck_result(lambda t: _apply(WRONG_SIN, (t,)).sum(), x)
     assert str(result.worst.index) in bad
     assert f"{result.max_abs_error:.3e}" in bad
 
@@ -128,7 +135,7 @@ def test_max_entries_limits_the_work():
     x = np.random.default_rng(1).standard_normal((10, 10))
     result = gradcheck(lambda t: t.exp().sum(), x, max_entries=5)
     assert result.ok and result.checked == 5
-    wrong = gradcheck(lambda t: _apply(WRONG_SIN, (t,)).sum(), x, max_entries=5)
+    wrong = gradcheck_result(lambda t: _apply(WRONG_SIN, (t,)).sum(), x, max_entries=5)
     assert not wrong.ok and wrong.checked == 5
 
 
@@ -220,7 +227,7 @@ def test_validates_tolerances(kwargs, name):
 )
 def test_non_finite_values_or_gradients_fail_and_say_so(fn, x, said):
     """NaN/inf on either side is a failure named in the result, never a pass (|nan - x| > tol is False)."""
-    result = gradcheck(fn, x)
+    result = gradcheck_result(fn, x)
     assert not result.ok and not bool(result)
     assert any(said in text for text in result.not_finite), result.not_finite
     assert "not finite" in str(result) and "FAILED" in str(result)
@@ -236,7 +243,7 @@ def test_a_gradient_wrong_in_one_element_fails():
 
     almost_sin = dataclasses.replace(SIN, vjp=vjp)
     x = np.linspace(-1.0, 1.0, 8).reshape(2, 4)
-    result = gradcheck(lambda t: _apply(almost_sin, (t,)).sum(), x)
+    result = gradcheck_result(lambda t: _apply(almost_sin, (t,)).sum(), x)
     assert not result.ok and result.worst.index == (0, 3)
     assert result.max_abs_error == pytest.approx(0.01, rel=1e-4)
 
@@ -248,3 +255,37 @@ def test_numpy_number_arguments_are_accepted_and_bad_counts_refused():
                          ({"seed": -1}, "seed"), ({"seed": 1.5}, "seed")):  # fmt: skip
         with pytest.raises(ValueError, match=name):
             gradcheck(lambda t: t.sum(), np.ones(2), **kwargs)
+
+
+# ---------------------------------------------------------------- a failure raises, as PyTorch's does
+
+
+def test_a_failure_raises_naming_the_worst_entry():
+    """By default a failing gradcheck raises GradcheckError whose message names the worst entry (PyTorch's rule)."""
+    x = np.array([[0.3, -1.1, 2.0], [0.7, 1.5, -0.4]])
+    with pytest.raises(GradcheckError) as caught:
+        gradcheck(lambda t: _apply(WRONG_SIN, (t,)).sum(), x)
+    result = caught.value.result
+    assert isinstance(caught.value, RuntimeError) and not result.ok
+    assert f"worst: input 0 at {result.worst.index}" in str(caught.value)
+    assert "FAILED" in str(caught.value)
+    # A pass returns the result, whatever the keyword says.
+    assert gradcheck(_sin(SIN), x).ok and gradcheck(_sin(SIN), x, raise_exception=False).ok
+
+
+def test_gradgradcheck_raises_on_a_wrong_second_derivative(monkeypatch):
+    """tanh's VJP made wrong: gradgradcheck raises by default, and returns the failure with raise_exception=False."""
+    wrong = dataclasses.replace(OPS["tanh"], vjp=lambda g, ans, x: (g * (1.0 - ans),))
+    monkeypatch.setattr(ops, "tanh", wrong)
+    monkeypatch.setitem(OPS, "tanh", wrong)
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(GradcheckError, match="gradgradcheck FAILED"):
+        gradgradcheck(lambda t: (t * t).tanh().sum(), x)
+    assert not gradgradcheck(lambda t: (t * t).tanh().sum(), x, raise_exception=False).ok
+
+
+@pytest.mark.parametrize("check", [gradcheck, gradgradcheck])
+def test_raise_exception_must_be_a_bool(check):
+    """raise_exception="no" is refused naming the argument, before anything runs."""
+    with pytest.raises(TypeError, match="raise_exception='no'"):
+        check(lambda t: t.sum(), np.ones(2), raise_exception="no")

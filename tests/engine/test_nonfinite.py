@@ -33,10 +33,12 @@ def test_the_first_non_finite_gradient_names_the_step_that_sent_it():
 
 
 def test_gradcheck_says_where_the_nan_first_appeared():
-    result = mt.check.gradcheck(lambda x: x.cbrt().sum() * 2.0, np.array([0.5, 0.0]))  # cbrt's slope at 0
+    result = mt.check.gradcheck(
+        lambda x: x.cbrt().sum() * 2.0, np.array([0.5, 0.0]), raise_exception=False
+    )  # cbrt's slope at 0
     assert not result
     text = "\n".join(result.not_finite)
     assert "the gradient first became non-finite at tape[0] (cbrt" in text, text
     with np.errstate(invalid="ignore"):
-        result = mt.check.gradcheck(lambda x: mt.ops.log(x - 2.0).sum(), np.array([3.0, 1.0]))
+        result = mt.check.gradcheck(lambda x: mt.ops.log(x - 2.0).sum(), np.array([3.0, 1.0]), raise_exception=False)
     assert "the value first became non-finite at tape[1] (log" in "\n".join(result.not_finite)

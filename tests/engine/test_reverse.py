@@ -225,3 +225,28 @@ def test_failed_forward_leaves_the_tape_unchanged():
             with pytest.raises((TypeError, ValueError)):
                 bad()
     assert tape.nodes == [y]
+
+
+def test_a_leaf_used_several_times_is_complete_at_its_last_step_of_the_pass():
+    """completed_at (the reports' step column): a leaf used at tape steps 0, 2 and 3 is complete after step 0.
+
+    The pass walks the tape backwards (3, 2, 1, 0), so a leaf's gradient is
+    whole only after the last of its uses the pass reaches — the earliest on
+    the tape — not at the first contribution it got.
+    """
+    a = mt.Tensor(np.array([0.5, -1.0]), requires_grad=True, name="a")
+    b = mt.Tensor(np.array([2.0, 3.0]), requires_grad=True, name="b")
+    with mt.Tape() as tape:
+        first = a * b  # step 0: a's first use on the tape
+        second = first.tanh()  # step 1
+        third = second * a  # step 2
+        total = (third + a).sum()  # steps 3 (add: a again) and 4 (sum)
+    result = mt.gradients(total, tape=tape, steps=True)
+    uses = [i for i, equation in enumerate(tape) if any(x is a for x in equation.inputs)]
+    assert uses == [0, 2, 3]
+    assert result.completed_at(a) == 0  # the pass's last visit, not its first (3)
+    assert result.completed_at(b) == 0
+    assert result.completed_at(second) == 1 and result.completed_at(total) == 4
+    # Its gradient is complete there: the sum of the three contributions.
+    np.testing.assert_allclose(result[a], b.data * (1 - np.tanh(a.data * b.data) ** 2) * a.data
+                               + np.tanh(a.data * b.data) + 1.0, rtol=1e-14)  # fmt: skip

@@ -223,7 +223,7 @@ def test_a_lookup_table_of_the_visible_answers_fails_the_hidden_trials(tmp_path)
 
     table = []
     for trial in range(len(ex.get("softmax_backward").visible)):
-        args, expected = _trial("softmax_backward", False, _trial_key(0, False, None), trial)
+        args, expected, _ = _trial("softmax_backward", False, _trial_key(0, False, None), trial)
         table.append((args[0].tolist(), expected[0].tolist()))
     cheat = f"""
     TABLE = {table!r}

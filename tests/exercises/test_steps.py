@@ -1,7 +1,7 @@
 """Stepped exercises: each step of a derivation checked on its own, the first wrong one named, later ones not blamed.
 
 A stepped exercise's student returns the intermediate gradients by name
-(``grad_scores``, ``grad_var``, …). The checker compares every step with the
+(``grad_scaled_scores``, ``grad_var``, …). The checker compares every step with the
 tape's value for it, names the first wrong step whose own sources were right,
 does not blame the steps computed from a wrong one, gives per-step points,
 matches named mistakes at their step, and draws the check (the broken edge
@@ -47,8 +47,8 @@ def test_the_stepped_exercises_are_in_the_lab_with_their_steps_in_derivation_ord
     assert sorted(name for name in ex.list_exercises() if ex.get(name).stepped) == sorted(STEPPED)
     assert ex.list_exercises()[-1] == "layernorm_backward"  # the stretch exercise stays last
     attention = ex.get("attention_backward_steps")
-    assert [o.name for o in attention.outputs] == ["grad_weights", "grad_scores", "grad_q", "grad_k", "grad_v"]
-    assert attention.depends_on("grad_q") == ("grad_weights", "grad_scores")
+    assert [o.name for o in attention.outputs] == ["grad_weights", "grad_scaled_scores", "grad_q", "grad_k", "grad_v"]
+    assert attention.depends_on("grad_q") == ("grad_weights", "grad_scaled_scores")
     for name in ("layernorm_backward_steps", "batchnorm_backward"):
         steps = [o.name for o in ex.get(name).outputs]
         assert steps == ["grad_xhat", "grad_var", "grad_mean", "grad_x", "grad_gamma", "grad_beta"]
@@ -83,42 +83,69 @@ def test_each_named_mistake_is_diagnosed_at_its_step(name, mistake_name):
     assert _points(result)[mistake.step] == 0 and result.score < result.max_score
 
 
-def test_a_wrong_step_in_the_middle_is_named_first_and_the_later_ones_are_not_blamed():
-    # grad_scores wrong, and grad_q, grad_k computed from it (wrong too); grad_weights and grad_v right.
-    student = _changing("attention_backward_steps", grad_scores=1.5, grad_q=1.5, grad_k=1.5)
+def test_a_wrong_step_in_the_middle_is_named_and_the_steps_computed_from_it_are_carried_and_credited():
+    # The issue's case: a wrong dS scored 2/5, grad_q and grad_k at 0 although computed right from it.
+    student = making_mistake("attention_backward_steps", "no_rowsum")
     result = ex.check("attention_backward_steps", student)
     assert result.status == "partly right"
-    assert result.first_wrong == "grad_scores"
+    assert result.first_wrong == "grad_scaled_scores" and result.wrong_links == ("grad_scaled_scores",)
     assert result.computed_from_wrong == ("grad_q", "grad_k")
     assert [(s.name, s.state) for s in result.steps] == [
-        ("grad_weights", "right"), ("grad_scores", "first wrong"), ("grad_q", "computed from wrong"),
-        ("grad_k", "computed from wrong"), ("grad_v", "right"),
+        ("grad_weights", "right"), ("grad_scaled_scores", "wrong"), ("grad_q", "carried"), ("grad_k", "carried"),
+        ("grad_v", "right"),
     ]  # fmt: skip
-    assert _points(result) == {"grad_weights": 1, "grad_scores": 0, "grad_q": 0, "grad_k": 0, "grad_v": 1}
-    assert result.score == 2
+    assert _points(result) == {"grad_weights": 1, "grad_scaled_scores": 0, "grad_q": 1, "grad_k": 1, "grad_v": 1}
+    assert result.score == 4 and not result.ok
     message = result.message
-    assert message.startswith("✗ attention_backward_steps: grad_scores is the first wrong step;")
-    assert "grad_q and grad_k are computed from grad_scores, which is wrong: fix grad_scores first" in message
-    # Only the blamed step's entry is shown; the later ones are not reported as mistakes of their own.
-    assert "grad_scores[" in message and "grad_q[" not in message and "grad_k[" not in message
+    assert message.startswith("✗ attention_backward_steps: grad_scaled_scores is the first wrong step; "
+                              "grad_q and grad_k are carried; grad_weights and grad_v are right.")  # fmt: skip
+    assert "grad_q and grad_k are right from your grad_scaled_scores" in message and "error carried forward" in message
+    # Only the wrong link's entry is shown; the carried ones are not reported as mistakes.
+    assert "grad_scaled_scores[" in message and "grad_q[" not in message and "grad_k[" not in message
 
 
-def test_the_first_wrong_step_is_the_first_whose_sources_were_right_in_a_longer_chain():
-    # Layer norm: grad_var wrong; grad_mean and grad_x computed from it; grad_xhat, gamma, beta right.
+def test_a_second_independent_error_is_named_after_the_first():
+    # dS without its rowsum term, and dQ without its 1/√d on top: before, the same feedback as dS alone.
+    mistake = ex.get("attention_backward_steps").mistake("no_rowsum")
+
+    def student(q, k, v, grad_c):
+        values = dict(SOLUTIONS["attention_backward_steps"](q, k, v, grad_c))
+        values.update(mistake.fn(q, k, v, grad_c))
+        values["grad_q"] = values["grad_q"] * np.sqrt(q.shape[-1])  # the backward scale forgotten
+        return values
+
+    result = ex.check("attention_backward_steps", student)
+    assert result.wrong_links == ("grad_scaled_scores", "grad_q") and result.computed_from_wrong == ("grad_k",)
+    assert "grad_scaled_scores is the first wrong step (grad_q is wrong too, at its own link)" in result.message
+    # grad_q is told against what the tape computes from the student's own grad_scaled_scores.
+    assert "grad_q[" in result.message and "tape from your grad_scaled_scores" in result.message
+    assert _points(result) == {"grad_weights": 1, "grad_scaled_scores": 0, "grad_q": 0, "grad_k": 1, "grad_v": 1}
+    alone = ex.check("attention_backward_steps", making_mistake("attention_backward_steps", "no_rowsum"))
+    assert alone.message != result.message and alone.score == result.score + 1
+
+
+def test_in_a_longer_chain_each_wrong_link_is_named_and_the_carried_steps_follow_the_graph():
+    # Layer norm: grad_var wrong (its power); grad_mean and grad_x computed right from it: carried.
+    result = ex.check("layernorm_backward_steps", making_mistake("layernorm_backward_steps", "var_power_wrong"))
+    # (grad_mean does not use grad_var: the path through the variance adds grad_var · mean(−2(x − mu)) = 0)
+    assert result.wrong_links == ("grad_var",) and result.computed_from_wrong == ("grad_x",)
+    assert {s.name: s.state for s in result.steps}["grad_mean"] == "right" and result.score == 5
+    # Three steps each scaled on their own: three wrong links, in derivation order, none hidden.
     student = _changing("layernorm_backward_steps", grad_var=2.0, grad_mean=3.0, grad_x=0.5)
     result = ex.check("layernorm_backward_steps", student)
-    assert result.first_wrong == "grad_var"
-    assert result.computed_from_wrong == ("grad_mean", "grad_x")
+    assert result.wrong_links == ("grad_var", "grad_mean", "grad_x") and result.computed_from_wrong == ()
+    assert "grad_var is the first wrong step (grad_mean and grad_x are wrong too" in result.message
     assert _points(result) == {"grad_xhat": 1, "grad_var": 0, "grad_mean": 0, "grad_x": 0, "grad_gamma": 1,
                                "grad_beta": 1}  # fmt: skip
-    assert "grad_mean and grad_x are computed from grad_var, which is wrong" in result.message
 
 
-def test_a_second_step_wrong_on_its_own_is_blamed_too():
-    student = _changing("attention_backward_steps", grad_scores=2.0, grad_v=-1.0)
+def test_a_step_right_from_the_true_values_stays_right_when_an_earlier_one_is_wrong():
+    student = _changing("attention_backward_steps", grad_scaled_scores=2.0, grad_v=-1.0)
     result = ex.check("attention_backward_steps", student)
     states = {s.name: s.state for s in result.steps}
-    assert states["grad_scores"] == "first wrong" and states["grad_v"] == "wrong"
+    assert states == {"grad_weights": "right", "grad_scaled_scores": "wrong", "grad_q": "right", "grad_k": "right",
+                      "grad_v": "wrong"}  # fmt: skip
+    assert result.wrong_links == ("grad_scaled_scores", "grad_v")
     assert "grad_v is wrong too" in result.message and "grad_v[" in result.message
 
 
@@ -126,9 +153,9 @@ def test_the_picture_marks_the_broken_edge_and_is_shown_in_a_notebook():
     wrong = ex.check("batchnorm_backward", making_mistake("batchnorm_backward", "var_power_wrong"))
     source = wrong.picture().source
     assert "the first wrong step is grad_var" in source
-    assert "first row that differs" in source and "computed from a failure" in source
+    assert "wrong link" in source and "carried (right from a wrong step)" in source
     right = ex.check("batchnorm_backward", SOLUTIONS["batchnorm_backward"]).picture().source
-    assert "first row that differs" not in right
+    assert "wrong link" not in right and "carried" not in right
     html = wrong._repr_html_()
     assert "<svg" in html and "grad_var" in html
     # An exercise without steps has no picture, and says so.
@@ -146,7 +173,7 @@ def attention_backward_steps(q, k, v, grad_c):
     p = _softmax(q @ np.swapaxes(k, -1, -2) * scale)
     grad_p = grad_c @ np.swapaxes(v, -1, -2)
     grad_s = p * grad_p                     # the rowsum term forgotten
-    return {"grad_weights": grad_p, "grad_scores": grad_s, "grad_q": grad_s @ k * scale,
+    return {"grad_weights": grad_p, "grad_scaled_scores": grad_s, "grad_q": grad_s @ k * scale,
             "grad_k": np.swapaxes(grad_s, -1, -2) @ q * scale, "grad_v": np.swapaxes(p, -1, -2) @ grad_c}
 """
 
@@ -164,10 +191,13 @@ def test_the_command_writes_the_picture_of_the_check(tmp_path, capsys):
     picture = tmp_path / "where.svg"
     assert _run("check", str(answers), "--name", "attention_backward_steps", "--picture", str(picture)) == 1
     out = capsys.readouterr()
-    assert "grad_scores is the first wrong step" in out.out and "hint — missing rowsum term (at grad_scores)" in out.out
+    assert (
+        "grad_scaled_scores is the first wrong step" in out.out
+        and "hint — missing rowsum term (at grad_scaled_scores)" in out.out
+    )
     svg = picture.read_text()
     assert svg.startswith("<?xml") and "<svg" in svg
-    assert "first wrong step is grad_scores" in svg and "first row that differs" in svg
+    assert "first wrong step is grad_scaled_scores" in svg and "wrong link" in svg
     assert "picture of attention_backward_steps" in out.err
     # A file with no stepped exercise checked to its end: said, and no picture.
     stub = tmp_path / "stub.py"
@@ -222,7 +252,16 @@ def test_the_gradebook_has_a_total_row_per_student_and_the_whole_feedback(tmp_pa
     assert "hint — divided by the wrong count (at grad_x)" in feedback
     kept = Graded("ada", tmp_path / "ada.py", results).to_json()["exercises"]["batchnorm_backward"]
     assert kept["first_wrong"] == "grad_x"
-    assert kept["steps"]["grad_x"] == {"points": 0, "max": 1, "state": "first wrong"}
+    assert kept["steps"]["grad_x"] == {"points": 0, "max": 1, "state": "wrong"}
+    # A pair of columns per step (points, state), filled on the stepped exercise's row only.
+    assert rows[0]["grad_x points"] == "0" and rows[0]["grad_x state"] == "wrong"
+    assert rows[0]["grad_var state"] == "right" and rows[1]["grad_x state"] == "" and rows[2]["grad_x state"] == ""
+    # A grade resumed from its JSON (a rerun) keeps its steps, and so its columns.
+    resumed = Graded.from_json(Graded("ada", tmp_path / "ada.py", results).to_json(), tmp_path / "ada.py")
+    write_gradebook([resumed], book)
+    again = list(csv.DictReader(book.open(encoding="utf-8")))
+    assert again[0]["grad_x state"] == "wrong" and again[0]["grad_var points"] == "1"
+    assert resumed.results["batchnorm_backward"].wrong_links == ("grad_x",)
 
 
 def test_a_stepped_exercise_is_refused_when_its_steps_are_out_of_order_or_a_mistake_names_no_step():

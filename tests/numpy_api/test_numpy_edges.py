@@ -160,3 +160,42 @@ def test_the_new_ops_at_the_ends_of_their_domain_give_infinite_slopes_silently()
         second = mt.hvp(lambda v: v.arcsinh(), 0.0, 1.0)  # arcsinh'' = -x / (1 + x²)^1.5
         assert second == 0.0
     assert mt.hvp(lambda v: v.arcsinh(), 1.0, 1.0) == pytest.approx(-(2**-1.5), rel=1e-14)
+
+
+EINSUM_BROADCAST = [
+    ("i,i", [(4,), (1,)]),
+    ("i,i", [(1,), (4,)]),
+    ("ia,i->a", [(1, 3), (4,)]),
+    ("ki,jk->ij", [(1, 3), (4, 5)]),  # k: 1 in a, 5 in b
+    ("ij,ij", [(3, 1), (1, 4)]),
+    ("i,i,i", [(1,), (3,), (1,)]),
+]
+
+
+@pytest.mark.parametrize("subscripts, shapes", EINSUM_BROADCAST, ids=[f"{c[0]} {c[1]}" for c in EINSUM_BROADCAST])
+def test_einsum_broadcasts_a_length_1_axis_as_numpy_and_its_gradient_sums_back(subscripts, shapes):
+    """numpy broadcasts a letter of length 1 against a longer one: the same value, the gradient summed back."""
+    operands = [RNG.normal(size=shape) for shape in shapes]
+    tensors = [mt.Tensor(x, requires_grad=True) for x in operands]
+    np.testing.assert_allclose(mt.einsum(subscripts, *tensors).data, np.einsum(subscripts, *operands), rtol=1e-13)
+    np.testing.assert_allclose(np.einsum(subscripts, *tensors).data, np.einsum(subscripts, *operands), rtol=1e-13)
+    assert gradcheck(lambda *xs: mt.einsum(subscripts, *xs), *operands).ok
+    mt.einsum(subscripts, *tensors).sum().backward()
+    assert all(t.grad.shape == x.shape for t, x in zip(tensors, operands))
+
+
+def test_einsum_still_refuses_lengths_that_do_not_broadcast():
+    with pytest.raises(ValueError, match="letter 'i' has length 4 and 3"):
+        mt.einsum("i,i", np.ones(4), np.ones(3))
+    with pytest.raises(ValueError, match="letter 'i' has length 1 and 4 in operand 0"):
+        mt.einsum("ii->i", np.ones((1, 4)))  # a diagonal needs a square: numpy refuses it too
+
+
+def test_einsum_sublists_with_a_number_first_and_their_gradients():
+    """numpy's sublist form, also with a plain number as the first operand (MyGrad's case)."""
+    c, a, b = RNG.normal(size=(2, 3)), RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2))
+    np.testing.assert_allclose(mt.einsum(3.0, [Ellipsis], c, [Ellipsis]).data, 3.0 * c, rtol=1e-15)
+    np.testing.assert_allclose(mt.einsum(a, [0, 1], b, [1, 2]).data, a @ b, rtol=1e-13)
+    np.testing.assert_allclose(np.einsum(mt.Tensor(a), [0, 1], b, [1, 2], [2, 0]).data, (a @ b).T, rtol=1e-13)
+    assert gradcheck(lambda s, t: mt.einsum(s, [0, 1], t, [1, 2]), a, b).ok
+    assert gradcheck(lambda s, t: np.einsum(s, [0, 1], t, [2, 0], [1, 2]), RNG.normal(size=(3, 2)), a.T).ok

@@ -175,3 +175,27 @@ def test_a_list_of_tensors_is_stacked_first_and_its_gradient_flows():
     total.backward()
     np.testing.assert_array_equal(x.grad, [2.0, 4.0])
     np.testing.assert_array_equal(y.grad, [6.0, 8.0])
+
+
+@pytest.mark.parametrize("combine", [np.sum, np.mean])
+def test_numpy_on_a_list_of_0d_losses_sees_their_values(combine):
+    """np.sum/np.mean of a list of 0-d losses is the plain number (numpy sees values, as for any list of Tensors).
+
+    It used to fail with numpy's "setting an array element with a sequence"; a
+    list of 1-d Tensors already gave plain values. The gradient still flows only
+    through mt.stack, the documented way.
+    """
+    x = mt.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    losses = [(x * x).sum(), (x * 3.0).sum()]
+    value = combine(losses)
+    assert not isinstance(value, mt.Tensor) and value == combine([5.0, 9.0])
+    assert float(losses[0]) == 5.0 and float(mt.Tensor(np.array([[7.0]]))) == 7.0
+    kept = mt.stack(losses).sum() if combine is np.sum else mt.stack(losses).mean()
+    assert float(kept) == value
+    kept.backward()
+    np.testing.assert_allclose(x.grad, [5.0, 7.0] if combine is np.sum else [2.5, 3.5], rtol=1e-15)
+
+
+def test_float_of_a_tensor_of_several_numbers_points_to_stack():
+    with pytest.raises(TypeError, match=r"float\(Tensor of shape \(2,\)\).*mt.stack"):
+        float(mt.Tensor(np.array([1.0, 2.0])))

@@ -409,3 +409,20 @@ def test_logsumexp_keepdims_must_be_a_bool():
     x = mt.Tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=r"logsumexp\(keepdims='x'\)"):
         x.logsumexp(keepdims="x")
+
+
+def test_clip_passes_the_gradient_at_both_bounds_as_pytorch():
+    """The docstring's ``lower <= x <= upper``: at a bound x is let through, so its gradient is g (PyTorch's clamp).
+
+    Tensor and Scalar alike; only entries strictly outside get 0.
+    """
+    x = mt.Tensor(np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), requires_grad=True)
+    x.clip(-1.0, 1.0).backward(np.array([10.0, 20.0, 30.0, 40.0, 50.0]))
+    np.testing.assert_array_equal(x.grad, [0.0, 20.0, 30.0, 40.0, 0.0])
+    for value in (-1.0, 1.0):
+        s = mt.Scalar(value)
+        s.clip(-1.0, 1.0).backward()
+        assert s.grad == 1.0, value
+    only_lower = mt.Tensor(np.array([0.0, 0.5]), requires_grad=True)
+    only_lower.clip(lower=0.0).sum().backward()
+    np.testing.assert_array_equal(only_lower.grad, [1.0, 1.0])

@@ -47,8 +47,9 @@ def test_gradcheck_passes_it_and_catches_a_wrong_vjp(define):
     x = np.array([[-1.5, 0.2], [0.7, 3.0]])
     assert mt.check.gradcheck(lambda t: logistic(t).sum(), x).ok
     assert mt.check.gradcheck(lambda t: logistic(t) * t, x).ok
-    assert not mt.check.gradcheck(lambda t: wrong(t).sum(), x).ok
-    assert not mt.check.gradcheck(lambda a: wrong(a) * 2.0, 0.3).ok  # the Scalar route too
+    with pytest.raises(mt.check.GradcheckError, match="gradcheck FAILED"):  # a failure raises, as PyTorch's
+        mt.check.gradcheck(lambda t: wrong(t).sum(), x)
+    assert not mt.check.gradcheck(lambda a: wrong(a) * 2.0, 0.3, raise_exception=False).ok  # the Scalar route too
 
 
 def test_the_graph_draws_it_with_its_name_and_formula(define):

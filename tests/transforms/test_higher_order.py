@@ -190,7 +190,7 @@ def test_gradgradcheck_passes_and_catches_a_vjp_whose_recorded_form_is_wrong():
     )
     try:
         assert mt.check.gradcheck(lambda t: square(t).sum(), np.array([0.5, 1.5]))
-        result = mt.check.gradgradcheck(lambda t: square(t).sum(), np.array([0.5, 1.5]))
+        result = mt.check.gradgradcheck(lambda t: square(t).sum(), np.array([0.5, 1.5]), raise_exception=False)
         assert not result.ok and "gradgradcheck FAILED" in str(result)
     finally:
         OPS.pop("square_frozen_x")

@@ -159,10 +159,6 @@ def test_std_away_from_the_kink_matches_numpy_and_its_gradient():
         np.testing.assert_allclose(x.grad, expected, atol=1e-12)
 
 
-def test_hessian_of_std_at_zero_variance_is_nan():
-    assert np.isnan(mt.hessian(lambda v: v.std(), np.ones(3))).all()
-
-
 # -- second order where the first derivative is infinite: ±inf or NaN, no error, no warning
 
 
@@ -175,3 +171,35 @@ def test_second_order_of_a_square_root_at_zero():
     grad = mt.gradients(x.sqrt(), create_graph=True)[x]
     assert grad.data == math.inf
     assert mt.gradients(grad)[x] == -math.inf
+
+
+# -- std at zero variance and cbrt at 0: PyTorch's second derivatives, and no numpy warning
+
+
+def test_hessian_of_std_at_zero_variance_is_zero_as_pytorch():
+    """PyTorch's std_backward masks where the result is 0, so its second derivative there is 0 (the norm's is NaN)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on the way
+        np.testing.assert_array_equal(mt.hessian(lambda v: v.std(), np.full(3, 2.0)), np.zeros((3, 3)))
+        rows = mt.hessian(lambda v: v.std(axis=1, ddof=1).sum(), np.array([[1.0, 1.0], [1.0, 3.0]])).reshape(4, 4)
+    np.testing.assert_array_equal(rows[:2, :2], np.zeros((2, 2)))  # the constant row
+    # The moving row: std = |a - b| / √2, so its Hessian there is 0 too (a line), and the gradient ±1/√2.
+    np.testing.assert_allclose(rows[2:, 2:], np.zeros((2, 2)), atol=1e-12)
+    x = mt.Tensor(np.array([1.0, 2.0, 4.0]), requires_grad=True)
+    assert mt.check.gradgradcheck(lambda v: v.std() * v.sum(), x.data).ok  # away from the kink: unchanged
+
+
+def test_second_derivative_of_cbrt_at_zero_is_minus_inf_as_pytorch():
+    """(x^(1/3))'' = −2/9 · x^(−5/3): −inf at 0 (PyTorch's x.pow(1/3)), not NaN, and numpy stays quiet."""
+    import warnings
+
+    x = mt.Tensor(np.array([0.0, 1.0, -8.0]), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = mt.gradients(mt.cbrt(x).sum(), create_graph=True)[x]
+        second = mt.gradients(first.sum(), create_graph=True)[x]
+    assert first.data[0] == np.inf and second.data[0] == -np.inf
+    np.testing.assert_allclose(first.data[1:], [1 / 3, 1 / 12], rtol=1e-14)
+    np.testing.assert_allclose(second.data[1:], [-2 / 9, -2 / 9 / (-2.0) ** 5], rtol=1e-14)

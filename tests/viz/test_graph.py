@@ -888,3 +888,56 @@ def test_in_jupyter_a_graph_fits_the_cell_width_and_can_be_seen_full_size():
     assert f'<svg width="{natural}pt"' in full and "overflow:auto" in full
     assert 'style="max-width:none"' in full  # whole, scrolling sideways, also where a page shrinks pictures
     assert digraph.full_size().source == digraph.source
+
+
+def test_a_stepped_picture_colours_each_gradient_line_by_its_state():
+    """After step 1 of y = tanh(a·b + a²): the gradient running now is dark red and thicker, the one
+    already sent orange (its numbers in brown), the ones not yet sent pale grey."""
+    from microtape.viz.picture import STATE_EDGE
+
+    tape, *_ = scalar_expression()
+    by_edge = {(t, h): a for t, h, a in edges(graph(tape, step=1).source)}
+    for current in (("n0", "n2"), ("n1", "n2")):  # e = c + d is the step running: both its inputs' lines
+        assert (attr(by_edge[current], "color"), attr(by_edge[current], "penwidth")) == (STATE_EDGE["current"], "2")
+        assert attr(by_edge[current], "fontcolor") == STATE_EDGE["current"]
+    sent = by_edge[("n2", "n3")]  # y's step ran: e's gradient arrived
+    assert (attr(sent, "color"), attr(sent, "fontcolor"), attr(sent, "penwidth")) == (
+        STATE_EDGE["done"],
+        STATE["done"][1],
+        None,
+    )
+    for waiting in (("x0", "n0"), ("x1", "n0"), ("x0", "n1")):
+        assert attr(by_edge[waiting], "color") == STATE_EDGE["pending"], waiting
+    assert {attr(a, "dir") for a in by_edge.values()} == {"back"}
+    assert STATE_EDGE["current"] != STATE_EDGE["done"] != STATE_EDGE["pending"]
+
+
+def test_a_box_holding_steps_of_two_derivative_orders_takes_the_higher():
+    """A summary box folding the function's last steps with its first derivative's is coloured as a derivative step.
+
+    Summarised hard (max_nodes=2), a stretch of the tape holds a step of the
+    function and steps of its recorded first derivative: the box says the
+    higher order, the one that makes it part of the derivative.
+    """
+    from microtape.engine import module_scope
+    from microtape.viz.lifetimes import order_of
+    from microtape.viz.picture import ORDER
+    from microtape.viz.program import collect
+
+    x = mt.Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True, name="x")
+    with mt.Tape() as tape:
+        with module_scope("outer"), module_scope("block"):
+            y = (x * x).tanh().sum(name="y")
+            g = mt.gradients(y, create_graph=True)[x]
+            (g * g).sum(name="z")
+    program = collect(tape)
+    orders = order_of(program)
+    view = View(program, detail="summary", max_nodes=2)
+    mixed = [box for box in view.boxes if len({orders[i] for i in box.equations}) > 1]
+    assert mixed, "the summary should fold steps of orders 0 and 1 into one box"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphCollapsedWarning)
+        source = graph(tape, detail="summary", max_nodes=2).source
+    for box in mixed:
+        highest = max(orders[i] for i in box.equations)
+        assert attr(nodes(source)[box.id], "fillcolor") == ORDER[highest][0], box.id

@@ -40,6 +40,10 @@ def test_report_graph_shows_where_a_derivation_broke():
     # dQ is the first row that differs: the edge that brings it into Q_heads is the thick dark red one.
     assert edge_colour(source, box["Q_heads"], box["scores"]) == (STATE_EDGE["first"], None, "3.5")
     assert attr(nodes(source)[box["Q_heads"]], "fillcolor") == STATE["first"][0]
+    # The first failing box alone has the thick border; a box that fails on its own (dK) has a plain one.
+    assert attr(nodes(source)[box["Q_heads"]], "penwidth") == "3"
+    assert attr(nodes(source)[box["K_heads"]], "fillcolor") == STATE["differs"][0]
+    assert attr(nodes(source)[box["K_heads"]], "penwidth") is None
     # dK fails on its own (not computed from dQ): red.
     assert edge_colour(source, box["K_heads"], box["K_heads^T"])[0] == STATE_EDGE["differs"]
     # Everything computed from them depends on a failure: the projections of Q and K, and x (dashed orange).

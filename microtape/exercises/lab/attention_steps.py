@@ -3,7 +3,7 @@
 The stepped sibling of ``attention_backward`` (whose name and return stay as
 they were): the student returns the derivation's intermediate gradients by
 their names in the derivation table (:mod:`microtape.nn.attention.derivation`)
-— ``grad_weights`` (dP) → ``grad_scores`` (dS) → ``grad_q``, ``grad_k``, and
+— ``grad_weights`` (dP) → ``grad_scaled_scores`` (dS) → ``grad_q``, ``grad_k``, and
 ``grad_v`` — and the checker names the first wrong step. The tape's answer
 reads each step's gradient off the very forward ``MultiHeadAttention``
 records (:func:`record`), node by node.
@@ -24,23 +24,25 @@ def attention_backward_steps(q, k, v, grad_c):
     r"""Backward pass of scaled dot-product attention, one named step at a time.
 
     Forward (recompute it yourself: you need P):
-        S = Q Kᵀ / √d            scores        [Tq, Tk]
-        P = softmax(S)           row by row    [Tq, Tk]
-        C = P V                  context       [Tq, D]
+        S = Q Kᵀ / √d            scaled_scores   [Tq, Tk]
+        P = softmax(S)           weights         [Tq, Tk]  (row by row)
+        C = P V                  context         [Tq, D]
 
     Arguments (numpy float64): q [Tq, D], k [Tk, D], v [Tk, D] and
     grad_c = dL/dC [Tq, D], or the same with a leading batch of heads
     [N, Tq, D] (use ``swapaxes(-1, -2)``, not ``.T``). ``d`` is q's last axis.
     Some trials have large scores: stabilise the softmax.
 
-    Return a dict with every step of the derivation, in this order:
-        "grad_weights"  dP = dL/dP   (from grad_c)          [Tq, Tk]
-        "grad_scores"   dS = dL/dS   (from grad_weights)    [Tq, Tk]
-        "grad_q"        dQ           (from grad_scores)     like q
-        "grad_k"        dK           (from grad_scores)     like k
-        "grad_v"        dV           (from grad_c)          like v
-    Each step is checked on its own against the tape: a wrong step is named,
-    and the steps computed from it are not counted against you.
+    Return a dict with every step of the derivation, in this order (each
+    ``grad_`` + the name of its node, as the derivation table names it):
+        "grad_weights"         dP = dL/dP   (from grad_c)               [Tq, Tk]
+        "grad_scaled_scores"   dS = dL/dS   (from grad_weights)         [Tq, Tk]
+        "grad_q"               dQ           (from grad_scaled_scores)   like q
+        "grad_k"               dK           (from grad_scaled_scores)   like k
+        "grad_v"               dV           (from grad_c)               like v
+    Each step is checked link by link: against the tape, and against what the
+    tape computes from your own earlier steps. A wrong step is named; a step
+    computed right from a wrong one is *carried* and earns its point.
     """
     raise NotImplementedError("attention_backward_steps: return {'grad_weights': ..., ..., 'grad_v': ...}")
 
@@ -48,8 +50,9 @@ def attention_backward_steps(q, k, v, grad_c):
 VISIBLE = attention.VISIBLE
 HIDDEN = attention.HIDDEN
 
-#: The tape nodes of the steps, in the order of the steps (the derivation table's names; the heads' leaves).
-NODES = ("weights", "scaled_scores", "Q", "K", "V")
+#: The tape nodes of the steps, in the order of the steps: the derivation table's names, and the
+#: student's arguments (each step is ``grad_`` + its node's name, in the prompt, the feedback and the picture).
+NODES = ("weights", "scaled_scores", "q", "k", "v")
 
 
 def make_inputs(rng, case):
@@ -58,9 +61,9 @@ def make_inputs(rng, case):
 
 def record(inputs):
     """The attention core on a new tape, nodes named as the derivation table names them: ``(tape, context)``."""
-    q = Tensor(inputs["q"], requires_grad=True, name="Q")
-    k = Tensor(inputs["k"], requires_grad=True, name="K")
-    v = Tensor(inputs["v"], requires_grad=True, name="V")
+    q = Tensor(inputs["q"], requires_grad=True, name="q")
+    k = Tensor(inputs["k"], requires_grad=True, name="k")
+    v = Tensor(inputs["v"], requires_grad=True, name="v")
     with Tape() as tape:
         context = attention_core(q, k, v)
     return tape, context
@@ -79,10 +82,10 @@ def tape_gradients(inputs):
 # any other name, so no call of it is the right answer.
 
 _CHANGES = {
-    "weights_grad_not_transposed": ("grad_weights", "grad_scores", "grad_q", "grad_k"),
-    "no_rowsum": ("grad_scores", "grad_q", "grad_k"),
-    "rowsum_sign_flipped": ("grad_scores", "grad_q", "grad_k"),
-    "forward_without_scale": ("grad_scores", "grad_q", "grad_k", "grad_v"),
+    "weights_grad_not_transposed": ("grad_weights", "grad_scaled_scores", "grad_q", "grad_k"),
+    "no_rowsum": ("grad_scaled_scores", "grad_q", "grad_k"),
+    "rowsum_sign_flipped": ("grad_scaled_scores", "grad_q", "grad_k"),
+    "forward_without_scale": ("grad_scaled_scores", "grad_q", "grad_k", "grad_v"),
     "no_backward_scale": ("grad_q", "grad_k"),
     "grad_k_from_weights": ("grad_k",),
     "grad_v_not_transposed": ("grad_v",),
@@ -111,7 +114,7 @@ def _with_mistake(mistake, q, k, v, grad_c):
     from_k = grad_p if mistake == "grad_k_from_weights" else grad_s
     every = {
         "grad_weights": grad_p,
-        "grad_scores": grad_s,
+        "grad_scaled_scores": grad_s,
         "grad_q": grad_s @ k * backward_scale,
         "grad_k": t(from_k) @ q * backward_scale,
         "grad_v": p @ grad_c if mistake == "grad_v_not_transposed" else t(p) @ grad_c,
@@ -127,13 +130,13 @@ EXERCISE = Exercise(
     make_inputs=make_inputs,
     tape_gradients=tape_gradients,
     record=record,
-    title="Attention backward, step by step: grad_weights → grad_scores → grad_q, grad_k; grad_v",
+    title="Attention backward, step by step: grad_weights → grad_scaled_scores → grad_q, grad_k; grad_v",
     outputs=(
         Step("grad_weights", "the weights P [Tq, Tk]", node="weights"),
-        Step("grad_scores", "the scores S [Tq, Tk]", after=("grad_weights",), node="scaled_scores"),
-        Step("grad_q", "q", after=("grad_scores",), node="Q"),
-        Step("grad_k", "k", after=("grad_scores",), node="K"),
-        Step("grad_v", "v", node="V"),
+        Step("grad_scaled_scores", "the scaled scores S [Tq, Tk]", after=("grad_weights",), node="scaled_scores"),
+        Step("grad_q", "q", after=("grad_scaled_scores",), node="q"),
+        Step("grad_k", "k", after=("grad_scaled_scores",), node="k"),
+        Step("grad_v", "v", node="v"),
     ),
     mistakes=(
         Mistake(
@@ -147,29 +150,29 @@ EXERCISE = Exercise(
             "no_rowsum",
             "missing_rowsum",
             lambda: (
-                "your grad_scores is P ⊙ dP: the softmax backward lost its rowsum term. "
+                "your grad_scaled_scores is P ⊙ dP: the softmax backward lost its rowsum term. "
                 f"{core.formula('dS')}, with the sum over each row (axis=-1, keepdims=True)."
             ),
             core.variant(_with_mistake, "no_rowsum"),
-            step="grad_scores",
+            step="grad_scaled_scores",
         ),
         Mistake(
             "rowsum_sign_flipped",
             "sign_flipped",
             lambda: (
-                "your grad_scores adds the rowsum term: a sign error in dS. "
+                "your grad_scaled_scores adds the rowsum term: a sign error in dS. "
                 f"{core.formula('dS')} — the row sum is subtracted."
             ),
             core.variant(_with_mistake, "rowsum_sign_flipped"),
-            step="grad_scores",
+            step="grad_scaled_scores",
         ),
         Mistake(
             "forward_without_scale",
             "missing_scale",
-            "your P is softmax(Q Kᵀ), without the 1/√d, so grad_scores and grad_v, which use P, are off: "
+            "your P is softmax(Q Kᵀ), without the 1/√d, so grad_scaled_scores and grad_v, which use P, are off: "
             "recompute the forward as in the prompt, P = softmax(Q Kᵀ / √d).",
             core.variant(_with_mistake, "forward_without_scale"),
-            step="grad_scores",
+            step="grad_scaled_scores",
         ),
         Mistake(
             "no_backward_scale",

@@ -17,9 +17,9 @@ def batchnorm_backward(x, gamma, grad_y, eps):
     r"""Backward pass of batch normalisation (train mode), one named step at a time.
 
     Forward, over the batch (B rows), for each of the C features:
-        mu    = mean(x, axis=0)              per feature, [1, C]
-        var   = mean((x − mu)², axis=0)      per feature, [1, C] (divide by B, not B − 1)
-        xhat  = (x − mu) / sqrt(var + eps)
+        mean  = x.mean(axis=0, keepdims=True)      per feature, [1, C]
+        var   = ((x − mean)²).mean(axis=0, ...)   per feature, [1, C] (divide by B, not B − 1)
+        xhat  = (x − mean) / sqrt(var + eps)
         y     = gamma * xhat + beta          gamma, beta: [C]
 
     Arguments: ``x`` [B, C], ``gamma`` [C], ``grad_y`` = dL/dy [B, C] and
@@ -28,14 +28,15 @@ def batchnorm_backward(x, gamma, grad_y, eps):
     Return a dict with every step of the derivation, in this order:
         "grad_xhat"   dL/dxhat                              [B, C]
         "grad_var"    dL/dvar  (from grad_xhat)             [1, C]
-        "grad_mean"   dL/dmu   (from grad_xhat, grad_var)   [1, C]
+        "grad_mean"   dL/dmean (from grad_xhat, grad_var)   [1, C]
         "grad_x"      dL/dx    (from all three)             [B, C]
         "grad_gamma"  dL/dgamma                             [C]
         "grad_beta"   dL/dbeta                              [C]
-    Each step is checked on its own against the tape: a wrong step is named,
-    and the steps computed from it are not counted against you.
+    Each step is checked link by link: against the tape, and against what the
+    tape computes from your own earlier steps. A wrong step is named; a step
+    computed right from a wrong one is *carried* and earns its point.
 
-    The links: every x of a column reaches every y of that column, through mu
+    The links: every x of a column reaches every y of that column, through mean
     and var (the batch's statistics) as well as directly; grad_x adds the
     three paths. Keep the [1, C] statistics with keepdims=True.
     """
@@ -69,7 +70,7 @@ EXERCISE = norm_chain.stepped_exercise(
     title="Batch norm backward (train mode), step by step: grad_xhat → grad_var → grad_mean → grad_x, …",
     visible=VISIBLE,
     hidden=HIDDEN,
-    statistic="the batch statistics mu and var [1, C]",
+    statistic="the batch statistics mean and var [1, C]",
     over="the batch",
     count_name="B",
 )

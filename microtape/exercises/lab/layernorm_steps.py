@@ -18,9 +18,9 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
     r"""Backward pass of layer normalisation, one named step at a time.
 
     Forward, over the last axis of each row (F features):
-        mu    = mean(x)                      per row, [N, 1]
-        var   = mean((x − mu)²)              per row, [N, 1] (divide by F, not F − 1)
-        xhat  = (x − mu) / sqrt(var + eps)
+        mean  = x.mean(axis=-1, keepdims=True)      per row, [N, 1]
+        var   = ((x − mean)²).mean(axis=-1, ...)   per row, [N, 1] (divide by F, not F − 1)
+        xhat  = (x − mean) / sqrt(var + eps)
         y     = gamma * xhat + beta          gamma, beta: [F], shared by all rows
 
     Arguments: ``x`` [N, F], ``gamma`` [F], ``grad_y`` = dL/dy [N, F] and
@@ -29,16 +29,17 @@ def layernorm_backward_steps(x, gamma, grad_y, eps):
     Return a dict with every step of the derivation, in this order:
         "grad_xhat"   dL/dxhat                          [N, F]
         "grad_var"    dL/dvar  (from grad_xhat)         [N, 1]
-        "grad_mean"   dL/dmu   (from grad_xhat, grad_var)   [N, 1]
+        "grad_mean"   dL/dmean (from grad_xhat, grad_var)   [N, 1]
         "grad_x"      dL/dx    (from all three)         [N, F]
         "grad_gamma"  dL/dgamma                         [F]
         "grad_beta"   dL/dbeta                          [F]
-    Each step is checked on its own against the tape: a wrong step is named,
-    and the steps computed from it are not counted against you.
+    Each step is checked link by link: against the tape, and against what the
+    tape computes from your own earlier steps. A wrong step is named; a step
+    computed right from a wrong one is *carried* and earns its point.
 
-    The links: xhat depends on var through (var + eps)^(-1/2), on mu directly
-    and on x directly; var depends on mu and x; mu on x. x reaches y along
-    three paths — directly, through mu and through var — and grad_x adds them.
+    The links: xhat depends on var through (var + eps)^(-1/2), on mean directly
+    and on x directly; var depends on mean and x; mean on x. x reaches y along
+    three paths — directly, through mean and through var — and grad_x adds them.
     """
     raise NotImplementedError("layernorm_backward_steps: return {'grad_xhat': ..., ..., 'grad_beta': ...}")
 
@@ -53,7 +54,7 @@ EXERCISE = norm_chain.stepped_exercise(
     title="Layer norm backward, step by step: grad_xhat → grad_var → grad_mean → grad_x, grad_gamma, grad_beta",
     visible=VISIBLE,
     hidden=HIDDEN,
-    statistic="the row statistics mu and var [N, 1]",
+    statistic="the row statistics mean and var [N, 1]",
     over="each row's features",
     count_name="F",
 )

@@ -3,9 +3,9 @@
 Both normalise ``x`` [rows, features] along one axis and scale and shift the
 result by ``gamma``, ``beta`` [features]::
 
-    mu = mean(x)   var = mean((x − mu)²)   xhat = (x − mu) / sqrt(var + eps)   y = gamma * xhat + beta
+    mean = x.mean()   var = ((x − mean)²).mean()   xhat = (x − mean) / sqrt(var + eps)   y = gamma * xhat + beta
 
-layer norm along the features (``axis=-1``: one mu and var per row), batch
+layer norm along the features (``axis=-1``: one mean and var per row), batch
 norm in train mode along the batch (``axis=0``: one per feature). The
 student returns every step of the derivation by name — ``grad_xhat`` →
 ``grad_var`` → ``grad_mean`` → ``grad_x``, and ``grad_gamma``,
@@ -77,11 +77,11 @@ def draw(rng, case, axis):
 
 
 def steps(statistic):
-    """The six steps, in derivation order; ``statistic`` says the shape of mu and var (as the prompt writes it)."""
+    """The six steps, in derivation order; ``statistic`` says the shape of mean and var (as the prompt writes it)."""
     return (
         Step("grad_xhat", "x", node="xhat"),
         Step("grad_var", statistic, after=("grad_xhat",), node="var"),
-        Step("grad_mean", statistic, after=("grad_xhat", "grad_var"), node="mu"),
+        Step("grad_mean", statistic, after=("grad_xhat", "grad_var"), node="mean"),
         Step("grad_x", "x", after=("grad_xhat", "grad_var", "grad_mean"), node="x"),
         Step("grad_gamma", "gamma", node="gamma"),
         Step("grad_beta", "gamma", node="beta"),
@@ -94,8 +94,8 @@ def record(inputs, axis):
     gamma = Tensor(inputs["gamma"], requires_grad=True, name="gamma")
     beta = Tensor(inputs["beta"], requires_grad=True, name="beta")
     with Tape() as tape:
-        mu = x.mean(axis=axis, keepdims=True, name="mu")
-        centred = x - mu
+        mean = x.mean(axis=axis, keepdims=True, name="mean")
+        centred = x - mean
         var = (centred * centred).mean(axis=axis, keepdims=True, name="var")
         xhat = centred * (var + inputs["eps"]) ** -0.5
         xhat.name = "xhat"  # `*` takes no name=, so the node is named once recorded
@@ -108,13 +108,13 @@ def tape_gradients(inputs, axis):
     """Every step's gradient, in the order of :func:`steps`, by the tape's backward pass from ``grad_y``."""
     tape, y = record(inputs, axis)
     found = gradients(y, inputs["grad_y"], tape=tape)
-    return tuple(found[tape.variable(name)] for name in ("xhat", "var", "mu", "x", "gamma", "beta"))
+    return tuple(found[tape.variable(name)] for name in ("xhat", "var", "mean", "x", "gamma", "beta"))
 
 
 #: The steps each mistake changes: the one it breaks first, then those computed from it.
 CHANGES = {
     "gamma_forgotten": ("grad_xhat", "grad_var", "grad_mean", "grad_x"),
-    "var_power_wrong": ("grad_var", "grad_mean", "grad_x"),
+    "var_power_wrong": ("grad_var", "grad_x"),  # (grad_mean does not use grad_var: that path adds 0)
     "mean_sign_flipped": ("grad_mean", "grad_x"),
     "mean_term_dropped": ("grad_x",),
     "variance_term_dropped": ("grad_x",),
@@ -140,7 +140,7 @@ def by_hand(mistake, x, gamma, grad_y, eps, axis):
         grad_var = -0.5 * power * (grad_xhat * centred).sum(axis=axis, keepdims=True)
         grad_mean = (grad_xhat * inv_std).sum(axis=axis, keepdims=True)
         grad_mean = grad_mean if mistake == "mean_sign_flipped" else -grad_mean
-        # (the path through var adds grad_var * mean(−2 (x − mu)), which is 0: the centred values sum to 0)
+        # (the path through var adds grad_var * mean(−2 (x − mean)), which is 0: the centred values sum to 0)
         grad_x = grad_xhat * inv_std
         if mistake != "variance_term_dropped":
             grad_x = grad_x + grad_var * 2.0 * centred / count
@@ -175,7 +175,7 @@ def mistakes(with_mistake, over, count_name):
         Mistake(
             "var_power_wrong",
             "wrong_derivative",
-            "your grad_var uses (var + eps)^(-1/2). xhat = (x − mu) (var + eps)^(-1/2), and "
+            "your grad_var uses (var + eps)^(-1/2). xhat = (x − mean) (var + eps)^(-1/2), and "
             "d/dvar (var + eps)^(-1/2) = −½ (var + eps)^(-3/2): the power goes down by one.",
             variant(with_mistake, "var_power_wrong"),
             step="grad_var",
@@ -183,7 +183,7 @@ def mistakes(with_mistake, over, count_name):
         Mistake(
             "mean_sign_flipped",
             "sign_flipped",
-            "your grad_mean has the wrong sign: xhat = (x − mu) / sqrt(var + eps), so d xhat / d mu = "
+            "your grad_mean has the wrong sign: xhat = (x − mean) / sqrt(var + eps), so d xhat / d mean = "
             "−1 / sqrt(var + eps), and grad_mean = −sum(dL/dxhat / sqrt(var + eps)).",
             variant(with_mistake, "mean_sign_flipped"),
             step="grad_mean",
@@ -191,16 +191,16 @@ def mistakes(with_mistake, over, count_name):
         Mistake(
             "mean_term_dropped",
             "missing_mean_terms",
-            f"your grad_x leaves out the path through the mean: mu = mean(x) over {over} adds "
-            f"dL/dmu / {count_name} to every entry.",
+            f"your grad_x leaves out the path through the mean: mean = x.mean() over {over} adds "
+            f"dL/dmean / {count_name} to every entry.",
             variant(with_mistake, "mean_term_dropped"),
             step="grad_x",
         ),
         Mistake(
             "variance_term_dropped",
             "missing_variance_term",
-            f"your grad_x leaves out the path through the variance: var = mean((x − mu)²) over {over} adds "
-            f"dL/dvar * 2 (x − mu) / {count_name}.",
+            f"your grad_x leaves out the path through the variance: var = mean((x − mean)²) over {over} adds "
+            f"dL/dvar * 2 (x − mean) / {count_name}.",
             variant(with_mistake, "variance_term_dropped"),
             step="grad_x",
         ),
@@ -235,7 +235,7 @@ def stepped_exercise(stub, axis, *, title, visible, hidden, statistic, over, cou
     """The :class:`~microtape.exercises.Exercise` of a norm's stepped backward along ``axis`` (one for the family).
 
     ``stub`` is the student's function, ``visible`` and ``hidden`` its trials;
-    ``statistic`` says the shape of mu and var (:func:`steps`), ``over`` and
+    ``statistic`` says the shape of mean and var (:func:`steps`), ``over`` and
     ``count_name`` how the hints name what is averaged (:func:`mistakes`).
     The tape's answer, the recorded forward and the known mistakes are this
     chain's, along ``axis``.

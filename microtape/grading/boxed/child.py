@@ -36,8 +36,10 @@ sys.path[:0] = [HELPER_DIR, sys.argv[1]]
 import numpy as np  # noqa: E402
 import wire  # noqa: E402
 
-#: The most values one call may return (a tuple, list or dict of outputs).
-MAX_ITEMS = 16
+#: The most bytes of numbers one call may return (all its arrays together): no count of values is
+#: fixed, so a derivation may have as many steps as it likes (a key is cut to MAX_KEY characters).
+MAX_RETURNED_BYTES = 64 << 20
+MAX_KEY = 200
 #: Characters of a message that are sent back (an exception's text, a note).
 MAX_TEXT = 400
 
@@ -215,14 +217,12 @@ def call(request, arrays, namespace):
     if returned is None:
         return {"event": "returned", "kind": "none", "items": []}, []
     if isinstance(returned, dict):
-        kind, keys, values = "dict", [str(key) for key in returned], list(returned.values())
+        kind, keys, values = "dict", [str(key)[:MAX_KEY] for key in returned], list(returned.values())
     elif isinstance(returned, (tuple, list)):
         kind, keys, values = type(returned).__name__, None, list(returned)
     else:
         kind, keys, values = "single", None, [returned]
-    if len(values) > MAX_ITEMS:
-        return {"event": "returned", "kind": "too_many", "count": len(values), "items": []}, []
-    items, out = [], []
+    items, out, size = [], [], 0
     for value in values:
         if value is None:
             items.append({"none": True})
@@ -231,6 +231,9 @@ def call(request, arrays, namespace):
         if array is None:
             items.append({"describe": _text(what)})
         else:
+            size += array.nbytes
+            if size > MAX_RETURNED_BYTES or len(out) >= wire.MAX_ARRAYS:
+                return {"event": "returned", "kind": "too_large", "count": len(values), "items": []}, []
             items.append({"array": len(out)})
             out.append(array)
     return {"event": "returned", "kind": kind, "keys": keys, "items": items}, out

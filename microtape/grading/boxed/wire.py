@@ -37,7 +37,7 @@ __all__ = [
 #: The largest header, one array's .npy bytes, the most arrays, and all the arrays of one message together.
 MAX_HEADER = 1 << 20
 MAX_ARRAY = 64 << 20
-MAX_ARRAYS = 32
+MAX_ARRAYS = 4096  # (a header names each: MAX_HEADER bounds them too; a derivation has no fixed number of steps)
 MAX_MESSAGE = 128 << 20
 #: The deepest nesting of ``[`` and ``{`` a header may have (Python's JSON reader recurses on each level).
 MAX_DEPTH = 32
