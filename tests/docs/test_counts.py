@@ -78,11 +78,15 @@ def without_unit_plan(text):
 
 
 def counts(text):
-    """``(number, noun, context)`` of every count in ``text`` (the unit plan left out)."""
+    """``(number, noun, context)`` of every count in ``text`` (the unit plan left out).
+
+    Points are counted in digits only: "a slope needs two points" is geometry, not a grade.
+    """
     text = re.sub(r"\s+", " ", without_unit_plan(text))
     return [
         (value(m.group(1)), m.group(2).lower(), text[max(0, m.start() - 40) : m.end() + 10])
         for m in COUNT.finditer(text)
+        if m.group(2).lower() != "points" or m.group(1).isdigit()
     ]
 
 
