@@ -270,7 +270,8 @@ def test_no_import_cycles():
 def test_the_import_checks_catch_an_upward_import_and_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
-    assert _layer("microtape.viz.graph") > _layer("microtape.check.report") > _layer("microtape.nn.attention.layer")
+    report, layer = _layer("microtape.check.attention_report"), _layer("microtape.nn.attention.layer")
+    assert _layer("microtape.viz.graph") > report > layer
     assert _layer("microtape.engine.tape") == 0 and _layer("microtape.cli.main") == LAYERS["cli"]
     assert _layer(FACADE) > _layer("microtape.cli.main")  # importing the facade from inside is upward
     tape = _imports("microtape.engine.tape", MODULES["microtape.engine.tape"], at_import_time=True)
@@ -286,6 +287,110 @@ def test_the_import_checks_catch_an_upward_import_and_a_cycle():
         assert not _imports("microtape.engine._probe_for_the_test", lazy_module, at_import_time=True)
     finally:
         lazy_module.unlink()
+
+
+def _engine_private_names():
+    """The private names the engine defines (module functions and globals, attributes it sets).
+
+    Left out: the members the class ``Node`` declares for its kinds (``_init_leaf``,
+    ``_constant``, ``_output_data``): Scalar and Tensor (values/) subclass Node and
+    implement or call them — a base class's interface to its subclasses.
+    """
+    names, node_members = set(), set()
+    for path in (PACKAGE / "engine").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            if isinstance(node, ast.ClassDef) and node.name == "Node":
+                for member in node.body:
+                    target = getattr(member, "target", None)
+                    node_members.add(getattr(member, "name", None) or getattr(target, "id", None))
+    return {name for name in names - node_members if name.startswith("_") and not name.startswith("__")}
+
+
+def _private_engine_reads(source, private):
+    """``[(line, what)]``: an import of a private engine name, or a read of one on an object not ``self``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and "engine" in (node.module or "").split("."):
+            found += [(node.lineno, f"import {alias.name}") for alias in node.names if alias.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and node.attr in private:
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_private_engine_name_is_read_outside_the_engine():
+    private = _engine_private_names()
+    assert {"_nodes", "_active_tapes", "_position"} <= private and "_constant" not in private, sorted(private)
+    reads = [
+        f"{_relative(path)}:{line} {what}"
+        for name, path in MODULES.items()
+        if _layer(name) > LAYERS["engine"]
+        for line, what in _private_engine_reads(path.read_text(), private)
+    ]
+    assert not reads, f"private engine names read outside engine/ (give them a public name): {reads}"
+
+
+def test_the_private_name_rule_catches_a_tape_read_and_an_import():
+    private = {"_nodes", "_topological_order"}
+    source = "from ..engine.tape import _topological_order\ndef f(tape):\n    return tape._nodes, self._nodes\n"
+    assert _private_engine_reads(source, private) == [(1, "import _topological_order"), (3, "tape._nodes")]
+
+
+# Inside nn/, attention is built on the layers below it (linear, masks, dropout_mask, module, checks…)
+# and under the layers built on it. Only these may import nn/attention from the rest of nn/.
+BUILT_ON_ATTENTION = {
+    "microtape.nn",
+    "microtape.nn.transformer",
+    "microtape.nn.transformer_torch",
+    "microtape.nn.post_norm",
+}
+
+
+def _attention_importers(modules):
+    """``{module: the nn/attention modules it imports}`` for the modules of nn/ outside nn/attention."""
+    found = {}
+    for name, path in modules.items():
+        if name.startswith("microtape.nn") and not name.startswith("microtape.nn.attention"):
+            targets = {t for t in _imports(name, path, at_import_time=False) if t.startswith("microtape.nn.attention")}
+            if targets:
+                found[name] = sorted(targets)
+    return found
+
+
+def test_nothing_in_nn_that_attention_builds_on_imports_attention():
+    importers = _attention_importers(MODULES)
+    assert set(importers) <= BUILT_ON_ATTENTION, (
+        f"{sorted(set(importers) - BUILT_ON_ATTENTION)} import nn/attention: only the layers built on attention "
+        f"({sorted(BUILT_ON_ATTENTION)}) may; what attention builds on (Linear, masks, …) keeps its own code"
+    )
+    # And attention builds on none of those layers (that would be the upward arrow again).
+    used_by_attention = {
+        target
+        for name, path in MODULES.items()
+        if name.startswith("microtape.nn.attention")
+        for target in _imports(name, path, at_import_time=False)
+    }
+    assert not used_by_attention & BUILT_ON_ATTENTION, sorted(used_by_attention & BUILT_ON_ATTENTION)
+    assert "microtape.nn.linear" in used_by_attention  # the rule reads what it is about
+
+
+def test_the_attention_rule_catches_linear_importing_attention():
+    probe = PACKAGE / "nn" / "_probe_for_the_attention_rule.py"
+    probe.write_text("def backward():\n    from .attention import analytic\n")
+    try:
+        modules = {"microtape.nn._probe_for_the_attention_rule": probe}
+        assert _attention_importers(modules) == {
+            "microtape.nn._probe_for_the_attention_rule": ["microtape.nn.attention.analytic"]
+        }
+    finally:
+        probe.unlink()
 
 
 def _framework_imports(path):

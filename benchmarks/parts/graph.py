@@ -58,6 +58,8 @@ def graph(report, quick):
             totals[group] = None if (total is None or previous is None) else max(previous, total)
     report.say(table(["graph", "equations", "detail", "boxes drawn", "build", "dot"], rows))
     report.say()
+    _explorer(report, quick)
+    report.say()
     report.say(
         "Targets (issue 7): pictures in under a second. Issue 24: a 50k-op tape collapsed in under 1 s; "
         "the backward-frames player of a 1,000-module tape (`modules`) in under 5 s."
@@ -70,3 +72,25 @@ def graph(report, quick):
         report.say(f"- {group} graphs, detail={detail}: {verdict} ({'met' if met else f'not under {limit:g} s'})")
     report.say()
     return rows
+
+
+def _explorer(report, quick):
+    """The explorer (issue 46): its page built in Python, then opened and clicked in headless Chromium."""
+    report.say(
+        "`mt.viz.explore` (issue 46): `build` is the page made in Python (`dot` included); in headless "
+        "Chromium, `open` is the saved page's load event, `click` a node's panel written, `step` one ArrowRight. "
+        "Targets: open ≤ 1 s and a click ≤ 100 ms for a 5,000-op tape."
+    )
+    report.say()
+    rows = []
+    for spec in [{"kind": "attention"}] + ([] if quick else [{"kind": "chain", "n": 5000}]):
+        try:
+            r = run_worker("explore", spec, timeout=600)
+        except WorkerFailed as error:
+            rows.append([spec["kind"], "", f"failed: {error}", "", "", "", ""])
+            continue
+        seen = r["browser"] or {}
+        cells = [seconds(seen[key]) if key in seen else "no browser" for key in ("open", "click", "step")]
+        rows.append([spec["kind"], r["equations"], f"{r['bytes'] / 1e6:.2f} MB", seconds(r["build"]), *cells])
+    report.say(table(["explorer", "equations", "page", "build", "open", "click", "step"], rows))
+    report.say()

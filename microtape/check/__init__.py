@@ -22,13 +22,13 @@
 * ``command`` holds the ``microtape check`` command line.
 """
 
+from .attention_report import AttentionReport, attention_report
 from .compare import NameNotOnTape, compare
 from .gradcheck import GradcheckError, GradcheckResult, gradcheck, numeric_gradient
 from .gradgradcheck import gradgradcheck
 from .layer_mistakes import LAYER_MISTAKES, LayerMistake
 from .layer_report import LayerReport, layer_report
 from .mistakes import MISTAKES, Mistake
-from .report import AttentionReport, attention_report
 from .rows import GradientReport, Row
 from .tiled_report import TILED_MISTAKES, TiledReport, tiled_report
 from .walk import WalkStep, walk

@@ -49,12 +49,12 @@ from ..nn.attention.layer import MultiHeadAttention
 from ..nn.checked_layer import CheckedLayer
 from ..nn.feedforward import FeedForward
 from ..nn.layernorm import LayerNorm
+from .attention_report import EPS, attention_report
 from .layer_fd import LayerPoint
 from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
 from .mistakes import ALIASES, MISTAKES, mistake_links
 from .options import ReportOptions
-from .report import EPS, attention_report
 from .rows import ConfiguredReport, add_finite_differences, inherits_from, make_row, upstream_gradient
 
 __all__ = ["LayerReport", "layer_report", "places"]

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..engine import Tape, derivative_labels, gradients
 from ..nn.attention.layer import MultiHeadAttention
+from .attention_report import attention_report
 from .compare import compare
-from .report import attention_report
 from .rows import GradientReport
 
 __all__ = ["WalkStep", "walk"]

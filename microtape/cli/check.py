@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 
+from ..check.attention_report import attention_report
 from ..check.mistakes import MISTAKES
 from ..check.options import DEFAULT_FD_SAMPLES
-from ..check.report import attention_report
 from ..check.tiled_report import TILED_MISTAKES, tiled_report
 from ..nn import masks
 from ..nn.attention.call import check_memory

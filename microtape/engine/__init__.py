@@ -10,9 +10,18 @@ Read it in this order:
    walk the equations backwards, call each op's VJP, *add* into a dict;
 4. :mod:`.boundary` — the guards where user code meets the engine: the seed,
    a user op's forward and VJP, and adding into every ``.grad`` or none;
-5. :mod:`.lean` — the lean tape: keep only what some VJP reads;
-6. :mod:`.nonfinite` — where a NaN or inf first appeared on a tape;
-7. :mod:`.protocols` — the types the annotations speak of (``Value``, ``Operation``).
+5. :mod:`.fast_scalar` — an optimisation of steps 1 and 3 for Scalars (Python
+   floats): the same ops' ``forward`` and VJPs in the same order with fewer
+   Python calls (``Scalar.__mul__`` records in one call; ``Scalar.backward()``
+   adds straight into ``.grad``). Its reverse pass calls the public functions
+   above (:func:`.tape.topological_order`, :func:`.reverse.vjp_params`, the
+   guards of :mod:`.boundary`); its recorder reads the same recording state
+   as :func:`.node.record` (the tapes and modules in force), which is why it
+   lives here. A test holds it bit for bit to the plain pass on random
+   programs (``tests/engine/test_fast_scalar.py``);
+6. :mod:`.lean` — the lean tape: keep only what some VJP reads;
+7. :mod:`.nonfinite` — where a NaN or inf first appeared on a tape;
+8. :mod:`.protocols` — the types the annotations speak of (``Value``, ``Operation``).
 
 The ops (:mod:`microtape.ops`) and the values (:mod:`microtape.values`) sit
 above this folder and import it; nothing here imports them. Where the engine

@@ -27,7 +27,7 @@ from .node import Node, _active_tapes, module_scope
 from .protocols import Operation, Value
 from .tape import Equation, Tape, register_reverse_pass
 
-__all__ = ["Step", "Gradients", "gradients", "backward_pass", "derivative_labels"]
+__all__ = ["Step", "Gradients", "gradients", "backward_pass", "derivative_labels", "vjp_params", "no_gradient_error"]
 
 
 def gradients(
@@ -156,7 +156,7 @@ def _vjp(node: Node, g: Value) -> tuple[Value, ...]:
     """
     op, inputs = node.op, node.inputs
     if node.params:
-        sent = op.vjp(g, node.data, *[x.data for x in inputs], **_vjp_params(node))
+        sent = op.vjp(g, node.data, *[x.data for x in inputs], **vjp_params(node))
     elif len(inputs) == 2:
         sent = op.vjp(g, node.data, inputs[0].data, inputs[1].data)
     elif len(inputs) == 1:
@@ -179,7 +179,7 @@ def _vjp(node: Node, g: Value) -> tuple[Value, ...]:
 def _recorded_vjp(node: Node, g: Value, name: str) -> tuple[Value, ...]:
     """One VJP run on the nodes themselves (``create_graph=True``), recorded in the module ``∂name``."""
     with module_scope(f"∂{name}"):
-        sent = node.op.vjp(g, node, *node.inputs, **_vjp_params(node))
+        sent = node.op.vjp(g, node, *node.inputs, **vjp_params(node))
     if not node.op.builtin:
         sent = check_user_vjp(node.op, node, sent, recorded=True)
     # A gradient that came out as a plain number or array (it depends on nothing
@@ -203,7 +203,7 @@ def _dtype_rule(gx: Value, x: Node) -> Value:
     return gx.astype(x.data.dtype)
 
 
-def _vjp_params(node: Node) -> dict[str, Any]:
+def vjp_params(node: Node) -> dict[str, Any]:
     """The keywords of a node's VJP: its parameters, and its residuals when the op saved some.
 
     (An op that saves residuals is recorded with parameters; called without any,

@@ -44,12 +44,15 @@ from .lean import DroppedAsRecorded, check_keep, drop_unread_values
 from .node import Node, _active_tapes, _reset_tapes, _set_tapes
 from .protocols import Value
 
-__all__ = ["Tape", "Equation", "register_reverse_pass"]
+__all__ = ["Tape", "Equation", "register_reverse_pass", "topological_order"]
 
 
 # The reverse pass (:mod:`.reverse`) reads tapes, so it sits above this module. When the
 # engine is imported it puts its entry point in this slot, and Tape.backward calls it
-# here: the call goes up, the import never does.
+# here: the call goes up, the import never does. Why this slot is always filled: Python
+# runs a package's __init__ before any module in it, and engine/__init__ imports .reverse,
+# so even `from microtape.engine.tape import Tape` alone fills it before a Tape exists
+# (tests/values/test_fresh_import.py runs that in a fresh process).
 _reverse_pass: Callable[..., Any] = None  # type: ignore[assignment]  # (filled at import)
 
 
@@ -116,7 +119,7 @@ class Tape:
             raise TypeError(f"Tape.of(output): expected a Scalar or Tensor, got {type(output).__name__}")
         stop_at = set(inputs)
         tape = cls()
-        tape._nodes = [] if output in stop_at else _topological_order(output, stop_at)
+        tape._nodes = [] if output in stop_at else topological_order(output, stop_at)
         return tape
 
     @classmethod
@@ -177,6 +180,11 @@ class Tape:
     def nodes(self) -> list[Node]:
         """The recorded outputs, in the order they were computed."""
         return list(self._nodes)
+
+    @property
+    def read_once(self) -> bool:
+        """Whether this tape drops values as it records (``Tape(lean=True, read_once=True)``)."""
+        return isinstance(self._nodes, DroppedAsRecorded)
 
     def _position(self, node: Node) -> int | None:
         for index in range(len(self._nodes) - 1, -1, -1):
@@ -263,7 +271,7 @@ class Tape:
         return iter(_reverse_pass(output, grad, self, True, False, "Tape.backward_steps").steps)
 
 
-def _topological_order(root: Node, visited: set[Node] | None = None) -> list[Node]:
+def topological_order(root: Node, visited: set[Node] | None = None) -> list[Node]:
     """The computed nodes ``root`` depends on, inputs before outputs (iterative DFS).
 
     A node is appended once all its inputs are: a post-order, which is a

@@ -266,8 +266,11 @@ class _Chain:
         """Each step's ``after`` (the steps its gradient is computed from), and a check of the steps' order."""
         nodes = {step: (named[step] if step in named else arrays[step]) for step in self.steps}
         for step, node in nodes.items():
-            if node.op is not None and tape._position(node) is None:
-                raise ValueError(f"derivation(forward=...): {step!r} was not computed in the forward")
+            if node.op is not None:
+                try:
+                    tape.index_of(node)
+                except ValueError:
+                    raise ValueError(f"derivation(forward=...): {step!r} was not computed in the forward") from None
         reached, direct = _reached_from(tape, nodes, stop=False), _reached_from(tape, nodes, stop=True)
         for i, step in enumerate(self.steps):
             later = [other for other in self.steps[i + 1 :] if other in reached[step]]

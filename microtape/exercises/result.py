@@ -146,6 +146,12 @@ class CheckResult:
     wrong_links: tuple = ()
     trial_key: tuple | None = None  # what drew the trials (the picture redraws the failing one)
 
+    def _microtape_explore_(self, *, student=None, title=None):
+        """The data :func:`microtape.viz.explore` shows for this check (see :mod:`.explored`)."""
+        from .explored import explorer_data
+
+        return explorer_data(self, student=student, title=title)
+
     def picture(self):
         """The recorded forward's backward graph, each step's node and edge coloured by this check (graphviz).
 

@@ -42,7 +42,8 @@ chain.
 import numpy as np
 
 from .. import ops
-from .attention.analytic import dropout_backward, linear_backward
+from ..ops.attention_links import dropout_backward
+from .linear import linear_backward
 
 __all__ = [
     "LINKS",

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..engine import Tape
 from ..values.tensor import Tensor
-from .attention import analytic
 from .checks import float_dtype, gradient_array, input_array, positive_int, seed_value
 from .module import Module, add_to_grads
 
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 
     from ..values.array_like import ArrayLike
 
-__all__ = ["Linear", "linear", "linear_steps"]
+__all__ = ["Linear", "linear", "linear_steps", "linear_backward"]
 
 
 def linear_steps(
@@ -52,6 +51,20 @@ def linear_steps(
 def linear(x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None) -> ArrayLike:
     """``x @ weight.T + bias`` (see :func:`linear_steps`)."""
     return linear_steps(x, weight, bias, name)[1]
+
+
+def linear_backward(grad_y: np.ndarray, x: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of ``y = x Wᵀ + b``: returns ``(dx, dW, db)``.
+
+    Every row of ``x`` used the same ``W`` and ``b``, so their gradients sum
+    over all rows (all leading axes, flattened).
+    """
+    rows_x = x.reshape(-1, x.shape[-1])
+    rows_g = grad_y.reshape(-1, grad_y.shape[-1])
+    grad_x = grad_y @ weight
+    grad_weight = rows_g.T @ rows_x
+    grad_bias = rows_g.sum(axis=0)
+    return grad_x, grad_weight, grad_bias
 
 
 class Linear(Module):
@@ -134,7 +147,7 @@ class Linear(Module):
         expected = x.shape[:-1] + (self.out_features,)
         grad_output = gradient_array(grad_output, "grad_output", "Linear.backward", expected, self.dtype)
         with np.errstate(all="ignore"):
-            grad_x, grad_weight, grad_bias = analytic.linear_backward(grad_output, x, self.weight.data)
+            grad_x, grad_weight, grad_bias = linear_backward(grad_output, x, self.weight.data)
         for value, what in ((grad_x, "dx"), (grad_weight, "dW"), (grad_bias, "db")):
             if not np.isfinite(value).all():
                 raise FloatingPointError(

@@ -64,7 +64,19 @@ class _PostNormLayer(CheckedLayer):
     blocks = ()
     attentions = ()  # the attention sublayers, in forward order
 
-    def __init__(self, embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype):
+    # One signature for both layers (PyTorch's, batch_first): each subclass differs in its blocks only.
+    def __init__(
+        self,
+        embed: int,
+        num_heads: int,
+        ff_dim: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+        *,
+        layer_norm_eps: float = 1e-5,
+        seed: int | None = None,
+        dtype: DTypeLike = np.float64,
+    ) -> None:
         super().__init__()
         where = type(self).__name__
         embed = positive_int(embed, f"{where}(embed)")
@@ -298,20 +310,6 @@ class TransformerEncoderLayer(_PostNormLayer):
     )
     attentions = ("self_attn",)
 
-    def __init__(
-        self,
-        embed: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        seed: int | None = None,
-        dtype: DTypeLike = np.float64,
-    ) -> None:
-        super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
-
     def check_call(self, x, mask=None):
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``x`` as an array."""
         where = "TransformerEncoderLayer.forward"
@@ -356,20 +354,6 @@ class TransformerDecoderLayer(_PostNormLayer):
     )
     attentions = ("self_attn", "multihead_attn")
     input_roles = ("x", "memory")
-
-    def __init__(
-        self,
-        embed: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        seed: int | None = None,
-        dtype: DTypeLike = np.float64,
-    ) -> None:
-        super().__init__(embed, num_heads, ff_dim, dropout, activation, layer_norm_eps, seed, dtype)
 
     def check_call(self, x, memory, tgt_mask=None, memory_mask=None):
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``(x, memory)`` as arrays."""

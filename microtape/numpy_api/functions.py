@@ -20,8 +20,9 @@ import numpy.typing as npt
 from .. import ops
 from ..engine import Node, record
 from ..ops.linalg import parse_einsum
+from ..values.arguments import check_broadcast
 from ..values.scalar import Scalar
-from ..values.tensor import Tensor, check_broadcast
+from ..values.tensor import Tensor
 
 #: What these functions take: a Scalar or Tensor, or anything numpy reads as an array (a constant).
 Operand: TypeAlias = "Tensor | Scalar | npt.ArrayLike"

@@ -331,6 +331,32 @@ def define(
     Redefining one of your own ops replaces it (so a notebook cell can be run
     again); the built-in names are refused.
     """
+    _check_functions(name, forward, vjp, jvp, higher_order)
+    grads, latex, names = _formulas(name, formula, latex, inputs)
+    if domain not in DOMAINS:
+        raise ValueError(f"define({name!r}, domain={domain!r}): expected one of {', '.join(map(repr, DOMAINS))}")
+    op = Op(
+        name,
+        forward,
+        vjp,
+        names,
+        grads,
+        latex,
+        output=output,
+        note=note,
+        domain=domain,
+        example_params=dict(example_params or {}),
+        label=label,
+        builtin=False,
+        jvp=jvp,
+        higher_order=higher_order,
+        reads=reads,
+    )
+    return register(op)
+
+
+def _check_functions(name: Any, forward: Any, vjp: Any, jvp: Any, higher_order: Any) -> None:
+    """:func:`define`'s checks of the name and the functions (a clear error naming the argument)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"define(name={name!r}): expected a name like 'sigmoid' (letters, digits, _)")
     if name in OPS and OPS[name].builtin:
@@ -342,6 +368,12 @@ def define(
         raise TypeError(f"define({name!r}, jvp=...): expected a function or None, got {type(jvp).__name__}")
     if not isinstance(higher_order, bool):
         raise TypeError(f"define({name!r}, higher_order={higher_order!r}): expected True or False")
+
+
+def _formulas(
+    name: str, formula: Any, latex: Any, inputs: Sequence[str] | None
+) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[str, ...]]:
+    """:func:`define`'s formulas, LaTeX and operand names, one per input, checked (the arity is the formulas')."""
     grads = (formula,) if isinstance(formula, str) else formula
     if not isinstance(grads, Sequence) or not grads or not all(f is None or isinstance(f, str) for f in grads):
         raise TypeError(
@@ -360,23 +392,4 @@ def define(
     names = tuple(inputs) if inputs is not None else _DEFAULT_INPUTS.get(arity, tuple(f"x{i}" for i in range(arity)))
     if len(names) != arity or not all(isinstance(n, str) and n.isidentifier() for n in names):
         raise ValueError(f"define({name!r}, inputs={inputs!r}): expected {arity} operand names")
-    if domain not in DOMAINS:
-        raise ValueError(f"define({name!r}, domain={domain!r}): expected one of {', '.join(map(repr, DOMAINS))}")
-    op = Op(
-        name,
-        forward,
-        vjp,
-        names,
-        tuple(grads),
-        tuple(latex),
-        output=output,
-        note=note,
-        domain=domain,
-        example_params=dict(example_params or {}),
-        label=label,
-        builtin=False,
-        jvp=jvp,
-        higher_order=higher_order,
-        reads=reads,
-    )
-    return register(op)
+    return tuple(grads), tuple(latex), names

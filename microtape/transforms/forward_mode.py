@@ -37,7 +37,7 @@ def push_forward(tape: Tape, tangents: dict[Node, Any]) -> dict[Node, Any]:
     no JVP rule on the way is refused by name.
     """
     tangents = dict(tangents)
-    for node in tape._nodes:
+    for node in tape.nodes:
         incoming = tuple(tangents.get(x) for x in node.inputs)
         if all(t is None for t in incoming):
             continue

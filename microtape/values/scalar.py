@@ -12,7 +12,7 @@ This module lets you differentiate expressions of single numbers::
 Every operator runs a primitive from :mod:`microtape.ops` and records it,
 so a Scalar computation lands on the same kind of tape as a Tensor one and
 is differentiated by the same ops' VJPs. ``a * b`` and ``y.backward()`` take
-the float fast path (:mod:`microtape.values.fast_scalar`), which a test proves
+the float fast path (:mod:`microtape.engine.fast_scalar`), which a test proves
 gives the reference path's gradients bit for bit.
 
 Comparisons (``a < b``, ``a == b``) compare values and give plain bools: they
@@ -33,9 +33,9 @@ import numbers
 
 from .. import ops
 from ..engine import Node, backward_pass, record
+from ..engine.fast_scalar import backward as fast_backward
+from ..engine.fast_scalar import float_operator, record_floats
 from .elementwise import SharedElementwise
-from .fast_scalar import backward as fast_backward
-from .fast_scalar import float_operator, record_floats
 
 __all__ = ["Scalar"]
 
@@ -105,7 +105,7 @@ class Scalar(SharedElementwise, Node):
         Scalar (default 1.0: "dy/dy = 1"). Works with or without an active
         Tape (the graph is found by following ``inputs``); leaves accumulate
         (``+=``) across calls. The first-order pass runs
-        :func:`microtape.values.fast_scalar.backward`: the reference pass's
+        :func:`microtape.engine.fast_scalar.backward`: the reference pass's
         gradients (:func:`microtape.engine.reverse.backward_pass`) bit for
         bit, with fewer Python calls. ``create_graph=True`` takes the
         reference pass: each ``.grad`` is then a Scalar you can differentiate again.
@@ -240,7 +240,7 @@ class Scalar(SharedElementwise, Node):
         if too_big():
             raise ValueError(f"Scalar.{what}(): {what}({self.data}) overflows a float")
 
-    # A Scalar records these built-in, parameter-free ops by the float fast path (see :mod:`.fast_scalar`).
+    # A Scalar records these built-in, parameter-free ops by the engine's float fast path (engine/fast_scalar.py).
     def _unary(self, op: Op, name: str | None) -> Scalar:
         return record_floats(op, self, None, name)
 

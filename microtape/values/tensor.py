@@ -41,14 +41,25 @@ import numpy as np
 
 from .. import ops
 from ..engine import Node, backward_pass, record
+from .arguments import (
+    axes_in_range,
+    check_broadcast,
+    index_key,
+    integer_indices,
+    picks_along_the_first_axis,
+    shape_argument,
+)
 from .elementwise import SharedElementwise
 
-__all__ = ["Tensor", "check_broadcast", "answer_numpy_with"]
+__all__ = ["Tensor", "answer_numpy_with"]
 
 
 # numpy's functions on a Tensor (``np.exp(t)``) are answered by :mod:`microtape.numpy_api.protocol`,
 # which builds on Tensor and so sits above this module. It fills these slots when microtape is
-# imported (MyGrad's pattern): the call goes up, the import never does.
+# imported (MyGrad's pattern): the call goes up, the import never does. Why the slots are always
+# filled before a Tensor exists: Python runs microtape/__init__ before any module of the package
+# (`from microtape.values.tensor import Tensor` runs it first), and it imports the protocol.
+# tests/values/test_fresh_import.py checks that in a fresh process, for Tensor and Scalar.
 _numpy_protocol: dict[str, Any] = {"ufunc": None, "function": None}
 
 
@@ -624,7 +635,7 @@ class Tensor(SharedElementwise, Node):
         if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -self.ndim <= axis < self.ndim:
             raise ValueError(f"Tensor.take(axis={axis!r}): expected an integer axis of a tensor of shape {self.shape}")
         axis = int(axis) % self.ndim
-        indices = _integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
+        indices = integer_indices(indices, self.shape[axis], f"Tensor.take(indices) along axis {axis}")
         return record(ops.take, (self,), {"indices": indices, "axis": axis}, name=name)
 
     def __getitem__(self, index: Any) -> Tensor:
@@ -637,9 +648,9 @@ class Tensor(SharedElementwise, Node):
         elsewhere, and an entry read twice gets both gradients. Index arrays
         are copied (changing yours later changes nothing on the tape).
         """
-        if _picks_along_the_first_axis(index):
+        if picks_along_the_first_axis(index):
             return self.take(index, axis=0)
-        key = _index_key(index, self.shape)
+        key = index_key(index, self.shape)
         return record(ops.index, (self,), {"key": key})
 
     # -- linear algebra
@@ -701,7 +712,7 @@ class Tensor(SharedElementwise, Node):
         if axis is None:
             axes = tuple(i for i, n in enumerate(self.shape) if n == 1)
         else:
-            axes = _axes_in_range(axis, self.ndim, "squeeze")
+            axes = axes_in_range(axis, self.ndim, "squeeze")
             for a in axes:
                 if self.shape[a] != 1:
                     raise ValueError(
@@ -712,13 +723,13 @@ class Tensor(SharedElementwise, Node):
     def expand_dims(self, axis: Any, name: str | None = None) -> Tensor:
         """Insert axes of length 1 at ``axis`` (an int or a tuple, positions in the result): a ``reshape``."""
         rank = self.ndim + (len(axis) if isinstance(axis, tuple) else 1)
-        axes = _axes_in_range(axis, rank, "expand_dims")
+        axes = axes_in_range(axis, rank, "expand_dims")
         sizes = iter(self.shape)
         return self.reshape(tuple(1 if i in axes else next(sizes) for i in range(rank)), name=name)
 
     def broadcast_to(self, shape: Any, name: str | None = None) -> Tensor:
         """The tensor repeated along new or length-1 axes to ``shape`` (gradient: summed back)."""
-        shape = _shape_argument(shape, "broadcast_to")
+        shape = shape_argument(shape, "broadcast_to")
         try:
             np.broadcast_shapes(self.shape, shape)
             fits = len(shape) >= self.ndim and np.broadcast_shapes(self.shape, shape) == shape
@@ -730,7 +741,7 @@ class Tensor(SharedElementwise, Node):
 
     def flip(self, axis: Any = None, name: str | None = None) -> Tensor:
         """The entries in reverse order along ``axis`` (None: every axis): an ``index`` with step -1."""
-        axes = range(self.ndim) if axis is None else _axes_in_range(axis, self.ndim, "flip")
+        axes = range(self.ndim) if axis is None else axes_in_range(axis, self.ndim, "flip")
         key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(self.ndim))
         return record(ops.index, (self,), {"key": key}, name=name)
 
@@ -742,14 +753,14 @@ class Tensor(SharedElementwise, Node):
         if axis is not None and (isinstance(axis, tuple) or self.ndim == 0):
             raise ValueError(f"Tensor.repeat(axis={axis!r}): give one integer axis (or None: the flattened tensor)")
         # Every check before the first op (the flattening reshape): a refused call records nothing.
-        length = self.size if axis is None else self.shape[_axes_in_range(axis, self.ndim, "repeat")[0]]
+        length = self.size if axis is None else self.shape[axes_in_range(axis, self.ndim, "repeat")[0]]
         counts = np.asarray(repeats)
         if counts.dtype.kind not in "iu" or counts.ndim > 1 or np.any(counts < 0):
             raise ValueError(f"Tensor.repeat(repeats={repeats!r:.40}): expected a count >= 0 or one per entry")
         if counts.ndim == 1 and counts.size != length:
             raise ValueError(f"Tensor.repeat(repeats=...): {counts.size} counts for an axis of length {length}")
         source = self.reshape(-1) if axis is None else self
-        axis = 0 if axis is None else _axes_in_range(axis, self.ndim, "repeat")[0]
+        axis = 0 if axis is None else axes_in_range(axis, self.ndim, "repeat")[0]
         indices = np.repeat(np.arange(length), counts)
         return record(ops.take, (source,), {"indices": indices, "axis": axis}, name=name)
 
@@ -783,109 +794,6 @@ def _power(base: Any, exponent: Any, name: str | None) -> Tensor:
     if np.any((x == 0) & (y < 0)):
         raise ValueError("Tensor ** Tensor: a negative power of 0 is not a number (division by zero)")
     return record(ops.power, (base, exponent), name=name)
-
-
-def check_broadcast(left: Any, right: Any, what: str) -> None:
-    """Refuse shapes numpy cannot broadcast, with a message naming both."""
-    if left == right:
-        return
-    try:
-        np.broadcast_shapes(left, right)
-    except ValueError:
-        raise ValueError(
-            f"{what}: shapes {left} and {right} do not broadcast "
-            "(each axis, aligned from the right, must match or be 1)"
-        ) from None
-
-
-def _picks_along_the_first_axis(index: Any) -> bool:
-    """True for an integer, or integers in a list or array (not booleans): ``t[3]``, ``t[[0, 2, 2]]``."""
-    if isinstance(index, (bool, np.bool_)):
-        return False
-    if isinstance(index, (int, np.integer)):
-        return True
-    if isinstance(index, (list, np.ndarray)):
-        kind = np.asarray(index).dtype.kind
-        return kind in "iu" or (kind == "f" and np.size(index) == 0)  # numpy reads [] as floats
-    return False
-
-
-def _index_key(index: Any, shape: Any) -> Any:
-    """``t[index]``'s key as a tuple of ints, slices, ``...``, ``None`` and fresh index arrays; clear errors."""
-    parts = index if isinstance(index, tuple) else (index,)
-    key: list[Any] = []
-    for part in parts:
-        if isinstance(part, Node):
-            raise TypeError(
-                f"Tensor[{index!r:.80}]: a {type(part).__name__} cannot be an index (use its .data, or numbers)"
-            )
-        if isinstance(part, (bool, np.bool_)):
-            raise TypeError(f"Tensor[{index!r:.80}]: True/False is not an index; use a boolean array as a mask")
-        if isinstance(part, (int, np.integer)):
-            key.append(int(part))
-        elif isinstance(part, slice):
-            ends = (part.start, part.stop, part.step)
-            if not all(v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) for v in ends):
-                raise TypeError(f"Tensor[{index!r:.80}]: slice bounds must be integers or None, got {part!r}")
-            key.append(slice(*(None if v is None else int(v) for v in ends)))
-        elif part is Ellipsis or part is None:
-            key.append(part)
-        elif isinstance(part, np.ma.MaskedArray):
-            raise TypeError(f"Tensor[{index!r:.80}]: a masked array as an index would lose its mask; pass .filled(...)")
-        else:
-            array = np.asarray(part)
-            if array.dtype.kind not in "iub" and array.size:
-                raise TypeError(
-                    f"Tensor[{index!r:.80}]: expected integers, slices, ..., None, or integer or boolean "
-                    f"arrays; got {part!r:.60} (dtype {array.dtype})"
-                )
-            key.append(np.array(array, dtype=np.bool_ if array.dtype == np.bool_ else np.intp))
-    checked = tuple(key)
-    try:  # numpy's own check, on a view that costs no memory
-        np.broadcast_to(np.zeros((), dtype=np.int8), shape)[checked]
-    except IndexError as error:
-        raise IndexError(f"Tensor[{index!r:.80}] of a tensor of shape {shape}: {error}") from None
-    return checked
-
-
-def _integer_indices(indices: Any, length: int, what: str) -> np.ndarray:
-    """``indices`` as a fresh integer array, each in ``[-length, length)``; clear errors otherwise."""
-    if isinstance(indices, Node):
-        raise TypeError(f"{what}: indices must be integers (a numpy array or list), not a {type(indices).__name__}")
-    if isinstance(indices, np.ma.MaskedArray):
-        raise TypeError(f"{what}: indices are a masked array; the mask would be dropped silently (pass .filled(...))")
-    array = np.asarray(indices)
-    if isinstance(indices, list) and array.size == 0:
-        array = array.astype(np.intp)  # numpy reads [] as floats; t[[]] picks nothing, as in numpy
-    if array.dtype == np.bool_ or array.dtype.kind not in "iu":
-        raise TypeError(f"{what}: indices must be integers, got dtype {array.dtype} ({indices!r:.60})")
-    if array.size and (array.min() < -length or array.max() >= length):
-        bad = array[(array < -length) | (array >= length)].ravel()[0]
-        raise IndexError(f"{what}: index {bad} is out of range for an axis of length {length}")
-    return np.array(array, dtype=np.intp)
-
-
-def _axes_in_range(axis: Any, ndim: int, what: str) -> Any:
-    """``axis`` (an int or a tuple of them) as a tuple of distinct axes in ``range(ndim)``; clear errors."""
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise ValueError(f"Tensor.{what}(axis={axis!r}): expected integer axes in [-{ndim}, {ndim})")
-    axes = tuple(int(a) % ndim for a in axes)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"Tensor.{what}(axis={axis!r}): an axis is repeated")
-    return axes
-
-
-def _shape_argument(shape: Any, what: str) -> tuple[int, ...]:
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        raise TypeError(f"Tensor.{what}(shape={shape!r}): expected a tuple of sizes") from None
-    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"Tensor.{what}(shape={shape!r}): sizes must be integers >= 0")
-    return tuple(int(n) for n in shape)
 
 
 def _matmul(a: Any, b: Any, name: str | None) -> Tensor:

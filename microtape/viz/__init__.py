@@ -19,6 +19,7 @@ This package lets you see what the tape recorded::
     fig = mt.viz.memory(attn)                       # live bytes, forward then backward; fig.table: the rows
     mt.viz.graph(attn, saved=True)                  # what each step's VJP reads, kept or dropped
     fig = mt.viz.memory_scaling()                   # peak memory against T: slope 2 (tape), 1 (tiled)
+    view = mt.viz.explore(y)                        # click a node, see its local derivative; view.save("y.html")
 
 A graph is drawn in four steps, each a module that graph and frames share:
 :mod:`.program` reads the computation (equations, leaves, names, the
@@ -33,6 +34,7 @@ both only when a picture is drawn.
 """
 
 from .curves import training_curve
+from .explorer import explore
 from .figure import new_figure
 from .frames import BackwardFrames, backward_frames
 from .graph import GraphCollapsedWarning, graph
@@ -48,6 +50,7 @@ from .verdict import report_graph
 
 __all__ = [
     "graph",
+    "explore",
     "backward_frames",
     "attention_heatmaps",
     "paired_heatmaps",

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import Node, Tape, gradients
-from ..engine.lean import DroppedAsRecorded, NotKept
+from ..engine.lean import NotKept
 from .program import collect
 
 __all__ = ["Array", "Row", "Ledger", "lifetimes", "order_of", "VIEW_OPS"]
@@ -235,7 +235,7 @@ class _Counter:
 
     def count_values(self):
         program, equations = self.program, self.program.equations
-        read_once = isinstance(self.tape._nodes, DroppedAsRecorded)
+        read_once = self.tape.read_once
         last_reader = {x: i for i, node in enumerate(equations) for x in node.inputs}
         leaf_blocks = {_owner_key(x.data) for x in program.leaves if x.data.__class__ is np.ndarray}
         value_of = {}

@@ -242,8 +242,8 @@ def test_unknown_mistake_lists_the_known_ones():
 
 def test_mistakes_swap_only_their_own_link():
     """Each mistake changes its row and the rows computed from it, and nothing else."""
+    from microtape.check.attention_report import COMPUTED_FROM, INHERITS
     from microtape.check.mistakes import MISTAKES, mistake_links
-    from microtape.check.report import COMPUTED_FROM, INHERITS
     from microtape.nn.attention import analytic
 
     attn, args = build(causal=True, dropout=0.2, k_len=None)

@@ -66,7 +66,7 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
     """The README's Python blocks, run one after another in one namespace (as a reader pastes them)."""
     monkeypatch.chdir(tmp_path)
     python = [body for language, body in blocks() if language == "python"]
-    assert len(python) == 3
+    assert len(python) == 4
     names = {}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -85,6 +85,13 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch):
     x = names["x"].data
     np.testing.assert_allclose(names["x"].grad, np.exp(x) * (np.sin(x) + np.cos(x)), rtol=1e-13)
     assert out.strip().endswith(" 3")
+    # The explorer: the first example's a, as its panel reads, and the two pages saved.
+    view = names["view"]  # the widget (anywidget installed) or the Explorer: both read the same data
+    uses = {use["symbol"]: use for use in getattr(view, "explorer", view).data["nodes"]["a"]["uses"]}
+    assert (uses["∂(a·b)/∂a"]["text"], uses["∂(a·b)/∂a"]["local"]) == ("b", -3.0)
+    assert (uses["∂(a²)/∂a"]["text"], uses["∂(a²)/∂a"]["local"]) == ("2a", 4.0)
+    for page in ("first_look.html", "attention.html"):
+        assert "mtExplore(document" in (tmp_path / page).read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------- commands

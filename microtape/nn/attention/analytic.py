@@ -24,6 +24,7 @@ Backward, given dy (written ``dX`` for the gradient of the loss w.r.t. ``X``),
 one *link* per step of the forward:
 
     Linear y = x Wᵀ + b:   dx = dy W,   dW = dyᵀ x (summed over rows),   db = Σ_rows dy
+                           (Linear's own: :func:`microtape.nn.linear.linear_backward`)
     context  C = P̃ V:      dP̃ = dC Vᵀ,   dV = P̃ᵀ dC
     dropout  P̃ = P ⊙ keep: dP  = dP̃ ⊙ keep
     softmax  P = softmax(S): dS = P ⊙ (dP − rowsum(dP ⊙ P))   (M is constant: dS passes through it)
@@ -47,9 +48,10 @@ from ...ops.attention_links import (  # noqa: F401  (the core's links, reachable
     softmax_backward,
     split_heads,
 )
+from ..linear import linear_backward
 from . import derivation
 
-__all__ = ["CHAIN", "PROJECTIONS", "linear_backward", "attention_core_backward", "attention_backward"]
+__all__ = ["CHAIN", "PROJECTIONS", "attention_core_backward", "attention_backward"]
 
 PROJECTIONS = tuple(projection.module for projection in derivation.PROJECTIONS[1:]) + ("out_proj",)
 
@@ -62,23 +64,6 @@ def _chain():
 
 #: The named steps of the backward chain (read off the derivation table, dropout included).
 CHAIN = _chain()
-
-
-# ---------------------------------------------------------------- the links
-
-
-def linear_backward(grad_y, x, weight):
-    """Gradients of ``y = x Wᵀ + b``: returns ``(dx, dW, db)``.
-
-    Every row of ``x`` used the same ``W`` and ``b``, so their gradients sum
-    over all rows (all leading axes, flattened).
-    """
-    rows_x = x.reshape(-1, x.shape[-1])
-    rows_g = grad_y.reshape(-1, grad_y.shape[-1])
-    grad_x = grad_y @ weight
-    grad_weight = rows_g.T @ rows_x
-    grad_bias = rows_g.sum(axis=0)
-    return grad_x, grad_weight, grad_bias
 
 
 # ---------------------------------------------------------------- the chains

@@ -38,6 +38,7 @@ The primitives' derivatives (softmax's VJP) come from the op registry
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...engine import Node
 from ...ops.attention_links import LINKS
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "input_rows",
     "attention_rows",
     "computed_from",
+    "constant_beside",
 ]
 
 #: The split heads: the core's inputs (their gradients are reported as dQ, dK, dV).
@@ -83,6 +85,21 @@ class Step:
     scores) and ``also_grads(g, sent, constants)`` their gradients (``sent``:
     what ``vjp`` returned). ``when`` (``"keep"`` or None) names the constant
     that must be given for the step to run.
+
+    Why a Step is not an :class:`microtape.ops.Op` (it looks like one: a
+    forward, a VJP, formulas per input). A Step is a *composition* of ops,
+    not a primitive: ``scaled_scores`` is ``matmul`` then ``scale``, ``weights``
+    is the masks' ``add_constant`` rows then ``softmax`` — several named rows
+    of the tape, each an ``Op`` with its own VJP, which the engine's reverse
+    pass differentiates. Made one ``Op``, the step would be one row on the
+    tape, and the rows the reports, the pictures and the exercises name
+    (``scores``, ``causal_scores``, …) would be gone. The Step's ``vjp`` is
+    the hand-derived *link* of that composition, and the analytic route
+    (:func:`run_backward`) walks the links outside the engine on purpose: it
+    is the independent opinion the reports hold the tape to, so it must not
+    share the engine's reverse pass it checks. :func:`run_forward` is not a
+    runner either: it calls each step's ``forward``, whose ops the engine
+    records (or, on plain arrays, only computes).
     """
 
     name: str
@@ -106,12 +123,28 @@ def _scores_forward(q_heads, k_heads, c):
     return scores.scale(c["scale"], name="scaled_scores")
 
 
+def constant_beside(like, array, name):
+    """``array`` (a mask, as the call checked it) as the constant an op of ``like``'s kind reads.
+
+    The masks travel as arrays from the call to here; on a tape (``like`` a
+    Tensor) the array becomes a leaf called ``name``, so the listing and the
+    graphs show ``causal_mask``, ``mask``, ``dropout_keep``. Any other kind
+    (ScalarArray, Plain) takes the array itself. A value that is already a
+    node is used as it is (and keeps its own name).
+    """
+    if array is None or not isinstance(like, Node) or isinstance(array, Node):
+        return array
+    constant = type(like)._constant(array, like)
+    constant.name = name
+    return constant
+
+
 def _weights_forward(scores, c):
     # The masks are additive constants: a row of the tape each, when given.
     if c.get("causal_mask") is not None:
-        scores = scores.add_constant(c["causal_mask"], name="causal_scores")
+        scores = scores.add_constant(constant_beside(scores, c["causal_mask"], "causal_mask"), name="causal_scores")
     if c.get("mask") is not None:
-        scores = scores.add_constant(c["mask"], name="masked_scores")
+        scores = scores.add_constant(constant_beside(scores, c["mask"], "mask"), name="masked_scores")
     return scores.softmax(-1, name="weights")
 
 
@@ -154,7 +187,7 @@ ATTENTION = (
         symbol="P~",
         symbol_latex=r"\tilde P",
         inputs=("weights",),
-        forward=lambda p, c: p.dropout(c["keep"], name="dropped_weights"),
+        forward=lambda p, c: p.dropout(constant_beside(p, c["keep"], "dropout_keep"), name="dropped_weights"),
         forward_text="P~ = P * keep   (keep = 1/(1-p) kept, 0 dropped)",
         forward_latex=r"\tilde P = P \odot \mathrm{keep}",
         vjp=lambda links, g, out, p, c: (links["dropout"](g, c["keep"]),),

@@ -255,14 +255,8 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
                 heads = call.batch * self.num_heads
                 keep = dropout.keep(heads, slice(0, call.q_len), slice(0, call.k_len), self.dtype)
             core = attention_core
-            constants = {
-                "causal_mask": None if call.causal_mask is None else Tensor(call.causal_mask, name="causal_mask"),
-                "mask": None if call.user_mask is None else Tensor(call.user_mask, name="mask"),
-                "keep": None if keep is None else Tensor(keep, name="dropout_keep"),
-            }
-        else:
+        else:  # (the tiled kernel makes its causal and dropout masks tile by tile: the call has none)
             core = tiled.tiled_core(self.block_size, self.causal, dropout)
-            constants = {"causal_mask": None, "mask": call.user_mask, "keep": None}
         record = {}
         self._check_lean_call(call)
         # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
@@ -276,7 +270,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
                 inputs = {role: self._input_node(call.given[i], call.arrays[i], role) for i, role in enumerate(ROLES)}
             output = attention_chain(
                 inputs["query"], inputs["key"], inputs["value"], params, self.num_heads,
-                constants["causal_mask"], constants["mask"], constants["keep"], record=record, core=core,
+                call.causal_mask, call.user_mask, keep, record=record, core=core,
             )  # fmt: skip
             if not np.isfinite(output.data).all():
                 raise overflow_error(tape, "MultiHeadAttention.forward", self.dtype)

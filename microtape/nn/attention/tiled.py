@@ -56,7 +56,9 @@ calls it on Tensors and Plain arrays and reads a recorded row back.
 
 import numpy as np
 
-from ...ops.tiled_attention import (
+# The kernel itself is an op (ops/ sits below nn/): its pieces stay reachable here
+# (tiled.TileSchedule, tiled.score_tile, …) for the pictures, the tiled report and the exercises.
+from ...ops.tiled_attention import (  # noqa: F401  (re-exported: see above)
     LINKS,
     TILED_ATTENTION,
     BackwardStep,
@@ -73,24 +75,8 @@ from ...ops.tiled_attention import (
 from ...values.plain import Plain
 from ...values.tensor import Tensor
 
-__all__ = [
-    "Tile",
-    "TileSchedule",
-    "OnlineState",
-    "BackwardStep",
-    "LINKS",
-    "score_tile",
-    "online_softmax",
-    "tiled_forward",
-    "backward_steps",
-    "tiled_backward",
-    "TILED_ATTENTION",
-    "tiled_attention",
-    "tiled_core",
-    "schedule_of",
-    "recomputed_weights",
-    "recomputed_keep",
-]
+# This module's own names; the kernel's are listed in ops/tiled_attention.py's __all__.
+__all__ = ["tiled_attention", "tiled_core", "recomputed_weights", "recomputed_keep"]
 
 
 # ---------------------------------------------------------------- the op

@@ -1,6 +1,6 @@
-"""The Scalar fast path (microtape/scalar_pass.py) gives the reference path's gradients, bit for bit.
+"""The Scalar fast path (microtape/engine/fast_scalar.py) gives the reference path's gradients, bit for bit.
 
-``y.backward()`` on a Scalar runs :func:`microtape.values.fast_scalar.backward`; the
+``y.backward()`` on a Scalar runs :func:`microtape.engine.fast_scalar.backward`; the
 reference is :func:`microtape.engine.reverse.backward_pass` (``gradients()`` in
 ``Tape.of``'s order, then ``accumulate()``). Random graphs of every Scalar op
 (a user-defined one and ``pow``'s parameter included), with shared
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 import microtape as mt
 from microtape import ops
 from microtape.engine import backward_pass, module_scope, record, reverse
+from microtape.engine import fast_scalar as scalar_pass
+from microtape.engine.fast_scalar import record_floats
 from microtape.ops import Op
-from microtape.values import fast_scalar as scalar_pass
-from microtape.values.fast_scalar import record_floats
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -259,7 +259,7 @@ def test_recording_asks_the_context_only_while_a_tape_or_a_module_is_open():
 def test_record_floats_makes_the_node_record_makes():
     """The Scalar operators' recording gives the same node, on the same tapes, as the reference ``record``."""
     from microtape.engine import record
-    from microtape.values.fast_scalar import record_floats
+    from microtape.engine.fast_scalar import record_floats
 
     a, b, c = mt.Scalar(0.5, name="a"), mt.Scalar(-2.0, name="b"), mt.Scalar._constant(3.0)
     for op, operands in [(ops.mul, (a, b)), (ops.tanh, (a,)), (ops.add, (c, c)), (ops.sub, (c, b))]:
