@@ -20,6 +20,8 @@ primitive) ← ``values/`` (Scalar, Tensor) ← ``numpy_api/`` and
 first five and registers every built-in op; the others load on first use.
 """
 
+from typing import Any
+
 from . import ops
 from .engine import Tape, gradients, module_scope
 from .numpy_api import protocol as _protocol  # noqa: F401  (answers np.exp(tensor): fills Tensor's slots)
@@ -124,7 +126,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # Subpackages load on first use, so `import microtape` stays fast
     # (viz pulls in graphviz and matplotlib only when asked for).
     if name in ("check", "nn", "optim", "viz", "exercises", "train"):

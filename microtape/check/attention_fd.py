@@ -16,6 +16,8 @@ Inputs and parameters are perturbed where they enter; an intermediate
 nudged value.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..nn.attention.chain import attention_chain
@@ -28,7 +30,7 @@ __all__ = ["AttentionPoint", "EPS"]
 EPS = 1e-6
 
 
-def _float64(array):
+def _float64(array: Any) -> Any:
     return None if array is None else np.array(array, dtype=np.float64)
 
 
@@ -40,7 +42,7 @@ class AttentionPoint:
     replaced by a given array.
     """
 
-    def __init__(self, cache, mask, upstream, intermediates, self_attention):
+    def __init__(self, cache: Any, mask: Any, upstream: Any, intermediates: Any, self_attention: Any) -> None:
         self.params = {name: _float64(value) for name, value in cache["params"].items()}
         if self_attention:
             # One array for all three roles: nudging x nudges query, key and value.
@@ -54,7 +56,7 @@ class AttentionPoint:
         self.upstream = _float64(upstream)
         self.intermediates = {name: _float64(value) for name, value in intermediates.items()}
 
-    def loss(self, replace=None):
+    def loss(self, replace: Any = None) -> Any:
         """``sum(upstream * output)`` by the layer's forward; ``replace`` maps step names to arrays."""
         params = {name: Plain(value) for name, value in self.params.items()}
         query, key, value = (Plain(self.inputs[role]) for role in ("query", "key", "value"))
@@ -62,14 +64,14 @@ class AttentionPoint:
             output = attention_chain(query, key, value, params, self.num_heads, mask=self.mask, keep=self.keep)
         return float(np.sum(self.upstream * output.data))
 
-    def _target(self, kind, name):
+    def _target(self, kind: Any, name: str) -> Any:
         if kind == "param":
             return self.params[name]
         if kind == "input":
             return self.inputs[name]
         return self.intermediates[name]
 
-    def estimate(self, kind, name, index, eps=EPS):
+    def estimate(self, kind: Any, name: str, index: Any, eps: float = EPS) -> Any:
         """The central difference of ``L`` in entry ``index`` of a param, input or node."""
         if kind == "node":
             base = self.intermediates[name]
@@ -88,7 +90,7 @@ class AttentionPoint:
             array[index] = saved
         return (up - down) / (2 * eps)
 
-    def sample(self, kind, name, count, rng, eps=EPS):
+    def sample(self, kind: Any, name: str, count: int, rng: np.random.Generator, eps: float = EPS) -> Any:
         """``count`` distinct random entries (in index order) and their estimates."""
         shape = self._target(kind, name).shape
         size = int(np.prod(shape))

@@ -81,7 +81,7 @@ class AttentionReport(ConfiguredReport):
 # ---------------------------------------------------------------- arguments
 
 
-def _known_mistakes(names):
+def _known_mistakes(names: Any) -> Any:
     chosen = tuple(dict.fromkeys(ALIASES.get(name, name) for name in names))
     for name in chosen:
         if name not in MISTAKES:
@@ -89,11 +89,11 @@ def _known_mistakes(names):
     return chosen
 
 
-def _shape_of(value):
+def _shape_of(value: Any) -> Any:
     return np.shape(getattr(value, "data", value))
 
 
-def _check_mistakes_apply(attn, chosen, query, key, mask):
+def _check_mistakes_apply(attn: Any, chosen: Any, query: Any, key: Any, mask: Any) -> None:
     """Refuse a mistake that cannot show in this configuration (before any forward)."""
     for name in chosen:
         needs = MISTAKES[name].needs
@@ -191,7 +191,7 @@ def attention_report(
     )  # fmt: skip
 
 
-def _teaching_details(chosen):
+def _teaching_details(chosen: Any) -> Any:
     """The report's line saying which mistakes were injected, and where each first shows (none: no line)."""
     if not chosen:
         return []
@@ -199,7 +199,7 @@ def _teaching_details(chosen):
     return [f"TEACHING MODE - mistakes injected into the hand-derived route: {injected}"]
 
 
-def _row(spec, taped, by_hand, chosen, tolerance):
+def _row(spec: Any, taped: Any, by_hand: Any, chosen: Any, tolerance: float) -> Any:
     """One row: the table's formula (or an injected mistake's), both routes' values, the step completing it."""
     label, name, formula, latex, _ = spec
     note = ROW_NOTES.get(label, "")
@@ -222,13 +222,15 @@ def _row(spec, taped, by_hand, chosen, tolerance):
     )
 
 
-def _intermediates(tape, specs):
+def _intermediates(tape: Any, specs: Any) -> Any:
     """The forward's value of every row that is a step of the chain (what finite differences nudge)."""
     names = tape.names()
     return {spec[1]: names[spec[1]].data for spec in specs if spec[1] in names}
 
 
-def _add_finite_differences(rows, point, parameters, fd_samples, tolerance, seed):
+def _add_finite_differences(
+    rows: Any, point: Any, parameters: Any, fd_samples: Any, tolerance: float, seed: int
+) -> str:
     """A third opinion at ``fd_samples`` entries of every row; returns the text the report says about it."""
     fd_tolerance = max(1e-6, 10 * tolerance)
     rng = np.random.default_rng(seed)
@@ -242,7 +244,7 @@ def _add_finite_differences(rows, point, parameters, fd_samples, tolerance, seed
     )
 
 
-def _config(attn, call, keep, tolerance, seed, grad_output):
+def _config(attn: Any, call: Any, keep: Any, tolerance: float, seed: int, grad_output: Any) -> Any:
     total_mask = attn.last_mask
     return {
         **call_config(attn, call),
@@ -257,11 +259,11 @@ def _config(attn, call, keep, tolerance, seed, grad_output):
     }
 
 
-def _computed_from(specs):
+def _computed_from(specs: Any) -> Any:
     return {label: sources for label, _, _, _, sources in specs if sources}
 
 
-def _describe(config, total_mask):
+def _describe(config: Any, total_mask: Any) -> Any:
     kind = "self-attention" if config["attention"] == "self" else "cross-attention"
     parts = [
         f"{kind}: B={config['batch']}, Tq={config['q_len']}, Tk={config['k_len']}, E={config['embed']}, "

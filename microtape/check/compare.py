@@ -41,15 +41,15 @@ class NameNotOnTape(KeyError, ValueError):
     Both a ``KeyError`` (a lookup failed) and a ``ValueError`` (a bad argument).
     """
 
-    def __str__(self):  # KeyError would print the message inside quotes
+    def __str__(self) -> str:  # KeyError would print the message inside quotes
         return str(self.args[0])
 
 
-def _shape(node):
+def _shape(node: Any) -> Any:
     return np.shape(node.data)
 
 
-def _consumer_formula(tape, node, output, names):
+def _consumer_formula(tape: Any, node: Any, output: Any, names: Any) -> Any:
     """How the tape computes ``node``'s gradient: the sum over its uses, each its op's formula."""
     if node is output:
         return "seed: the upstream gradient", r"\bar y"
@@ -66,7 +66,7 @@ def _consumer_formula(tape, node, output, names):
     return " + ".join(texts), r" \;+\; ".join(latexes)
 
 
-def _dtype_of(node):
+def _dtype_of(node: Any) -> Any:
     return np.float64 if node.data.__class__ is float else np.asarray(node.data).dtype
 
 
@@ -114,7 +114,7 @@ def compare(
     )
 
 
-def _checked_gradients(tape, analytic):
+def _checked_gradients(tape: Any, analytic: Any) -> Any:
     """``[(name, node, array)]`` for each hand-derived gradient, once its name and shape are checked."""
     wanted = []
     for name, value in analytic.items():
@@ -134,7 +134,7 @@ def _checked_gradients(tape, analytic):
     return wanted
 
 
-def _rows(tape, output, wanted, result, atol, rtol):
+def _rows(tape: Any, output: Any, wanted: Any, result: Any, atol: float, rtol: float) -> Any:
     """The rows, in backward order: later steps first; at one step, the node's own gradient before the
     leaves its VJP completes; nodes no gradient reaches last."""
     names = tape.variable_names()
@@ -154,7 +154,7 @@ def _rows(tape, output, wanted, result, atol, rtol):
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
 
-def _inherits_on_tape(named):
+def _inherits_on_tape(named: Any) -> Any:
     """``{name: names computed from it}``: a node's gradient is computed from those of the nodes it feeds."""
     feeds = {}
     for name, node in named.items():
@@ -169,11 +169,11 @@ def _inherits_on_tape(named):
     return feeds
 
 
-def _label(tape, node):
+def _label(tape: Any, node: Any) -> Any:
     return tape.variable_names().get(node, node.name or "output")
 
 
-def _tolerance(value, what):
+def _tolerance(value: Any, what: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"compare({what}={value!r}): expected a number with 0 <= {what} < 1")
     return float(value)

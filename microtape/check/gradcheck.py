@@ -54,7 +54,7 @@ class Mismatch:
     numeric: float
 
     @property
-    def abs_error(self):
+    def abs_error(self) -> Any:
         return abs(self.taped - self.numeric)
 
 
@@ -73,10 +73,10 @@ class GradcheckResult:
     not_finite: list = field(default_factory=list)  # what was NaN or infinite, in words
     check: str = "gradcheck"  # which check found this (gradgradcheck reuses this result)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.ok
 
-    def __str__(self):
+    def __str__(self) -> str:
         verdict = "passed" if self.ok else "FAILED"
         lines = [
             f"{self.check} {verdict}: {self.checked} entries, max |taped - numeric| = {self.max_abs_error:.3e} "
@@ -108,7 +108,7 @@ def _raise_or_return(result: GradcheckResult, raise_exception: bool) -> Gradchec
     return result
 
 
-def _as_float64_array(value, position):
+def _as_float64_array(value: Any, position: Any) -> Any:
     if isinstance(value, Node):
         value = value.data
     if isinstance(value, (bool, np.bool_)):
@@ -122,18 +122,18 @@ def _as_float64_array(value, position):
     return array
 
 
-def _wrap(array, scalar):
+def _wrap(array: Any, scalar: Any) -> Any:
     return Scalar(float(array)) if scalar else Tensor(array.copy(), requires_grad=True)
 
 
-def _evaluate(fn, arrays, scalars, upstream):
+def _evaluate(fn: Any, arrays: Any, scalars: Any, upstream: Any) -> Any:
     """sum(upstream * fn(inputs)) as a plain float, nothing recorded for later."""
     with np.errstate(all="ignore"):  # a non-finite value is reported, not warned about
         output = fn(*[_wrap(a, s) for a, s in zip(arrays, scalars)])
         return float(np.sum(np.asarray(output.data, dtype=np.float64) * upstream))
 
 
-def numeric_gradient(fn, arrays, scalars, upstream, position, index, eps):
+def numeric_gradient(fn: Any, arrays: Any, scalars: Any, upstream: Any, position: Any, index: Any, eps: float) -> Any:
     """The central difference of ``sum(upstream * fn)`` in one entry of one input."""
     array = arrays[position]
     saved = array[index]
@@ -147,19 +147,29 @@ def numeric_gradient(fn, arrays, scalars, upstream, position, index, eps):
     return (plus - minus) / (2 * eps)
 
 
-def _where(array):
+def _where(array: Any) -> Any:
     """The first non-finite entry of ``array``: ``(index, value)``."""
     index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
     return index, array[index]
 
 
-def _non_negative(value, name, where="gradcheck"):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+def _non_negative(value: Any, name: str, where: str = "gradcheck") -> Any:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:  # type: ignore[call-overload]  # numbers.Real: numpy's stubs name concrete types
         raise ValueError(f"{where}({name}={value!r}): expected a non-negative number")
     return float(value)
 
 
-def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, raise_exception, where="gradcheck"):
+def _check_options(
+    fn: Any,
+    inputs: Any,
+    eps: float,
+    atol: float,
+    rtol: float,
+    max_entries: Any,
+    seed: int,
+    raise_exception: Any,
+    where: str = "gradcheck",
+) -> Any:
     """Refuse bad arguments before anything runs; returns ``(eps, atol, rtol)`` as floats."""
     if not isinstance(raise_exception, (bool, np.bool_)):
         raise TypeError(f"{where}(raise_exception={raise_exception!r}): expected True or False")
@@ -183,7 +193,7 @@ def _check_options(fn, inputs, eps, atol, rtol, max_entries, seed, raise_excepti
     return eps, atol, rtol
 
 
-def _taped(fn, arrays, scalars, rng, not_finite):
+def _taped(fn: Any, arrays: Any, scalars: Any, rng: np.random.Generator, not_finite: Any) -> Any:
     """The upstream ``v`` and the taped gradient of ``sum(v * fn)`` for each input, by the pure reverse pass.
 
     What is not finite (the value, a gradient) is said in ``not_finite``.
@@ -215,7 +225,7 @@ def _taped(fn, arrays, scalars, rng, not_finite):
     return upstream, taped
 
 
-def _entries(shape, max_entries, rng):
+def _entries(shape: Any, max_entries: Any, rng: np.random.Generator) -> Any:
     """Every index of an array of ``shape``, or ``max_entries`` of them drawn at random (in order)."""
     indices = list(np.ndindex(shape))
     if max_entries is not None and len(indices) > max_entries:
@@ -254,11 +264,13 @@ def gradcheck(
     return _raise_or_return(result, raise_exception)
 
 
-def _gradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
+def _gradcheck(
+    fn: Any, inputs: Any, eps: float, atol: float, rtol: float, max_entries: Any, seed: int
+) -> GradcheckResult:
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)
-    not_finite = []
+    not_finite: list[Any] = []
     upstream, taped = _taped(fn, arrays, scalars, rng, not_finite)
 
     worst, worst_error, checked, per_input = None, -1.0, 0, []

@@ -64,7 +64,7 @@ def gradgradcheck(
     return _raise_or_return(result, raise_exception)
 
 
-def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
+def _gradgradcheck(fn: Any, inputs: Any, eps: float, atol: float, rtol: float, max_entries: Any, seed: int) -> Any:
     scalars = [isinstance(x, (Scalar, int, float)) and not isinstance(x, np.ndarray) for x in inputs]
     arrays = [_as_float64_array(x, i) for i, x in enumerate(inputs)]
     rng = np.random.default_rng(seed)
@@ -76,7 +76,7 @@ def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
     cotangent = 1.0 if isinstance(probe, Scalar) else rng.standard_normal(shape).astype(probe.data.dtype)
     directions = [float(rng.standard_normal()) if s else rng.standard_normal(a.shape) for a, s in zip(arrays, scalars)]
 
-    def first_derivative_along_w(*xs):
+    def first_derivative_along_w(*xs: Any) -> Any:
         """s(x) = Σ_i ⟨grad_i, w_i⟩ with the gradient recorded (create_graph=True)."""
         y = fn(*xs)
         if not y.requires_grad:
@@ -103,6 +103,6 @@ def _gradgradcheck(fn, inputs, eps, atol, rtol, max_entries, seed):
     return result
 
 
-def _constant_zero(xs):
+def _constant_zero(xs: Any) -> Any:
     """A zero of the inputs' kind that needs no gradient (the gradient did not depend on them)."""
     return Scalar._constant(0.0) if isinstance(xs[0], Scalar) else Tensor(0.0)

@@ -15,6 +15,8 @@ recomputed — exactly as :mod:`microtape.check.attention_fd` does for one
 attention layer, whose sampling it reuses.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .attention_fd import EPS, AttentionPoint
@@ -25,7 +27,7 @@ __all__ = ["LayerPoint", "EPS"]
 class LayerPoint(AttentionPoint):
     """A checked layer's last forward frozen at one point, in float64, ready to be nudged."""
 
-    def __init__(self, layer, upstream, names):
+    def __init__(self, layer: Any, upstream: Any, names: Any) -> None:
         self.layer = layer
         self.params = {name: np.array(tensor.data, dtype=np.float64) for name, tensor in layer.named_parameters()}
         self.inputs = {role: np.array(value, dtype=np.float64) for role, value in layer.last_inputs.items()}
@@ -33,12 +35,12 @@ class LayerPoint(AttentionPoint):
         steps = [name for name in names if name not in self.params and name not in self.inputs]
         self.intermediates = {name: np.array(layer.step_value(name), dtype=np.float64) for name in steps}
 
-    def kind(self, name):
+    def kind(self, name: str) -> Any:
         """``"param"``, ``"input"`` or ``"node"``: how entry ``name`` is nudged."""
         if name in self.params:
             return "param"
         return "input" if name in self.inputs else "node"
 
-    def loss(self, replace=None):
+    def loss(self, replace: Any = None) -> Any:
         """``sum(upstream * output)`` by the layer's plain forward; ``replace`` maps step names to arrays."""
         return float(np.sum(self.upstream * self.layer.forward_plain(self.inputs, self.params, replace)))

@@ -21,6 +21,7 @@ every LayerNorm) or to one place, named before a dot
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class LayerMistake:
     needs: str | None = None  # "dropout" when it changes nothing without dropout
 
 
-def _layernorm_without_mean(grad_y, normalized, std, weight):
+def _layernorm_without_mean(grad_y: Any, normalized: Any, std: Any, weight: Any) -> Any:
     # WRONG: the path through the row mean is forgotten (no − mean(ĝ) term).
     axes = tuple(range(-weight.ndim, 0))
     grad_x, grad_weight, grad_bias = analytic_blocks.layernorm_backward(grad_y, normalized, std, weight)
@@ -51,7 +52,7 @@ def _layernorm_without_mean(grad_y, normalized, std, weight):
     return grad_x + np.mean(grad_normalized, axis=axes, keepdims=True) / std, grad_weight, grad_bias
 
 
-def _layernorm_without_variance(grad_y, normalized, std, weight):
+def _layernorm_without_variance(grad_y: Any, normalized: Any, std: Any, weight: Any) -> Any:
     # WRONG: the path through the variance is forgotten (no − x̂ mean(ĝ x̂) term).
     axes = tuple(range(-weight.ndim, 0))
     grad_x, grad_weight, grad_bias = analytic_blocks.layernorm_backward(grad_y, normalized, std, weight)
@@ -60,17 +61,17 @@ def _layernorm_without_variance(grad_y, normalized, std, weight):
     return grad_x + variance_path / std, grad_weight, grad_bias
 
 
-def _activation_not_differentiated(grad_hidden, pre_activation, activation):
+def _activation_not_differentiated(grad_hidden: Any, pre_activation: Any, activation: Any) -> Any:
     # WRONG: d pre_activation = d hidden — as if the activation were the identity.
     return grad_hidden
 
 
-def _dropout_not_applied(grad_dropped, keep):
+def _dropout_not_applied(grad_dropped: Any, keep: Any) -> Any:
     # WRONG: the saved mask is not applied on the way back.
     return grad_dropped
 
 
-def _skip_forgotten(grad_skip, grad_branch):
+def _skip_forgotten(grad_skip: Any, grad_branch: Any) -> Any:
     # WRONG: only the sublayer's path reaches the block's input; the skip path is dropped.
     return grad_branch
 

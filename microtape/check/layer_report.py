@@ -49,7 +49,7 @@ from ..nn.attention.layer import MultiHeadAttention
 from ..nn.checked_layer import CheckedLayer
 from ..nn.feedforward import FeedForward
 from ..nn.layernorm import LayerNorm
-from .attention_report import EPS, attention_report
+from .attention_report import EPS, AttentionReport, attention_report
 from .layer_fd import LayerPoint
 from .layer_mistakes import LAYER_MISTAKES
 from .layer_rows import computed_from, feedforward_layer_rows, layernorm_rows, post_norm_rows
@@ -69,7 +69,7 @@ class LayerReport(ConfiguredReport):
     (``"where.name"`` of each injected mistake).
     """
 
-    def __init__(self, rows, *, title, **kwargs):
+    def __init__(self, rows: Any, *, title: str, **kwargs: Any) -> None:
         super().__init__(rows, **kwargs)
         self.title = title
 
@@ -77,7 +77,7 @@ class LayerReport(ConfiguredReport):
 # ---------------------------------------------------------------- places and mistakes
 
 
-def places(layer):
+def places(layer: Any) -> Any:
     """``[(where, part)]``: the places of ``layer`` a mistake can go (``""`` for a one-part layer)."""
     if isinstance(layer, LayerNorm):
         return [("", "layernorm")]
@@ -90,13 +90,13 @@ def places(layer):
     return found
 
 
-def _part_of(name):
+def _part_of(name: str) -> Any:
     if name in LAYER_MISTAKES:
         return LAYER_MISTAKES[name].part
     return "attention" if ALIASES.get(name, name) in MISTAKES else None
 
 
-def _parse_mistakes(names, layer):
+def _parse_mistakes(names: Any, layer: Any) -> Any:
     """``[(where, name)]`` for the mistake ``names`` (parsed by :class:`ReportOptions`), each in its places."""
     known = ", ".join([*LAYER_MISTAKES, *MISTAKES])
     where_of = dict(places(layer))
@@ -120,14 +120,14 @@ def _parse_mistakes(names, layer):
     return chosen
 
 
-def _mask_of(layer, arguments, where):
+def _mask_of(layer: Any, arguments: Any, where: str) -> Any:
     """The additive mask the forward gives attention sublayer ``where`` (None if none)."""
     key = {"TransformerEncoderLayer": "mask", "TransformerDecoderLayer": "tgt_mask"}.get(type(layer).__name__)
     mask = arguments.get("memory_mask" if where == "multihead_attn" else key)
     return None if mask is None else np.asarray(getattr(mask, "data", mask))
 
 
-def _check_needs(layer, chosen, arguments):
+def _check_needs(layer: Any, chosen: Any, arguments: Any) -> None:
     """Refuse a mistake that cannot show in this configuration (before any forward)."""
     for where, name in chosen:
         needs = LAYER_MISTAKES[name].needs if name in LAYER_MISTAKES else MISTAKES[name].needs
@@ -144,9 +144,9 @@ def _check_needs(layer, chosen, arguments):
                 raise ValueError(f"mistake {label!r} needs as many memory positions as target positions (T == S)")
 
 
-def _links(layer, chosen):
+def _links(layer: Any, chosen: Any) -> Any:
     """The wrong links of the chosen mistakes, shaped as the layer's ``named_gradients(links=...)`` takes them."""
-    links = {}
+    links: dict[Any, Any] = {}
     for where, name in chosen:
         if name in MISTAKES:
             part = mistake_links([name], getattr(layer, where).analytic_cache())
@@ -160,7 +160,7 @@ def _links(layer, chosen):
     return links
 
 
-def _wrong_formulas(layer, chosen):
+def _wrong_formulas(layer: Any, chosen: Any) -> Any:
     """``{row label: (formula, latex, note)}`` for the rows whose formula a mistake changes."""
     wrong = {}
     for where, name in chosen:
@@ -178,7 +178,7 @@ def _wrong_formulas(layer, chosen):
     return wrong
 
 
-def _row_of(layer, where, mistake):
+def _row_of(layer: Any, where: str, mistake: Any) -> Any:
     """The row whose formula a layer mistake replaces (the first row it shows in)."""
     if mistake.part == "layernorm":
         return "dx" if not where else f"d_{next(b.residual for b in layer.blocks if b.norm == where)}"
@@ -193,7 +193,7 @@ def _row_of(layer, where, mistake):
 # ---------------------------------------------------------------- arguments
 
 
-def _row_specs(layer):
+def _row_specs(layer: Any) -> Any:
     if isinstance(layer, LayerNorm):
         return layernorm_rows()
     if isinstance(layer, FeedForward):
@@ -204,7 +204,7 @@ def _row_specs(layer):
     return post_norm_rows(layer, dropout_blocks, attention_dropout)
 
 
-def _describe(layer, arguments, upstream_text):
+def _describe(layer: Any, arguments: Any, upstream_text: Any) -> Any:
     given = {name: value for name, value in arguments.items() if value is not None}
     shapes = ", ".join(f"{name} {list(np.shape(getattr(value, 'data', value)))}" for name, value in given.items())
     mode = "training" if layer.training else "eval"
@@ -223,7 +223,7 @@ def layer_report(
     seed: int = 0,
     mistakes: Any = None,
     **forward_kwargs: Any,
-) -> LayerReport:
+) -> LayerReport | AttentionReport:
     """Run ``layer`` forward once, backward twice (tape, by hand), and compare every named gradient.
 
     ``inputs`` and ``forward_kwargs`` are what ``layer.forward`` takes
@@ -237,7 +237,7 @@ def layer_report(
     :func:`~microtape.check.attention_report`.
     """
     if isinstance(layer, MultiHeadAttention):
-        return attention_report(
+        return attention_report(  # type: ignore[misc]  # forward_kwargs: the forward's own
             layer, *inputs, grad_output=grad_output, finite_differences=finite_differences, tolerance=tolerance,
             seed=seed, mistakes=mistakes, **forward_kwargs,
         )  # fmt: skip
@@ -283,7 +283,7 @@ def layer_report(
     )  # fmt: skip
 
 
-def _rows(specs, wrong, by_hand, taped, tolerance):
+def _rows(specs: Any, wrong: Any, by_hand: Any, taped: Any, tolerance: float) -> Any:
     """One row per spec: the hand-derived gradient against the taped one (a mistake's formula where injected)."""
     rows = []
     for spec in specs:
@@ -305,7 +305,7 @@ def _rows(specs, wrong, by_hand, taped, tolerance):
     return rows
 
 
-def _add_finite_differences(layer, upstream, rows, fd_samples, tolerance, seed):
+def _add_finite_differences(layer: Any, upstream: Any, rows: Any, fd_samples: Any, tolerance: float, seed: int) -> str:
     """Estimate ``fd_samples`` entries of every row by finite differences; return how (the report's FD line)."""
     fd_tolerance = max(1e-6, 10 * tolerance)
     point = LayerPoint(layer, upstream, [row.name for row in rows])
@@ -319,7 +319,7 @@ def _add_finite_differences(layer, upstream, rows, fd_samples, tolerance, seed):
     )
 
 
-def _config(layer, arguments, tolerance, seed, grad_output):
+def _config(layer: Any, arguments: Any, tolerance: float, seed: int, grad_output: Any) -> Any:
     """The run's sizes and options, as plain data (the report's ``config``)."""
     return {
         "layer": type(layer).__name__,

@@ -19,7 +19,7 @@ there is inherited here (the report's ``inherits``).
 """
 
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..nn.attention import derivation
 
@@ -36,7 +36,7 @@ class RowSpec(NamedTuple):
     sources: tuple = ()
 
 
-def layernorm_rows():
+def layernorm_rows() -> Any:
     """The rows of a LayerNorm on its own (``dy`` is the gradient of its output)."""
     return [
         RowSpec("d_normalized", "normalized", "d_normalized = dy * gamma", r"d\hat x = dy \odot \gamma"),
@@ -52,7 +52,7 @@ def layernorm_rows():
     ]
 
 
-def _norm_rows(block, incoming, source):
+def _norm_rows(block: Any, incoming: Any, source: Any) -> Any:
     """A post-norm block's LayerNorm rows: the gradient of its input (the residual sum) and of γ, β."""
     k = block.norm[len("norm") :]
     sources = (source,) if source else ()
@@ -78,7 +78,9 @@ def _norm_rows(block, incoming, source):
     ]
 
 
-def feedforward_rows(activation, dropout, incoming="dy", source=None, input_name="x"):
+def feedforward_rows(
+    activation: Any, dropout: Any, incoming: str = "dy", source: Any = None, input_name: str = "x"
+) -> Any:
     """The feed-forward's rows without its input row (``incoming``: the gradient of its output)."""
     sources = (source,) if source else ()
     slope = "[pre_activation > 0]" if activation == "relu" else "gelu'(pre_activation)"
@@ -133,7 +135,7 @@ def feedforward_rows(activation, dropout, incoming="dy", source=None, input_name
     return rows
 
 
-def feedforward_layer_rows(activation, dropout):
+def feedforward_layer_rows(activation: Any, dropout: Any) -> Any:
     """The rows of a FeedForward on its own."""
     input_row = RowSpec("dx", "x", "dx = d_pre_activation W1", r"dx = dz\, W_1", ("d_pre_activation",))
     return feedforward_rows(activation, dropout) + [input_row]
@@ -142,7 +144,7 @@ def feedforward_layer_rows(activation, dropout):
 _DY = re.compile(r"\bdy\b")
 
 
-def attention_rows(sublayer, incoming, self_attention, dropout):
+def attention_rows(sublayer: Any, incoming: Any, self_attention: Any, dropout: Any) -> Any:
     """An attention sublayer's rows (attention_report's), prefixed ``<sublayer>.``; ``dy`` becomes ``incoming``."""
     rows = []
     for label, name, formula, latex, sources in derivation.attention_rows(self_attention, dropout):
@@ -152,7 +154,7 @@ def attention_rows(sublayer, incoming, self_attention, dropout):
     return rows
 
 
-def post_norm_rows(layer, dropout_blocks, attention_dropout):
+def post_norm_rows(layer: Any, dropout_blocks: Any, attention_dropout: Any) -> Any:
     """The rows of a post-norm Transformer layer, block by block from the last.
 
     ``dropout_blocks``: the block sublayers whose residual dropout ran;
@@ -213,6 +215,6 @@ def post_norm_rows(layer, dropout_blocks, attention_dropout):
     return rows
 
 
-def computed_from(rows):
+def computed_from(rows: Any) -> Any:
     """``{label: sources}`` for the report's ``inherits`` (rows without sources are left out)."""
     return {row.label: tuple(s for s in row.sources if s) for row in rows if row.sources}

@@ -21,6 +21,7 @@ agree; rows that depend on it inherit the error.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..ops import attention_links as attention_links
 from ..values.plain import Plain
@@ -49,7 +50,7 @@ class Mistake:
     links: Callable  # cache -> {link name: wrong link function} (see microtape.ops.attention_links.LINKS)
     needs: str | None = None  # "dropout", "mask", "square" (Tq == Tk) or None
 
-    def formula_for(self, label):
+    def formula_for(self, label: str) -> Any:
         """``(text, latex)`` of the wrong formula used for row ``label``, or None."""
         for row, text, latex in self.wrong:
             if row == label:
@@ -57,7 +58,7 @@ class Mistake:
         return None
 
     @property
-    def summary(self):
+    def summary(self) -> Any:
         """The wrong formulas, as one line of text."""
         return ";  ".join(text for _, text, _ in self.wrong)
 
@@ -68,33 +69,33 @@ class Mistake:
 # (the exercises' known mistakes use them too).
 
 
-def softmax_without_rowsum(grad_weights, weights):
+def softmax_without_rowsum(grad_weights: Any, weights: Any) -> Any:
     """WRONG: dS = P ⊙ dP — only the diagonal of softmax's Jacobian."""
     return weights * grad_weights
 
 
-def scores_without_scale(grad_scores, q, k, scale):
+def scores_without_scale(grad_scores: Any, q: Any, k: Any, scale: Any) -> Any:
     """WRONG: dQ = dS K, dK = dSᵀ Q — the 1/√d of the forward is forgotten."""
     return attention_links.scores_backward(grad_scores, q, k, 1.0)
 
 
-def scores_with_k_not_transposed(grad_scores, q, k, scale):
+def scores_with_k_not_transposed(grad_scores: Any, q: Any, k: Any, scale: Any) -> Any:
     """WRONG: dK = dS Q / √d — dS where dSᵀ belongs."""
     grad_q, _ = attention_links.scores_backward(grad_scores, q, k, scale)
     return grad_q, grad_scores @ q * scale
 
 
-def dropout_not_applied(grad_dropped, keep):
+def dropout_not_applied(grad_dropped: Any, keep: Any) -> Any:
     """WRONG: dP = dP̃ — the saved mask is not applied on the way back."""
     return grad_dropped
 
 
-def softmax_of(weights):
+def softmax_of(weights: Any) -> Any:
     """WRONG (when ``weights`` are not the forward's P): the softmax backward with other weights."""
     return lambda grad_weights, _: attention_links.softmax_backward(grad_weights, weights)
 
 
-def _causal_mask_leaked(cache):
+def _causal_mask_leaked(cache: Any) -> Any:
     # The weights recomputed from the scores *without* the mask: masked keys get gradient.
     q_heads, k_heads = Plain(cache["Q_heads"]), Plain(cache["K_heads"])
     unmasked = (q_heads @ k_heads.swapaxes(-1, -2)).scale(q_heads.shape[-1] ** -0.5).softmax(-1).data
@@ -164,7 +165,7 @@ MISTAKES = {
 ALIASES = {"transposed_operand": "K_not_transposed"}
 
 
-def mistake_links(names, cache):
+def mistake_links(names: Any, cache: Any) -> Any:
     """The wrong links of the mistakes ``names`` together (keys of :data:`MISTAKES`)."""
     unknown = set(names) - set(MISTAKES)
     if unknown:

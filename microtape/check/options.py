@@ -17,7 +17,7 @@ names as given, in order, each once.
 """
 
 import numbers
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .rows import default_tolerance
 
@@ -36,7 +36,16 @@ class ReportOptions(NamedTuple):
     mistakes: tuple
 
     @classmethod
-    def parse(cls, where, dtype, *, tolerance=None, finite_differences=False, seed=0, mistakes=None):
+    def parse(
+        cls,
+        where: str,
+        dtype: Any,
+        *,
+        tolerance: float | None = None,
+        finite_differences: bool | int = False,
+        seed: int = 0,
+        mistakes: Any = None,
+    ) -> Any:
         """Check every option of the report called ``where`` (for messages); gradients are of ``dtype``."""
         return cls(
             _tolerance(where, tolerance, dtype),
@@ -46,20 +55,20 @@ class ReportOptions(NamedTuple):
         )
 
 
-def _tolerance(where, tolerance, dtype):
+def _tolerance(where: str, tolerance: Any, dtype: Any) -> float:
     if tolerance is None:
         return default_tolerance(dtype)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not 0 < tolerance < 1:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not 0 < tolerance < 1:  # type: ignore[operator]  # a Real compares
         raise ValueError(f"{where}(tolerance={tolerance!r}): expected a number between 0 and 1")
     return float(tolerance)
 
 
-def _fd_samples(where, finite_differences):
+def _fd_samples(where: str, finite_differences: Any) -> int:
     if finite_differences is False or finite_differences is None:
         return 0
     if finite_differences is True:
         return DEFAULT_FD_SAMPLES
-    if isinstance(finite_differences, numbers.Integral) and finite_differences > 0:
+    if isinstance(finite_differences, numbers.Integral) and finite_differences > 0:  # type: ignore[operator]  # an Integral compares
         return int(finite_differences)
     raise ValueError(
         f"{where}(finite_differences={finite_differences!r}): expected True, False or a "
@@ -67,13 +76,13 @@ def _fd_samples(where, finite_differences):
     )
 
 
-def _seed(where, seed):
+def _seed(where: str, seed: int) -> Any:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"{where}(seed={seed!r}): expected an integer")
     return int(seed)
 
 
-def mistake_names(where, mistakes):
+def mistake_names(where: str, mistakes: Any) -> Any:
     """``mistakes`` (None, a name, or names) as a tuple of strings, in order, each once."""
     if mistakes is None:
         return ()
@@ -91,7 +100,7 @@ def mistake_names(where, mistakes):
     return tuple(dict.fromkeys(names))
 
 
-def call_config(attn, call):
+def call_config(attn: Any, call: Any) -> Any:
     """What every attention report's ``config`` starts with: the kind of attention and its sizes."""
     return {
         "attention": "self" if call.self_attention else "cross",

@@ -7,11 +7,12 @@ verdict; these functions lay them out (its ``table()``, ``str()`` and
 """
 
 import html
+from typing import Any
 
 __all__ = ["columns", "text_table", "report_text", "report_html"]
 
 
-def columns(report):
+def columns(report: Any) -> Any:
     """The table's columns, ``(header, getter, alignment)``: the FD column only when finite differences ran."""
     listed = [
         ("gradient", lambda r: r.label, "<"),
@@ -29,13 +30,13 @@ def columns(report):
     return listed
 
 
-def text_table(report):
+def text_table(report: Any) -> Any:
     """The rows as an aligned text table (no title or details)."""
     columns = report._columns()
     cells = [[getter(row) for _, getter, _ in columns] for row in report.rows]
     widths = [max([len(header)] + [len(line[i]) for line in cells]) for i, (header, _, _) in enumerate(columns)]
 
-    def line(values):
+    def line(values: Any) -> Any:
         parts = [f"{v:{align}{w}}" for v, (_, _, align), w in zip(values, columns, widths, strict=True)]
         return "  ".join(parts).rstrip()
 
@@ -49,7 +50,7 @@ def text_table(report):
     return "\n".join(lines)
 
 
-def report_text(report):
+def report_text(report: Any) -> Any:
     """The printed report: title, details, tolerance, the table, notes and the verdict."""
     lines = [report.title]
     lines += [f"  {detail}" for detail in report.details]
@@ -64,7 +65,7 @@ def report_text(report):
     return "\n".join(lines)
 
 
-def report_html(report):
+def report_html(report: Any) -> Any:
     """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip.
 
     Cells are padded (numbers never run into the next column's text) and wrap (names and formulas
@@ -110,19 +111,19 @@ def report_html(report):
     )
 
 
-def _shape_text(shape):
+def _shape_text(shape: Any) -> Any:
     return "scalar" if shape == () else "[" + ", ".join(str(n) for n in shape) + "]"
 
 
-def _number(value, digits=3):
+def _number(value: Any, digits: int = 3) -> Any:
     return "-" if value is None else f"{value:.{digits}e}"
 
 
-def _css_align(align):
+def _css_align(align: Any) -> Any:
     return "right" if align == ">" else "left"
 
 
-def _cell_style(title, align):
+def _cell_style(title: str, align: Any) -> str:
     """A cell's CSS: padded, wrapping; a name or a formula may break anywhere, a number (right-aligned) never."""
     if align == ">":
         wrap = ""

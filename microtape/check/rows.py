@@ -19,6 +19,7 @@ not an infinite relative error. ``max_rel_error`` is reported the same way:
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ __all__ = [
 DEFAULT_TOLERANCE = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-4}
 
 
-def default_tolerance(dtype):
+def default_tolerance(dtype: Any) -> Any:
     """The tolerance a check uses for gradients of ``dtype`` (1e-10 or 1e-4)."""
     return DEFAULT_TOLERANCE.get(np.dtype(dtype), 1e-10)
 
@@ -72,18 +73,18 @@ class Row:
     fd_error: float | None = None  # max |finite difference − taped| over the sampled entries
     fd_agrees: bool | None = None
     fd_entries: list = field(default_factory=list, repr=False)  # (index, fd, taped, analytic)
-    analytic: np.ndarray = field(default=None, repr=False)
-    taped: np.ndarray = field(default=None, repr=False)
+    analytic: np.ndarray = field(default=None, repr=False)  # type: ignore[arg-type]  # set by every report
+    taped: np.ndarray = field(default=None, repr=False)  # type: ignore[arg-type]  # set by every report
 
     @property
-    def passed(self):
+    def passed(self) -> Any:
         return self.routes_agree and self.fd_agrees is not False
 
     @property
-    def fd_samples(self):
+    def fd_samples(self) -> Any:
         return len(self.fd_entries)
 
-    def to_dict(self):
+    def to_dict(self) -> Any:
         """The row as plain Python values (no arrays), e.g. for JSON."""
         return {
             "label": self.label,
@@ -105,7 +106,19 @@ class Row:
         }
 
 
-def make_row(label, name, formula, latex, analytic, taped, *, atol, rtol, step=None, note=""):
+def make_row(
+    label: str,
+    name: str,
+    formula: Any,
+    latex: Any,
+    analytic: Any,
+    taped: Any,
+    *,
+    atol: float,
+    rtol: float,
+    step: Any = None,
+    note: str = "",
+) -> "Row":
     """Compare ``analytic`` with ``taped`` (same shape) and return a :class:`Row`."""
     analytic = np.asarray(analytic)
     taped = np.asarray(taped)
@@ -144,7 +157,7 @@ def make_row(label, name, formula, latex, analytic, taped, *, atol, rtol, step=N
     )
 
 
-def add_finite_differences(row, estimates, tolerance):
+def add_finite_differences(row: Any, estimates: Any, tolerance: float) -> None:
     """Record the sampled estimates on ``row`` and judge them against the taped value."""
     taped = np.asarray(row.taped, dtype=np.float64)
     hand = np.asarray(row.analytic, dtype=np.float64)
@@ -154,7 +167,7 @@ def add_finite_differences(row, estimates, tolerance):
     row.fd_agrees = bool(row.fd_error <= tolerance * (1.0 + scale))
 
 
-def inherits_from(computed_from):
+def inherits_from(computed_from: Any) -> Any:
     """``{label: labels whose value is computed (directly or not) from it}``.
 
     ``computed_from`` says, for each row, the rows it is computed from
@@ -186,7 +199,18 @@ class GradientReport:
 
     title = "Gradient check: hand-derived against the tape"
 
-    def __init__(self, rows, *, atol, rtol, details=(), gradients=None, analytic=None, fd_text=None, inherits=None):
+    def __init__(
+        self,
+        rows: Any,
+        *,
+        atol: float,
+        rtol: float,
+        details: Any = (),
+        gradients: Any = None,
+        analytic: Any = None,
+        fd_text: Any = None,
+        inherits: Any = None,
+    ) -> None:
         self.rows = list(rows)
         self.atol = atol
         self.rtol = rtol
@@ -199,46 +223,46 @@ class GradientReport:
     # -- verdicts
 
     @property
-    def ok(self):
+    def ok(self) -> Any:
         return all(row.passed for row in self.rows)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.ok
 
     @property
-    def failures(self):
+    def failures(self) -> Any:
         """The failing rows, in backward order."""
         return [row for row in self.rows if not row.passed]
 
     @property
-    def first_failure(self):
+    def first_failure(self) -> Any:
         """The label of the earliest failing row in backward order (None if all pass)."""
         failures = self.failures
         return failures[0].label if failures else None
 
     @property
-    def first_failing_row(self):
+    def first_failing_row(self) -> Any:
         failures = self.failures
         return failures[0] if failures else None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         for row in self.rows:
             if key in (row.label, row.name):
                 return row
         labels = ", ".join(row.label for row in self.rows)
         raise KeyError(f"no row labelled or named {key!r}; rows are: {labels}")
 
-    def __iter__(self):
+    def __iter__(self) -> Any:
         return iter(self.rows)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.rows)
 
     @property
-    def tolerance_text(self):
+    def tolerance_text(self) -> str:
         return f"a row passes when max|analytic - taped| <= {self.atol:g} + {self.rtol:g} * max|taped|"
 
-    def verdict_text(self):
+    def verdict_text(self) -> Any:
         if self.ok:
             return f"all {len(self.rows)} rows agree"
         row = self.first_failing_row
@@ -264,27 +288,27 @@ class GradientReport:
 
     # -- how it reads (microtape.check.report_text)
 
-    def _columns(self):
+    def _columns(self) -> Any:
         """The table's columns: ``(header, getter, alignment)``; a report may rename them."""
         return columns(self)
 
-    def table(self):
+    def table(self) -> Any:
         """The rows as an aligned text table (no title or details)."""
         return text_table(self)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return report_text(self)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> Any:
         return report_html(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         verdict = "ok" if self.ok else f"first failure {self.first_failure}"
         return f"<{type(self).__name__}: {len(self.rows)} rows, {verdict}>"
 
     # -- plain data
 
-    def to_dict(self):
+    def to_dict(self) -> Any:
         """Everything the table shows, as plain Python values (JSON-ready)."""
         return {
             "title": self.title,
@@ -303,13 +327,13 @@ class ConfiguredReport(GradientReport):
     """A report of one run of a layer: also keeps ``config`` (sizes and options), ``grad_output``
     (the upstream gradient used) and ``mistakes`` (names of injected teaching mistakes, if any)."""
 
-    def __init__(self, rows, *, config, grad_output, mistakes, **kwargs):
+    def __init__(self, rows: Any, *, config: Any, grad_output: Any, mistakes: Any, **kwargs: Any) -> None:
         super().__init__(rows, **kwargs)
         self.config = config
         self.grad_output = grad_output
         self.mistakes = tuple(mistakes)
 
-    def to_dict(self):
+    def to_dict(self) -> Any:
         """Everything the table shows, plus the configuration and the mistakes, as plain data."""
         data = super().to_dict()
         data["config"] = dict(self.config)
@@ -317,7 +341,7 @@ class ConfiguredReport(GradientReport):
         return data
 
 
-def upstream_gradient(grad_output, output_shape, seed, dtype, where):
+def upstream_gradient(grad_output: Any, output_shape: Any, seed: int, dtype: Any, where: str) -> Any:
     """The gradient a report starts from, and a sentence saying where it came from (checked before any forward).
 
     ``grad_output=None`` draws a standard normal one from ``seed``; a given

@@ -12,6 +12,8 @@ This module lets :func:`microtape.check.tiled_report` line up, as report rows:
 A :class:`TileWalk` collects the rows and what each is computed from.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..nn.attention import tiled
@@ -61,13 +63,13 @@ QUANTITIES = {
 TOTALS = [("dV", "V_heads"), ("dK", "K_heads"), ("dQ", "Q_heads")]
 
 
-def _comparable(value, reference):
+def _comparable(value: Any, reference: Any) -> Any:
     """Both arrays, with equal infinities (a row that has seen only -inf scores) set to 0 in both."""
     same = np.isinf(reference) & (value == reference)
     return np.where(same, 0.0, value), np.where(same, 0.0, reference)
 
 
-def _prefix_softmax(scores, keep, values):
+def _prefix_softmax(scores: Any, keep: Any, values: Any) -> Any:
     """The softmax statistics of the keys seen so far, the textbook way: ``(m, l, acc)``."""
     m = scores.max(axis=-1)
     shift = np.where(np.isneginf(m), 0.0, m)
@@ -85,7 +87,11 @@ class TileWalk:
     ``why``, ``links``, by name), swapped into the walk's update rules.
     """
 
-    def __init__(self, standard, tiled_layer, reference, grads, mistakes, tolerance):
+    def __init__(
+        self, standard: Any, tiled_layer: Any, reference: Any, grads: Any, mistakes: Any, tolerance: float
+    ) -> None:
+        self.rows: list[Any]
+        self.computed_from: dict[Any, Any]
         self.rows, self.computed_from = [], {}
         self.mistakes, self.tolerance = mistakes, tolerance
         self.reference, self.grads = reference, grads
@@ -100,7 +106,7 @@ class TileWalk:
         self.links = {name: fn for mistake in mistakes.values() for name, fn in mistake.links.items()}
         self.link = {**tiled.LINKS, **self.links}
 
-    def add_row(self, quantity, label, value, expected, sources=()):
+    def add_row(self, quantity: Any, label: str, value: Any, expected: Any, sources: Any = ()) -> None:
         formula, latex = FORMULAS[quantity]
         note = ""
         for name, mistake in self.mistakes.items():
@@ -112,14 +118,14 @@ class TileWalk:
         self.rows.append(row)
         self.computed_from[label] = tuple(sources)
 
-    def forward(self, schedule):
+    def forward(self, schedule: Any) -> Any:
         """After each key block, the running statistics against those of the keys seen so far; then O and L."""
         q, v, keep, scores = self.q, self.v, self.keep, self.scores
         out = np.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=self.node.data.dtype)
         lse = np.empty(q.shape[:2], dtype=self.node.data.dtype)
-        finals = []
+        finals: list[Any] = []
         for a, block in enumerate(schedule.query_blocks):
-            previous = ()
+            previous: tuple[str, ...] = ()
             for state in tiled.online_softmax(q, self.k, v, schedule, a, self.kernel_mask, self.dropout, self.links):
                 seen = slice(0, state.tile.cols.stop)
                 expected = _prefix_softmax(
@@ -140,7 +146,7 @@ class TileWalk:
                      [x + t for t in finals for x in ("m", "l")])  # fmt: skip
         return out, lse
 
-    def backward(self, schedule, out, lse):
+    def backward(self, schedule: Any, out: Any, lse: Any) -> None:
         """D, then each tile's parts of dV, dK, dQ against the same block of the chain's gradients; the totals."""
         q, k, v, reference, chain = self.q, self.k, self.v, self.reference, self.chain
         grad_out, grad_scores = self.grads["context"], reference["scaled_scores"]
@@ -148,7 +154,7 @@ class TileWalk:
         self.add_row("D", "D", row_delta, np.einsum("...k,...k->...", reference["weights"], self.weights), ["O"])
         scale = attention_links.score_scale(q.shape[-1])
         totals = {"dQ": np.zeros_like(q), "dK": np.zeros_like(k), "dV": np.zeros_like(v)}
-        parts = {"dQ": [], "dK": [], "dV": []}
+        parts: dict[str, list[Any]] = {"dQ": [], "dK": [], "dV": []}
         steps = tiled.backward_steps(grad_out, q, k, v, lse, row_delta, schedule, self.kernel_mask, self.dropout,
                                      self.links)  # fmt: skip
         for step in steps:

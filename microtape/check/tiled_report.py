@@ -117,21 +117,21 @@ class TiledReport(ConfiguredReport):
 
     title = "Tiled attention check: FlashAttention-2, tile by tile, against the standard chain"
 
-    def __init__(self, rows, *, schedule, tiled, standard, **kwargs):
+    def __init__(self, rows: Any, *, schedule: Any, tiled: Any, standard: Any, **kwargs: Any) -> None:
         super().__init__(rows, **kwargs)
         self.schedule = schedule
         self.tiled = tiled
         self.standard = standard
 
     @property
-    def tolerance_text(self):
+    def tolerance_text(self) -> str:
         return f"a row passes when max|tiled - standard| <= {self.atol:g} + {self.rtol:g} * max|standard|"
 
-    def _columns(self):
+    def _columns(self) -> Any:
         names = {"gradient": "step", "tape node": "quantity", "|analytic|": "|tiled|", "|taped|": "|standard|"}
         return [(names.get(header, header), getter, align) for header, getter, align in super()._columns()]
 
-    def to_dict(self):
+    def to_dict(self) -> Any:
         data = super().to_dict()
         data["schedule"] = str(self.schedule)
         return data
@@ -140,7 +140,7 @@ class TiledReport(ConfiguredReport):
 # ---------------------------------------------------------------- arguments
 
 
-def _parse(attn, block_size, mistakes, tolerance, seed):
+def _parse(attn: Any, block_size: Any, mistakes: Any, tolerance: float | None, seed: int) -> Any:
     if not isinstance(attn, MultiHeadAttention):
         raise TypeError(f"tiled_report(attn, ...): expected a MultiHeadAttention, got {type(attn).__name__}")
     if block_size is None:
@@ -161,7 +161,7 @@ def _parse(attn, block_size, mistakes, tolerance, seed):
     return block_size, options.mistakes, options.tolerance
 
 
-def _check_schedule(schedule, chosen):
+def _check_schedule(schedule: Any, chosen: Any) -> None:
     tiles = len(schedule.forward_order())
     if tiles > MAX_TILES:
         raise ValueError(
@@ -238,7 +238,7 @@ def tiled_report(
     )
 
 
-def _config(attn, call, schedule, block_size, dropout, tolerance, seed):
+def _config(attn: Any, call: Any, schedule: Any, block_size: Any, dropout: Any, tolerance: float, seed: int) -> Any:
     return {
         **call_config(attn, call),
         "block_size": block_size,
@@ -252,7 +252,7 @@ def _config(attn, call, schedule, block_size, dropout, tolerance, seed):
     }
 
 
-def _details(config, call, schedule, dropout, upstream_text, chosen):
+def _details(config: Any, call: Any, schedule: Any, dropout: Any, upstream_text: Any, chosen: Any) -> Any:
     details = [
         f"{config['attention']}-attention: B={call.batch}, Tq={call.q_len}, Tk={call.k_len}, E={config['embed']}, "
         f"H={config['heads']}; {schedule}; "

@@ -37,7 +37,7 @@ from .rows import GradientReport
 __all__ = ["WalkStep", "walk"]
 
 
-def _describe_array(value):
+def _describe_array(value: Any) -> str:
     if value is None:
         return "none (a constant)"
     if value.__class__ is float or np.ndim(value) == 0:
@@ -66,7 +66,7 @@ class WalkStep:
     expression: tuple = ()
 
     @property
-    def row(self):
+    def row(self) -> Any:
         """The check of this step's own output, if it has a named counterpart (else None)."""
         for row in self.rows:
             if row.name == self.name:
@@ -74,28 +74,28 @@ class WalkStep:
         return None
 
     @property
-    def analytic(self):
+    def analytic(self) -> Any:
         """The hand-derived gradient of this step's output (None without a counterpart)."""
         row = self.row
         return None if row is None else row.analytic
 
     @property
-    def max_abs_error(self):
+    def max_abs_error(self) -> Any:
         row = self.row
         return None if row is None else row.max_abs_error
 
     @property
-    def passed(self):
+    def passed(self) -> Any:
         """True/False when some check completes here; None when there is nothing to check."""
         if not self.rows:
             return None
         return all(row.passed for row in self.rows)
 
     @property
-    def equation(self):
+    def equation(self) -> str:
         return f"{self.name} = {self.op}({', '.join(self.input_names)})"
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = f"   [{self.module}]" if self.module else ""
         lines = [
             f"step {self.number} of {self.total}: tape[{self.index}]  {self.equation}{where}",
@@ -143,32 +143,34 @@ def walk(source: Any, *args: Any, expressions: bool = False, **kwargs: Any) -> l
     if isinstance(source, MultiHeadAttention):
         return walk(attention_report(source, *args, **kwargs), expressions=expressions)
     if isinstance(source, Tape):
-        return _walk_tape(source, *args, expressions=expressions, **kwargs)
+        return _walk_tape(source, *args, expressions=expressions, **kwargs)  # type: ignore[misc]  # kwargs: the tolerances
     raise TypeError(f"walk(source): expected a report, a MultiHeadAttention or a Tape, got {type(source).__name__}")
 
 
-def _walk_tape(tape, output, analytic=None, grad=None, expressions=False, **tolerances):
+def _walk_tape(
+    tape: Any, output: Any, analytic: Any = None, grad: Any = None, expressions: bool = False, **tolerances: Any
+) -> Any:
     if analytic:
         return walk(compare(tape, output, analytic, grad, **tolerances), expressions=expressions)
     return _steps(gradients(output, grad, tape=tape, steps=True), [], expressions)
 
 
-def _recorded_expressions(result):
+def _recorded_expressions(result: Any) -> Any:
     """``{label: (equation lines)}``: the same pass recorded, its equations grouped by the step that made them."""
     recorded = gradients(result.output, result.seed, tape=result.tape, create_graph=True)
-    names = recorded.program.variable_names()
-    grouped = {}
-    for equation in recorded.program:
+    names = recorded.program.variable_names()  # type: ignore[union-attr]  # create_graph=True records one
+    grouped: dict[Any, Any] = {}
+    for equation in recorded.program:  # type: ignore[union-attr]  # create_graph=True records one
         args = ", ".join(names[x] for x in equation.inputs)
         grouped.setdefault(equation.module, []).append(f"{names[equation.output]} = {equation.op.name}({args})")
     return {label: tuple(lines) for label, lines in grouped.items()}
 
 
-def _steps(result, rows, expressions=False):
+def _steps(result: Any, rows: Any, expressions: bool = False) -> Any:
     names = result.tape.variable_names()
     recorded = _recorded_expressions(result) if expressions else {}
     labels = derivative_labels(result.tape) if expressions else {}
-    by_step = {}
+    by_step: dict[Any, Any] = {}
     for row in rows:
         by_step.setdefault(row.step, []).append(row)
     steps = []
@@ -195,7 +197,7 @@ def _steps(result, rows, expressions=False):
     return steps
 
 
-def _formula_with_names(equation, names):
+def _formula_with_names(equation: Any, names: Any) -> Any:
     """The VJP of one equation with the real operand names: ``dx = dy * W; dW = x^T @ dy``."""
     op = equation.op
     operands = {name: names.get(x, x.name or "const") for name, x in zip(op.inputs, equation.inputs)}

@@ -20,7 +20,9 @@ int value" where we say what was expected.
 
 import argparse
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 __all__ = [
     "UsageError",
@@ -42,25 +44,25 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line (``microtape check: error: argument --seq: ...``)."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _integer(text):
+def _integer(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-def _float(text, wanted):
+def _float(text: str, wanted: str) -> float:
     try:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
 
 
-def positive_int(text):
+def positive_int(text: str) -> int:
     """An integer >= 1."""
     value = _integer(text)
     if value < 1:
@@ -68,7 +70,7 @@ def positive_int(text):
     return value
 
 
-def non_negative_int(text):
+def non_negative_int(text: str) -> int:
     """An integer >= 0 (a seed, a step number)."""
     value = _integer(text)
     if value < 0:
@@ -76,7 +78,7 @@ def non_negative_int(text):
     return value
 
 
-def probability(text):
+def probability(text: str) -> float:
     """A float with 0 <= p < 1."""
     value = _float(text, "a probability")
     if not 0.0 <= value < 1.0:
@@ -84,7 +86,7 @@ def probability(text):
     return value
 
 
-def positive_float(text):
+def positive_float(text: str) -> float:
     """A finite float > 0 (a learning rate, a time limit)."""
     value = _float(text, "a number")
     if not value > 0 or value == float("inf"):
@@ -92,7 +94,7 @@ def positive_float(text):
     return value
 
 
-def output_folder(text):
+def output_folder(text: str) -> Path:
     """A folder to write into: it may not exist yet, but must not be a file, and must be writable."""
     path = Path(text)
     if path.exists() and not path.is_dir():
@@ -105,10 +107,10 @@ def output_folder(text):
     return path
 
 
-def output_file(suffixes):
+def output_file(suffixes: Sequence[str]) -> Callable[[str], Path]:
     """A file type: its suffix must be one of ``suffixes`` and its folder writable."""
 
-    def check(text):
+    def check(text: str) -> Path:
         path = Path(text)
         if path.suffix.lower() not in suffixes:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a file ending in {', '.join(suffixes)}")
@@ -125,7 +127,7 @@ def output_file(suffixes):
     return check
 
 
-def existing_file(text):
+def existing_file(text: str) -> Path:
     """A file that exists."""
     path = Path(text)
     if not path.is_file():

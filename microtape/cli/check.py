@@ -17,7 +17,13 @@ against the standard chain (:func:`~microtape.check.tiled_report.tiled_report`;
 its mistakes, such as ``forgot_rescale``, go with it).
 """
 
+from __future__ import annotations
+
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 import numpy as np
 
@@ -33,7 +39,7 @@ from .args import UsageError, non_negative_int, positive_int, probability
 __all__ = ["add_arguments", "run", "build_example"]
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the options of `microtape check` to an ``argparse`` parser."""
     parser.add_argument("--embed", type=positive_int, default=16, help="embedding size E (default: 16)")
     parser.add_argument("--heads", type=positive_int, default=4, help="number of heads H; must divide E (default: 4)")
@@ -86,7 +92,7 @@ def add_arguments(parser):
     return parser
 
 
-def random_mask(q_len, k_len, probability, rng, causal=False):
+def random_mask(q_len: int, k_len: int, probability: Any, rng: np.random.Generator, causal: bool = False) -> Any:
     """An additive mask ``[Tq, Tk]``: each entry is -1e9 with ``probability``, else 0.
 
     A row that would be left with no allowed key (counting the causal mask)
@@ -99,7 +105,7 @@ def random_mask(q_len, k_len, probability, rng, causal=False):
     return mask
 
 
-def build_example(args):
+def build_example(args: argparse.Namespace) -> Any:
     """The layer and the inputs `microtape check` runs on, from parsed options."""
     k_len = args.seq if args.kv_seq is None else args.kv_seq
     if args.embed % args.heads:
@@ -136,7 +142,7 @@ def build_example(args):
     return attn, query, key, value, mask
 
 
-def run(args):
+def run(args: argparse.Namespace) -> int:
     """Print the report for ``args``; return 0 (all pass), 1 (a row fails) or 2 (bad options)."""
     try:
         attn, query, key, value, mask = build_example(args)

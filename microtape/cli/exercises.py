@@ -40,6 +40,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..exercises.catalogue import list_exercises
 from ..exercises.registry import EXERCISES, get
@@ -49,7 +50,7 @@ from ..grading.submission import DEFAULT_TIMEOUT, EXIT_CODES, MAX_TIMEOUT, check
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the `list | stub | check` sub-commands to ``parser`` (an argparse parser)."""
     parser.description = "Derivative exercises: list them, print stubs to fill in, check a student's file."
     actions = parser.add_subparsers(dest="exercises_action", metavar="{list,stub,check}")
@@ -86,7 +87,7 @@ def add_arguments(parser):
     return parser
 
 
-def add_exercises_option(parser):
+def add_exercises_option(parser: Any) -> None:
     """``--exercises FILE.py``: a teacher's file of exercises (``ex.derivation``), loaded before the command runs."""
     parser.add_argument(
         "--exercises",
@@ -96,7 +97,7 @@ def add_exercises_option(parser):
     )
 
 
-def load_teachers_files(args, command):
+def load_teachers_files(args: Any, command: Any) -> Any:
     """Load every ``--exercises`` file of ``args``; a message (the usage error) or None."""
     from ..exercises.teacher import load_exercises
 
@@ -108,7 +109,7 @@ def load_teachers_files(args, command):
     return None
 
 
-def run(args):
+def run(args: Any) -> Any:
     """Run the parsed command; returns the exit status."""
     action = getattr(args, "exercises_action", None) or "list"
     problem = load_teachers_files(args, f"microtape exercises {action}")
@@ -122,7 +123,7 @@ def run(args):
     return _check(args)
 
 
-def _list():
+def _list() -> int:
     width = max(len(name) for name in EXERCISES)
     if len(list_exercises()) > 1:
         width = min(width, 40)
@@ -138,7 +139,7 @@ def _list():
     return 0
 
 
-def _stub(names):
+def _stub(names: Any) -> int:
     from ..exercises import starter_file
 
     try:
@@ -150,12 +151,12 @@ def _stub(names):
     return 0
 
 
-def _usage(message):
+def _usage(message: object) -> int:
     print(f"microtape exercises check: {message}", file=sys.stderr)
     return 2
 
 
-def _check(args):
+def _check(args: argparse.Namespace) -> Any:
     if args.trials is not None and args.trials < 1:
         return _usage(f"--trials must be at least 1, got {args.trials}")
     if args.seed < 0:
@@ -180,7 +181,7 @@ def _check(args):
     return status
 
 
-def _write_picture(report, path):
+def _write_picture(report: Any, path: Any) -> None:
     """Draw the check of the first stepped exercise that is not right (else the first stepped one) to ``path``."""
     from ..viz.render import GraphvizNotFound, render
 

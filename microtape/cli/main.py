@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from .args import Parser, UsageError, non_negative_int, output_file, output_folder, positive_int, probability
 
@@ -31,7 +32,7 @@ GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot")
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-def _demo(args):
+def _demo(args: argparse.Namespace) -> Any:
     import numpy as np
 
     from ..check import attention_report
@@ -60,7 +61,7 @@ def _demo(args):
     return 0 if report.ok else 1
 
 
-def _graph(args):
+def _graph(args: argparse.Namespace) -> int:
     from ..viz.demo import render_graph
     from ..viz.fit import NOTEBOOK_WIDTH
     from ..viz.render import GraphvizNotFound
@@ -83,14 +84,14 @@ def _graph(args):
     return 0
 
 
-def _check_seq_size(seq, command):
+def _check_seq_size(seq: Any, command: Any) -> None:
     """The demo pictures draw every node: refuse lengths no picture can show (before any work)."""
     limit = {"graph": 64, "heatmap": 512}[command]
     if seq > limit:
         raise UsageError(f"--seq {seq}: at most {limit} positions for `microtape {command}` (a picture of every step)")
 
 
-def _heatmap(args):
+def _heatmap(args: argparse.Namespace) -> int:
     from ..viz.demo import render_heatmap
 
     _check_seq_size(args.seq, "heatmap")
@@ -105,7 +106,7 @@ def _heatmap(args):
     return 0
 
 
-def build_parser():
+def build_parser() -> Any:
     """The ``microtape`` parser: its sub-commands in the order ``--help`` lists them."""
     parser = Parser(
         prog="microtape",
@@ -147,20 +148,20 @@ def build_parser():
     return parser
 
 
-def _add_command(commands, name, help, module):
+def _add_command(commands: Any, name: str, help: Any, module: Any) -> None:
     """A sub-command whose options and run live in its own package's ``module`` (``add_arguments``, ``run``)."""
     command = commands.add_parser(name, help=help)
     module.add_arguments(command)
     command.set_defaults(run=module.run)
 
 
-def _seq_help():
+def _seq_help() -> str:
     from ..viz.demo import DEMO
 
     return f"sequence length (default: {DEMO['seq']})"
 
 
-def _add_layer_options(parser):
+def _add_layer_options(parser: argparse.ArgumentParser) -> None:
     """The layer options `graph` and `heatmap` share with `check`: which attention to draw."""
     from ..viz.demo import DEMO
 
@@ -197,14 +198,14 @@ def _add_layer_options(parser):
     )
 
 
-def _layer_settings(args):
+def _layer_settings(args: argparse.Namespace) -> Any:
     """The demo settings the layer options chose, checked before any work (heads must divide embed)."""
     if args.embed % args.heads:
         raise UsageError(f"--heads {args.heads} must divide --embed {args.embed}")
     return {name: getattr(args, name) for name in ("embed", "heads", "batch", "seq", "causal", "dropout", "seed")}
 
 
-def _add_graph(commands):
+def _add_graph(commands: Any) -> None:
 
     graph = commands.add_parser("graph", help="draw the default attention's computational graph")
     graph.add_argument(
@@ -236,7 +237,7 @@ def _add_graph(commands):
     graph.set_defaults(run=_graph)
 
 
-def _add_heatmap(commands):
+def _add_heatmap(commands: Any) -> None:
 
     heatmap = commands.add_parser("heatmap", help="draw the default attention's weights or gradients per head")
     heatmap.add_argument(
@@ -257,7 +258,7 @@ def _add_heatmap(commands):
     heatmap.set_defaults(run=_heatmap)
 
 
-def main(argv=None):
+def main(argv: Any = None) -> Any:
     """Run the command line; returns the exit status (0 ok, 1 a check failed, 2 bad usage)."""
     args = build_parser().parse_args(argv)
     try:

@@ -14,15 +14,21 @@ Exit status: 0 done, 1 Graphviz's ``dot`` missing (the graph saved as
 ``.dot``, the rest written), 2 a bad option.
 """
 
+from __future__ import annotations
+
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 from .args import output_folder
 
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the options of `microtape memory` to an ``argparse`` parser."""
     parser.add_argument(
         "--out", type=output_folder, default="memory-output", help="folder for the pictures (default: memory-output)"
@@ -30,7 +36,7 @@ def add_arguments(parser):
     return parser
 
 
-def run(args):
+def run(args: argparse.Namespace) -> Any:
     from ..viz.demo import render_memory
     from ..viz.lifetimes import human_bytes
     from ..viz.render import GraphvizNotFound

@@ -16,7 +16,13 @@ learning rate are checked against :data:`~microtape.train.loop.LIMITS`
 before any work).
 """
 
+from __future__ import annotations
+
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 from ..train.loop import DEFAULT_STEPS, ConfigError, Diverged, TrainConfig, train
 from ..train.tasks import TASKS
@@ -26,7 +32,7 @@ from .args import UsageError, non_negative_int, output_folder, positive_float, p
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the options of `microtape train` to an ``argparse`` parser."""
     defaults = TrainConfig()
     steps = ", ".join(f"{task} {count}" for task, count in DEFAULT_STEPS.items())
@@ -55,7 +61,7 @@ def add_arguments(parser):
     return parser
 
 
-def config_from(args):
+def config_from(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` the options describe; a value out of range, or a combination that makes no
     sense, is a UsageError naming the option (checked before any work: ``--length`` sizes the task as 10^length).
     """
@@ -72,7 +78,7 @@ def config_from(args):
         raise UsageError(f"--{error.field.replace('_', '-')} {value}: {error.reason}") from None
 
 
-def run(args):
+def run(args: argparse.Namespace) -> Any:
     """Train, write the outputs, print where they went; the exit status (see the module doc)."""
     from ..train.pictures import write_outputs
 
@@ -86,7 +92,7 @@ def run(args):
     try:
         with progress(total=config.steps, desc=config.task, unit="step") as bar:
 
-            def show(step, loss, accuracy):
+            def show(step: Any, loss: Any, accuracy: Any) -> None:
                 bar.set_postfix(loss=f"{loss:.4f}", acc=f"{100 * accuracy:.1f}%", refresh=False)
                 bar.update(step - bar.n)
 

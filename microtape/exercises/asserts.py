@@ -18,6 +18,7 @@ a ``KeyboardInterrupt`` raised by the student's code.
 """
 
 import weakref
+from typing import Any
 
 from .checker import CheckResult, check
 from .registry import get
@@ -29,10 +30,10 @@ DEFAULT_TIME_LIMIT = 10.0
 
 # function -> {(exercise name, hidden, seed): CheckResult}. Weak keys: a
 # redefined function is a new object and is checked afresh.
-_checked = weakref.WeakKeyDictionary()
+_checked: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
-def _check(name, student_fn, hidden, time_limit, seed, secret):
+def _check(name: str, student_fn: Any, hidden: Any, time_limit: Any, seed: int, secret: Any) -> Any:
     """The check, where even a KeyboardInterrupt from the student's code is a verdict.
 
     In a notebook a KeyboardInterrupt stops the cell (check re-raises it);
@@ -48,7 +49,7 @@ def _check(name, student_fn, hidden, time_limit, seed, secret):
         return CheckResult(name, False, message, status="not checked", outputs=outputs, max_score=exercise.max_score)
 
 
-def _result(name, student_fn, hidden, time_limit, seed=0, secret=None):
+def _result(name: str, student_fn: Any, hidden: Any, time_limit: Any, seed: int = 0, secret: Any = None) -> Any:
     try:
         memory = _checked.setdefault(student_fn, {})
     except TypeError:  # not weak-referenceable (a builtin): check without remembering
@@ -62,7 +63,15 @@ def _result(name, student_fn, hidden, time_limit, seed=0, secret=None):
     return memory[key]
 
 
-def assert_output(name, student_fn, output, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT, secret=None):
+def assert_output(
+    name: str,
+    student_fn: Any,
+    output: Any,
+    *,
+    hidden: bool = False,
+    time_limit: Any = DEFAULT_TIME_LIMIT,
+    secret: Any = None,
+) -> None:
     """Pass when ``output`` of ``student_fn`` is right on every (hidden) trial; else ``AssertionError``.
 
     The message says why (the checker's feedback, with its hint). Returns
@@ -74,7 +83,9 @@ def assert_output(name, student_fn, output, *, hidden=False, time_limit=DEFAULT_
         raise AssertionError(f"{name}: {output} is not right ({result.status}).\n{result.message}")
 
 
-def assert_right(name, student_fn, *, hidden=False, time_limit=DEFAULT_TIME_LIMIT, secret=None):
+def assert_right(
+    name: str, student_fn: Any, *, hidden: bool = False, time_limit: Any = DEFAULT_TIME_LIMIT, secret: Any = None
+) -> None:
     """Pass when every output is right (the visible trials by default); else ``AssertionError``."""
     result = _result(name, student_fn, hidden, time_limit, secret=secret)
     if not result.ok:

@@ -6,6 +6,8 @@ microtape.exercises`` is listed, prompted and put in a starter file like the
 lab's own (whose order :data:`microtape.exercises.lab.LAB` writes).
 """
 
+from typing import Any
+
 from .registry import EXERCISES, get
 
 __all__ = ["ORDER", "list_exercises", "stub_source", "prompt", "starter_file"]
@@ -16,22 +18,22 @@ __all__ = ["ORDER", "list_exercises", "stub_source", "prompt", "starter_file"]
 ORDER = EXERCISES.keys()
 
 
-def list_exercises(include_stretch=True):
+def list_exercises(include_stretch: bool = True) -> Any:
     """The exercise names in the order they were registered (the lab's order, then a teacher's)."""
     return [name for name in ORDER if include_stretch or not EXERCISES[name].stretch]
 
 
-def stub_source(name):
+def stub_source(name: str) -> Any:
     """The stub of exercise ``name`` as source text: signature, prompt, ``raise NotImplementedError``."""
     return get(name).stub_source()
 
 
-def prompt(name):
+def prompt(name: str) -> Any:
     """The maths prompt of exercise ``name`` (its stub's docstring)."""
     return get(name).prompt
 
 
-def starter_file(names=None):
+def starter_file(names: Any = None) -> Any:
     """A ready-to-fill Python file holding the stubs of ``names`` (default: all)."""
     names = list_exercises() if names is None else [get(name).name for name in names]
     parts = [

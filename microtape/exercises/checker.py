@@ -52,6 +52,8 @@ one of these comparisons holds — never on a guess.
 import functools
 import hashlib
 import hmac
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +102,17 @@ __all__ = [
 # ---------------------------------------------------------------- the public API
 
 
-def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None, student=None):
+def check(
+    name: str,
+    student_fn: Any,
+    *,
+    trials: Any = None,
+    seed: int = 0,
+    hidden: bool = False,
+    time_limit: Any = None,
+    secret: Any = None,
+    student: Any = None,
+) -> Any:
     """Check ``student_fn`` against the tape on seeded random inputs.
 
     ``trials`` defaults to the exercise's number of trials (more cycle through
@@ -172,7 +184,7 @@ def check(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=Non
     return verdict.finish(trials_run=verdict.trials_run)
 
 
-def _checked_arguments(name, student_fn, cases, trials, seed, time_limit):
+def _checked_arguments(name: str, student_fn: Any, cases: Any, trials: Any, seed: int, time_limit: Any) -> Any:
     """The number of trials to run, once every argument of :func:`check` is checked."""
     if not callable(student_fn):
         raise TypeError(f"check({name!r}, student_fn): student_fn must be a function, got {type(student_fn).__name__}")
@@ -189,7 +201,7 @@ def _checked_arguments(name, student_fn, cases, trials, seed, time_limit):
     return int(trials)
 
 
-def _raised(verdict, student_fn, error, trial, where, time_limit):
+def _raised(verdict: Any, student_fn: Any, error: Any, trial: Any, where: str, time_limit: Any) -> Any:
     """The student's function raised ``error``: the finished result when that ends the check, else None.
 
     Not written yet (``NotImplementedError`` on the first trial), too slow,
@@ -235,13 +247,13 @@ def _raised(verdict, student_fn, error, trial, where, time_limit):
     return None
 
 
-def student_secret(secret, student):
+def student_secret(secret: Any, student: Any) -> Any:
     """The secret one student's hidden trials are drawn from: the class secret and the student's name."""
     key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
     return hmac.new(key, b"student:" + student.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()
 
 
-def _trial_key(seed, hidden, secret, student=None):
+def _trial_key(seed: int, hidden: Any, secret: Any, student: Any = None) -> Any:
     """What seeds the trials: the seed, and for hidden trials the instructor's secret (and the student) too."""
     if not hidden:
         return (int(seed),)
@@ -260,7 +272,7 @@ def _trial_key(seed, hidden, secret, student=None):
     return (int(seed), *(int.from_bytes(digest[i : i + 4], "big") for i in range(0, 32, 4)))
 
 
-def _drawn_trial(name, hidden, key, trial):
+def _drawn_trial(name: str, hidden: Any, key: Any, trial: Any) -> Any:
     """``(args, expected, inputs)`` of one trial: read-only arrays (the student gets copies).
 
     ``inputs`` is the whole trial as drawn (what ``exercise.record`` takes: a stepped exercise's
@@ -286,8 +298,9 @@ _trial = functools.lru_cache(maxsize=4096)(_drawn_trial)
 _shared_trial = functools.lru_cache(maxsize=64)(_drawn_trial)
 
 
-def assert_correct(name, student_fn, *, trials=None, seed=0, hidden=False, time_limit=None, secret=None,
-                   student=None):  # fmt: skip
+def assert_correct(name: str, student_fn: Callable[..., Any], *, trials: int | None = None, seed: int = 0,
+                   hidden: bool = False, time_limit: float | None = None, secret: Any = None,
+                   student: Any = None) -> Any:  # fmt: skip
     """Like :func:`check`, but raise ``AssertionError`` with the feedback when wrong.
 
     For hand-written tests (nbgrader-style): ``assert_correct("softmax_backward",

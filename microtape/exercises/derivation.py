@@ -42,6 +42,7 @@ import inspect
 import keyword
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def derivation(
     return register(exercise)
 
 
-def _check_name(name):
+def _check_name(name: str) -> None:
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise ValueError(
             f"derivation(name={name!r}): expected a Python identifier (the student's function is called so)"
@@ -118,7 +119,7 @@ def _check_name(name):
         raise ValueError(f"derivation(name={name!r}): an exercise of that name is already registered; choose another")
 
 
-def _parameters(forward):
+def _parameters(forward: Any) -> Any:
     if not callable(forward):
         raise TypeError(f"derivation(forward=...): expected a function of arrays, got {type(forward).__name__}")
     try:
@@ -138,7 +139,7 @@ def _parameters(forward):
     return tuple(names)
 
 
-def _check_steps_argument(steps):
+def _check_steps_argument(steps: Any) -> Any:
     if isinstance(steps, str) or not isinstance(steps, Iterable):
         raise TypeError(f"derivation(steps={steps!r}): expected a list of names, e.g. ['logits', 'h', 'w']")
     steps = list(steps)
@@ -159,15 +160,15 @@ def _check_steps_argument(steps):
 class _Chain:
     """The teacher's forward and inputs, checked, and what the exercise needs of them."""
 
-    def __init__(self, name, forward, inputs, parameters, steps):
+    def __init__(self, name: str, forward: Any, inputs: Any, parameters: Any, steps: Any) -> None:
         self.name = name
         self.forward = forward
         self.inputs = inputs
         self.parameters = parameters
         self.steps = steps
-        self.after = {}
+        self.after: dict[Any, Any] = {}
 
-    def draw(self, rng, size):
+    def draw(self, rng: np.random.Generator, size: Any) -> Any:
         """``inputs(rng, size)``, checked: a dict of float64 arrays, one per parameter of the forward."""
         drawn = self.inputs(rng, size)
         if not isinstance(drawn, Mapping):
@@ -187,24 +188,24 @@ class _Chain:
                                 "float64 numpy array (np.asarray(..., dtype=np.float64))")  # fmt: skip
         return {key: drawn[key] for key in self.parameters}
 
-    def make_inputs(self, rng, case):
+    def make_inputs(self, rng: np.random.Generator, case: dict[str, Any]) -> Any:
         return self.draw(rng, case["size"])
 
-    def run(self, inputs):
+    def run(self, inputs: dict[str, Any]) -> Any:
         """The forward on Tensors, on a new tape: ``(tape, {name: Tensor})``, each node named by its key."""
         arrays = {key: Tensor(inputs[key], requires_grad=True, name=key) for key in self.parameters}
         with Tape() as tape:
             named = self.forward(**arrays)
         return tape, arrays, named
 
-    def record(self, inputs):
+    def record(self, inputs: dict[str, Any]) -> Any:
         tape, arrays, named = self.run(inputs)
         for key, value in named.items():
             if key not in arrays:
                 value.name = key
         return tape, named["loss"]
 
-    def tape_gradients(self, inputs):
+    def tape_gradients(self, inputs: dict[str, Any]) -> Any:
         tape, loss = self.record(inputs)
         found = gradients(loss, tape=tape)
         values = []
@@ -213,7 +214,7 @@ class _Chain:
             values.append(np.array(found[node], dtype=np.float64) if node in found else np.zeros_like(node.data))
         return tuple(values)
 
-    def validate(self):
+    def validate(self) -> Any:
         """Run the forward on a visible and a hidden trial and check everything; ``{step: shape}`` (visible)."""
         self.draw(np.random.default_rng(1), "large")
         self.draw(np.random.default_rng(2), "hidden")
@@ -231,7 +232,7 @@ class _Chain:
         shapes = {step: np.shape((arrays | dict(named))[step].data) for step in self.steps}
         return shapes
 
-    def _check_returned(self, named, arrays):
+    def _check_returned(self, named: Any, arrays: Any) -> None:
         where = "derivation(forward=...)"
         if not isinstance(named, Mapping):
             raise TypeError(f"{where}: the forward returned a {type(named).__name__}; expected a dict of named "
@@ -249,7 +250,7 @@ class _Chain:
         if np.shape(named["loss"].data) != ():
             raise ValueError(f'{where}: "loss" has shape {np.shape(named["loss"].data)}; expected a scalar '
                              "(shape (), e.g. .sum() or .mean())")  # fmt: skip
-        owners = {}
+        owners: dict[Any, Any] = {}
         for key, value in named.items():
             if id(value) in owners and key not in arrays:
                 raise ValueError(f"{where}: {owners[id(value)]!r} and {key!r} are the same Tensor; name each once")
@@ -262,7 +263,7 @@ class _Chain:
             if step in named and step not in arrays and not named[step].requires_grad:
                 raise ValueError(f"derivation(steps=...): {step!r} does not depend on any input: it has no gradient")
 
-    def _find_order(self, tape, named, arrays):
+    def _find_order(self, tape: Any, named: Any, arrays: Any) -> None:
         """Each step's ``after`` (the steps its gradient is computed from), and a check of the steps' order."""
         nodes = {step: (named[step] if step in named else arrays[step]) for step in self.steps}
         for step, node in nodes.items():
@@ -280,14 +281,14 @@ class _Chain:
             self.after["grad_" + step] = tuple("grad_" + other for other in self.steps[:i] if other in direct[step])
 
 
-def _reached_from(tape, nodes, stop):
+def _reached_from(tape: Any, nodes: Any, stop: Any) -> Any:
     """``{step: the steps whose nodes are computed from it}`` (the steps its gradient is computed from).
 
     ``stop=True``: only the first step on each path (the walk goes no further than a step), so the
     steps its gradient is computed from *directly* — every one of them, when several paths leave it.
     """
     by_node = {node: step for step, node in nodes.items()}
-    readers = {}
+    readers: dict[Any, Any] = {}
     for equation in tape.nodes:
         for x in equation.inputs:
             readers.setdefault(x, []).append(equation)
@@ -308,7 +309,7 @@ def _reached_from(tape, nodes, stop):
     return reached
 
 
-def _points(points, steps):
+def _points(points: Any, steps: Any) -> Any:
     if points is None:
         return dict.fromkeys(steps, 1)
     if isinstance(points, bool):
@@ -330,11 +331,11 @@ def _points(points, steps):
     return chosen
 
 
-def _outputs(steps, after, points):
+def _outputs(steps: Any, after: Any, points: Any) -> Any:
     return tuple(Step(f"grad_{step}", step, points[step], after=after[f"grad_{step}"], node=step) for step in steps)
 
 
-def _mistakes(mistakes, outputs, name):
+def _mistakes(mistakes: Any, outputs: Any, name: str) -> Any:
     if isinstance(mistakes, Mistake) or not isinstance(mistakes, Iterable):
         raise TypeError("derivation(mistakes=...): expected a list of ex.Mistake")
     names = {output.name for output in outputs}
@@ -354,17 +355,17 @@ def _mistakes(mistakes, outputs, name):
     return tuple(checked)
 
 
-def _with_step(mistake, step):
+def _with_step(mistake: Any, step: Any) -> Any:
     from dataclasses import replace
 
     return replace(mistake, step=step)
 
 
-def _stub(name, parameters, outputs, shapes, forward, title):
+def _stub(name: str, parameters: Any, outputs: Any, shapes: Any, forward: Any, title: str) -> Any:
     """The student's stub: a function with the forward's parameters, the prompt as its docstring, and its source."""
     doc = _prompt(name, parameters, outputs, shapes, forward, title)
 
-    def stub(*args, **kwargs):
+    def stub(*args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(f"{name}: return {{{', '.join(repr(o.name) + ': ...' for o in outputs[:2])}, ...}}")
 
     stub.__name__ = stub.__qualname__ = name
@@ -381,7 +382,7 @@ def _stub(name, parameters, outputs, shapes, forward, title):
     return stub, source
 
 
-def _prompt(name, parameters, outputs, shapes, forward, title):
+def _prompt(name: str, parameters: Any, outputs: Any, shapes: Any, forward: Any, title: str) -> Any:
     try:
         code = textwrap.dedent(inspect.getsource(forward)).rstrip()
     except (OSError, TypeError):

@@ -5,6 +5,8 @@ wrong one is compared with the exercise's known mistaken variants, then with
 a few generic slips (see "Diagnosis" in :mod:`microtape.exercises.checker`).
 """
 
+from typing import Any
+
 import numpy as np
 
 from .result import Diagnosis, Problem
@@ -24,17 +26,17 @@ PRECISION_RTOL = 1e-3
 _LOW_PRECISION = (np.dtype(np.float16), np.dtype(np.float32))
 
 
-def _scale(want):
+def _scale(want: Any) -> Any:
     """The size of an output: its largest entry, at least 1."""
     return max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
 
 
-def _agrees(got, want):
+def _agrees(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Entry by entry: does ``got`` agree with ``want`` to float64 precision?"""
     return np.abs(got - want) <= ATOL * _scale(want) + RTOL * np.abs(want)
 
 
-def same(a, b):
+def same(a: Any, b: Any) -> Any:
     """Same shape, non-finite in the same places, and the finite entries agree (to float64 precision)."""
     if a.shape != b.shape:
         return False
@@ -44,7 +46,7 @@ def same(a, b):
     return bool(np.all(_agrees(a[finite], b[finite])))
 
 
-def _precision_only(got, want):
+def _precision_only(got: Any, want: Any) -> Any:
     """Off, but only by what float32 arithmetic costs: within PRECISION_RTOL of the output's size."""
     if got.shape != want.shape or not np.all(np.isfinite(got)):
         return False
@@ -52,7 +54,7 @@ def _precision_only(got, want):
     return bool(np.max(np.abs(got - want), initial=0.0) <= PRECISION_RTOL * max(size, 1e-300))
 
 
-def compare_outputs(exercise, args, outputs, expected, *, diagnose=True):
+def compare_outputs(exercise: Any, args: Any, outputs: Any, expected: Any, *, diagnose: bool = True) -> Any:
     """``(problems, max error of the right outputs)`` for one trial.
 
     ``diagnose=False``: the problems without hints (the feedback explains the
@@ -77,7 +79,7 @@ def compare_outputs(exercise, args, outputs, expected, *, diagnose=True):
     return problems, worst
 
 
-def compare_one(output, got, want, source=""):
+def compare_one(output: Any, got: Any, want: Any, source: str = "") -> Any:
     """``(None, max |error|)`` when ``got`` agrees with ``want``, else ``(Problem without hints, 0)``.
 
     ``source`` says where ``want`` came from when it is not the true gradient
@@ -124,7 +126,7 @@ def compare_one(output, got, want, source=""):
     return problem, 0.0
 
 
-def _at(name, index):
+def _at(name: str, index: Any) -> Any:
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
@@ -136,7 +138,7 @@ class _Variants:
     *holds* the mistake when each changed output equals the student's.
     """
 
-    def __init__(self, exercise, args, outputs, expected):
+    def __init__(self, exercise: Any, args: Any, outputs: Any, expected: Any) -> None:
         self.exercise = exercise
         names = [output.name for output in exercise.outputs]
         got = {name: np.asarray(value).astype(np.float64) for name, value in zip(names, outputs, strict=True)
@@ -155,7 +157,7 @@ class _Variants:
             if changed and all(name in got and same(got[name], value) for name, value in changed.items()):
                 self.held.append((mistake, (mistake.step,) if exercise.stepped else tuple(changed)))
 
-    def _changes(self, mistake, args, want):
+    def _changes(self, mistake: Any, args: Any, want: Any) -> Any:
         try:
             with np.errstate(all="ignore"):
                 returned = mistake.fn(*copies(args))
@@ -166,22 +168,22 @@ class _Variants:
             return {}
         return {name: value for name, value in values.items() if not same(value, want[name])}
 
-    def diagnoses(self, i):
+    def diagnoses(self, i: Any) -> Any:
         name = self.exercise.outputs[i].name
         return [Diagnosis(m.name, m.kind, m.hint, m.kind_label) for m, changed in self.held if name in changed]
 
 
-def _roots(exercise, changed):
+def _roots(exercise: Any, changed: Any) -> Any:
     """The changed steps none of whose sources (direct or not) changed: where a mistake broke the chain."""
     return {name: value for name, value in changed.items() if not set(exercise.depends_on(name)) & set(changed)}
 
 
-def generic(exercise, i, got, expected):
+def generic(exercise: Any, i: Any, got: Any, expected: Any) -> Any:
     """The generic slips ``got`` (output ``i``) shows against ``expected`` (one value per output), as Diagnoses."""
     return _generic(exercise, i, got, expected, got.dtype in _LOW_PRECISION)
 
 
-def _generic(exercise, i, got, expected, low_precision):
+def _generic(exercise: Any, i: Any, got: Any, expected: Any, low_precision: Any) -> Any:
     """Comparisons that hold for any exercise, tried when no known mistake matched."""
     got64 = got.astype(np.float64)
     if not np.all(np.isfinite(got64)):
@@ -190,7 +192,7 @@ def _generic(exercise, i, got, expected, low_precision):
     return [Diagnosis(found[0], found[0], found[1])] if found else []
 
 
-def _generic_slip(exercise, i, got, expected, cast):
+def _generic_slip(exercise: Any, i: Any, got: Any, expected: Any, cast: Any) -> Any:
     """``(kind, hint)`` of the first generic slip ``got`` (float64, finite) shows, or None."""
     want = expected[i]
     name = exercise.outputs[i].name
@@ -227,7 +229,7 @@ def _generic_slip(exercise, i, got, expected, cast):
     return None
 
 
-def _relative(got, want):
+def _relative(got: Any, want: Any) -> Any:
     size = float(np.max(np.abs(want))) if want.size else 0.0
     return float(np.max(np.abs(got - want), initial=0.0)) / max(size, 1e-300)
 
@@ -252,7 +254,7 @@ _HIDDEN_TEXT = {
 }
 
 
-def in_own_words(exercise, problem):
+def in_own_words(exercise: Any, problem: Any) -> Problem:
     """``problem`` told in the grader's words only: which output failed and why, no value, index or shape."""
     output = next(output for output in exercise.outputs if output.name == problem.output)
     text = _HIDDEN_TEXT.get(problem.what, "{name} is wrong").format(name=output.name, like=output.like)

@@ -19,6 +19,8 @@ matches it is a right link, wrong only if what it came from was
 the explorer shows the distances that let you see each link for yourself.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..engine import gradients
@@ -27,7 +29,7 @@ from .registry import get
 __all__ = ["explorer_data"]
 
 
-def trial_inputs(result, exercise):
+def trial_inputs(result: Any, exercise: Any) -> Any:
     """The inputs of the check's failing trial (the first one when none failed), drawn as the checker drew them."""
     trial = result.trial or 0
     cases = exercise.cases(result.hidden)
@@ -35,7 +37,7 @@ def trial_inputs(result, exercise):
     return exercise.make_inputs(rng, cases[trial % len(cases)])
 
 
-def _seed(inputs, output):
+def _seed(inputs: Any, output: Any) -> Any:
     """The upstream gradient the exercise gives (``grad_c``: an input of the output's shape), or None for a loss."""
     if np.size(output.data) == 1:
         return None
@@ -45,7 +47,7 @@ def _seed(inputs, output):
     return None
 
 
-def _yours(student, exercise, inputs):
+def _yours(student: Any, exercise: Any, inputs: Any) -> Any:
     """Your function's steps on the trial (a dict), and what went wrong calling it (or "")."""
     if student is None:
         return {}, "pass student=your_function to see your own numbers beside the tape's"
@@ -60,7 +62,7 @@ def _yours(student, exercise, inputs):
     return returned, ""
 
 
-def _implied(step, exercise, tape, yours, tape_values):
+def _implied(step: Any, exercise: Any, tape: Any, yours: Any, tape_values: Any) -> Any:
     """The tape's reverse pass into ``step`` from the steps it is computed from, seeded with your values there."""
     if not step.after:
         return tape_values[step.name]  # computed from the given upstream gradient alone
@@ -78,7 +80,7 @@ def _implied(step, exercise, tape, yours, tape_values):
     return total
 
 
-def explorer_data(result, *, student=None, title=None):
+def explorer_data(result: Any, *, student: Any = None, title: str | None = None) -> Any:
     """The explorer's data for a stepped exercise's check result (see the module docstring)."""
     from ..viz.explorer.links import checked_data
 

@@ -28,6 +28,8 @@ nothing, and an answer that is right everywhere never records a tape at all.
 A leaf step (an input, ``grad_x``) sends nothing further back.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..engine import gradients
@@ -38,7 +40,7 @@ from .student_call import MISSING
 __all__ = ["link_values", "compare_steps"]
 
 
-def _nodes_from_the_loss_back(exercise, tape):
+def _nodes_from_the_loss_back(exercise: Any, tape: Any) -> Any:
     """``[(step name, tape node)]``: computed nodes in reverse tape order, then the leaves (in step order)."""
     found = [(step.name, tape.variable(step.node or step.name.removeprefix("grad_"))) for step in exercise.outputs]
     computed = [(name, node) for name, node in found if node.op is not None]
@@ -46,14 +48,14 @@ def _nodes_from_the_loss_back(exercise, tape):
     return computed + [(name, node) for name, node in found if node.op is None]
 
 
-def _usable(value, like):
+def _usable(value: Any, like: Any) -> Any:
     """The student's step as a float64 array that can stand in for the tape's value, or None (it cannot)."""
     if value is MISSING or value.shape != like.shape or not np.all(np.isfinite(value)):
         return None
     return value.astype(np.float64)
 
 
-def link_values(exercise, inputs, got, true):
+def link_values(exercise: Any, inputs: dict[str, Any], got: Any, true: Any) -> Any:
     """``{step: the link's value}``: each step's gradient by the tape, from the student's own upstream steps.
 
     ``inputs`` is the trial (what ``exercise.record`` takes), ``got`` the
@@ -61,6 +63,7 @@ def link_values(exercise, inputs, got, true):
     the module docstring for the rule.
     """
     tape, _ = exercise.record(inputs)
+    corrections: dict[Any, Any]
     corrections, link = {}, {}
     order = _nodes_from_the_loss_back(exercise, tape)
     for name, node in order:
@@ -76,7 +79,9 @@ def link_values(exercise, inputs, got, true):
     return link
 
 
-def compare_steps(exercise, args, inputs, outputs, expected, *, diagnose=True):
+def compare_steps(
+    exercise: Any, args: Any, inputs: dict[str, Any], outputs: Any, expected: Any, *, diagnose: bool = True
+) -> Any:
     """``(problems, max error of the right steps, {step: state})`` for one trial of a stepped exercise.
 
     The states are ``"right"``, ``"carried"``, ``"wrong"`` and ``"missing"``
@@ -127,7 +132,7 @@ def compare_steps(exercise, args, inputs, outputs, expected, *, diagnose=True):
     return kept, worst, states
 
 
-def _against_your_steps(diagnoses):
+def _against_your_steps(diagnoses: Any) -> Any:
     """Generic hints found against the link: "the right answer" there is what the tape makes of your own steps."""
     return [
         Diagnosis(d.name, d.kind, d.hint.replace("the right answer", "what the tape computes from your earlier steps"))
@@ -135,5 +140,5 @@ def _against_your_steps(diagnoses):
     ]
 
 
-def _join(names):
+def _join(names: Any) -> Any:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

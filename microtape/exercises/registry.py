@@ -50,8 +50,14 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "get"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "KINDS", "Output", "Step", "Mistake", "Exercise", "EXERCISES", "register", "get", "MakeInputs", "TapeGradients",
+]  # fmt: skip
 
 #: The kinds of known mistake, each with the label printed in feedback.
 KINDS = {
@@ -111,7 +117,7 @@ class Output:
     name_in_hints: bool = True
 
     @property
-    def hint_words(self):
+    def hint_words(self) -> Any:
         """The words by which a hint names this output."""
         return ((self.name,) if self.name_in_hints else ()) + tuple(self.aliases)
 
@@ -148,19 +154,35 @@ class Mistake:
     # A teacher's own kind (not a key of KINDS) says here what feedback calls it.
     kind_label: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS and not self.kind_label:
             raise ValueError(f"Mistake({self.name!r}, kind={self.kind!r}): not a known kind; for a kind of your own "
                              "give kind_label='what feedback calls it'")  # fmt: skip
 
     @property
-    def hint(self):
+    def hint(self) -> Any:
         """The hint, with any formula it quotes read off the derivation table now."""
         return self.hint_text() if callable(self.hint_text) else self.hint_text
 
     @property
-    def label(self):
+    def label(self) -> Any:
         return self.kind_label or KINDS[self.kind]
+
+
+class MakeInputs(Protocol):
+    """An exercise's ``make_inputs(rng, case)``: one trial, ``{name: value}`` (the stub's arguments first).
+
+    Every exercise of the course declares one, and so does a teacher's; the checker calls it
+    with a seeded generator and one of the ``visible``/``hidden`` case dicts.
+    """
+
+    def __call__(self, rng: "np.random.Generator", case: dict[str, Any], /) -> dict[str, Any]: ...
+
+
+class TapeGradients(Protocol):
+    """An exercise's ``tape_gradients(inputs)``: the right outputs of one trial, by the tape's backward pass."""
+
+    def __call__(self, inputs: dict[str, Any], /) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -169,9 +191,9 @@ class Exercise:
 
     name: str
     title: str
-    stub: Callable
-    make_inputs: Callable
-    tape_gradients: Callable
+    stub: Callable[..., Any]
+    make_inputs: MakeInputs
+    tape_gradients: TapeGradients
     outputs: tuple
     mistakes: tuple
     visible: tuple
@@ -187,30 +209,30 @@ class Exercise:
     source: str | None = None
 
     @property
-    def parameters(self):
+    def parameters(self) -> Any:
         """The student's function takes these arguments, in this order."""
         return tuple(inspect.signature(self.stub).parameters)
 
     @property
-    def prompt(self):
+    def prompt(self) -> Any:
         """The stub's docstring: the maths the student works from, as it reads when printed.
 
         The docstring marks code the reST way (````p````); printed, one backquote reads better
         (```p```), as in the notebooks' Markdown.
         """
-        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub), flags=re.S)  # (a literal may span lines)
+        return re.sub(r"``(.+?)``", r"`\1`", inspect.getdoc(self.stub), flags=re.S)  # type: ignore[arg-type]  # (a stub has a docstring; a literal may span lines)
 
     @property
-    def max_score(self):
+    def max_score(self) -> Any:
         """The points of all the outputs together."""
         return sum(output.points for output in self.outputs)
 
     @property
-    def stepped(self):
+    def stepped(self) -> Any:
         """True when the student returns the derivation's named steps (see :class:`Step`)."""
         return any(isinstance(output, Step) for output in self.outputs)
 
-    def depends_on(self, name):
+    def depends_on(self, name: str) -> Any:
         """Every step the step ``name`` is computed from, directly or not (empty for a non-stepped output)."""
         found, todo = [], list(getattr(self.output(name), "after", ()))
         while todo:
@@ -220,22 +242,22 @@ class Exercise:
                 todo += list(getattr(self.output(step), "after", ()))
         return tuple(step for step in (o.name for o in self.outputs) if step in found)
 
-    def output(self, name):
+    def output(self, name: str) -> Any:
         for output in self.outputs:
             if output.name == name:
                 return output
         names = ", ".join(output.name for output in self.outputs)
         raise ValueError(f"{self.name} has no output named {name!r}; its outputs are {names}")
 
-    def cases(self, hidden=False):
+    def cases(self, hidden: bool = False) -> Any:
         """The trial descriptions: the visible ones, or the hidden ones."""
         return self.hidden if hidden else self.visible
 
-    def stub_source(self):
+    def stub_source(self) -> Any:
         """The stub as source text, ready to paste into a notebook or a file."""
         return self.source if self.source is not None else inspect.getsource(self.stub)
 
-    def mistake(self, name):
+    def mistake(self, name: str) -> Any:
         for mistake in self.mistakes:
             if mistake.name == name:
                 return mistake
@@ -247,7 +269,7 @@ class Exercise:
 EXERCISES: dict[str, Exercise] = {}
 
 
-def register(exercise):
+def register(exercise: Any) -> Any:
     """Add ``exercise`` to :data:`EXERCISES` and return it: from then on it is listed, checked and scored.
 
     This is how every exercise of the lab is declared, and how a teacher adds one::
@@ -273,7 +295,7 @@ def register(exercise):
     return exercise
 
 
-def _check_steps(exercise):
+def _check_steps(exercise: Any) -> None:
     """A stepped exercise's steps come after what they are computed from; its mistakes name a step each."""
     seen = []
     for output in exercise.outputs:
@@ -286,7 +308,7 @@ def _check_steps(exercise):
         assert mistake.step in seen, f"{exercise.name}.{mistake.name}: names no step it breaks ({mistake.step!r})"
 
 
-def get(name):
+def get(name: str) -> Any:
     """The exercise called ``name``; a ``ValueError`` naming the choices otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"exercise name: expected a string, got {type(name).__name__}")

@@ -6,6 +6,7 @@ tables, the gradebook and the command line read them.
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 from .registry import KINDS
 
@@ -45,10 +46,10 @@ class SubmissionTooLong(NotChecked):
 class NotAnArray:
     """A returned value that is not numbers (it came back from the box described, not as an object)."""
 
-    def __init__(self, what):
+    def __init__(self, what: str) -> None:
         self.what = what
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self.what}>"
 
 
@@ -62,7 +63,7 @@ class Diagnosis:
     kind_label: str | None = None
 
     @property
-    def label(self):
+    def label(self) -> Any:
         return self.kind_label or KINDS[self.kind]
 
 
@@ -146,13 +147,13 @@ class CheckResult:
     wrong_links: tuple = ()
     trial_key: tuple | None = None  # what drew the trials (the picture redraws the failing one)
 
-    def _microtape_explore_(self, *, student=None, title=None):
+    def _microtape_explore_(self, *, student: Any = None, title: str | None = None) -> Any:
         """The data :func:`microtape.viz.explore` shows for this check (see :mod:`.explored`)."""
         from .explored import explorer_data
 
         return explorer_data(self, student=student, title=title)
 
-    def picture(self):
+    def picture(self) -> Any:
         """The recorded forward's backward graph, each step's node and edge coloured by this check (graphviz).
 
         For a stepped exercise only; drawn here, in the grader's process, from
@@ -165,15 +166,15 @@ class CheckResult:
         return step_picture(self)
 
     @property
-    def right_outputs(self):
+    def right_outputs(self) -> Any:
         return tuple(name for name, right in self.outputs.items() if right)
 
     @property
-    def wrong_outputs(self):
+    def wrong_outputs(self) -> Any:
         return tuple(name for name, right in self.outputs.items() if not right)
 
     @property
-    def hints(self):
+    def hints(self) -> Any:
         """The hint texts of the diagnosed mistakes, each once."""
         seen, hints = set(), []
         for problem in self.problems:
@@ -184,20 +185,20 @@ class CheckResult:
         return tuple(hints)
 
     @property
-    def kinds(self):
+    def kinds(self) -> Any:
         """The kinds of the diagnosed mistakes (``"missing_rowsum"``, …), each once."""
         return tuple(dict.fromkeys(d.kind for p in self.problems for d in p.diagnoses))
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.ok
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<CheckResult {self.name}: {self.status}, {self.score}/{self.max_score}>\n{self.message}"
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         colours = {
             "right": ("#2e7d32", "#f1f8f1"),
             "partly right": ("#ef6c00", "#fff6ec"),
@@ -211,7 +212,7 @@ class CheckResult:
             f"{html.escape(self.message)}</pre>{self._picture_html()}</div>"
         )
 
-    def _picture_html(self):
+    def _picture_html(self) -> Any:
         """The picture of a stepped exercise's check as inline SVG ('' when there is none, or no graphviz)."""
         if not self.steps or self.status in ("not started", "not checked") or self.trial_key is None:
             return ""

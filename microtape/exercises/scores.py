@@ -22,6 +22,7 @@ or *not checked* (it exited or ran past the time limit).
 
 import html
 from types import ModuleType
+from typing import Any
 
 from .catalogue import list_exercises
 from .checker import CheckResult, check
@@ -31,7 +32,7 @@ from .result import STEP_STATES
 __all__ = ["ScoreTable", "score", "score_table", "not_defined"]
 
 
-def not_defined(name):
+def not_defined(name: str) -> CheckResult:
     """The result for an exercise whose function is not there at all: not started, no points."""
     exercise = get(name)
     outputs = {output.name: False for output in exercise.outputs}
@@ -39,7 +40,9 @@ def not_defined(name):
     return CheckResult(name, False, message, status="not started", outputs=outputs, max_score=exercise.max_score)
 
 
-def score(namespace, names=None, *, hidden=False, time_limit=None, secret=None):
+def score(
+    namespace: Any, names: Any = None, *, hidden: bool = False, time_limit: Any = None, secret: Any = None
+) -> "ScoreTable":
     """Check every exercise whose function ``namespace`` defines, and return the :class:`ScoreTable`.
 
     ``namespace`` is a dict of functions by name (``globals()`` in a
@@ -62,18 +65,18 @@ def score(namespace, names=None, *, hidden=False, time_limit=None, secret=None):
     return ScoreTable(results)
 
 
-def score_table(results):
+def score_table(results: Any) -> "ScoreTable":
     """A :class:`ScoreTable` of ``results`` (CheckResults, or a dict of them by name)."""
     if isinstance(results, dict):
         results = list(results.values())
     return ScoreTable(list(results))
 
 
-def _outputs_text(result):
+def _outputs_text(result: Any) -> Any:
     if result.status in ("not started", "not checked", "not graded"):
         return "—"
     if result.steps and not result.ok:  # a stepped exercise: its steps by state, link by link
-        groups = {}
+        groups: dict[Any, Any] = {}
         for step in result.steps:
             groups.setdefault(step.state, []).append(step.name)
         return "; ".join(f"{state}: {', '.join(groups[state])}" for state in STEP_STATES if state in groups)
@@ -87,37 +90,37 @@ def _outputs_text(result):
 class ScoreTable:
     """One row per exercise: status, points and which outputs are right; ``str`` and HTML."""
 
-    def __init__(self, results):
+    def __init__(self, results: Any) -> None:
         for result in results:
             if not isinstance(result, CheckResult):
                 raise TypeError(f"ScoreTable: expected CheckResults, got {type(result).__name__}")
         self.results = {result.name: result for result in results}
 
     @property
-    def total(self):
+    def total(self) -> Any:
         return sum(result.score for result in self.results.values())
 
     @property
-    def max_total(self):
+    def max_total(self) -> Any:
         return sum(result.max_score for result in self.results.values())
 
-    def by_status(self, status):
+    def by_status(self, status: Any) -> Any:
         """The names of the exercises with this status (``"right"``, ``"partly right"``, …)."""
         return [name for name, result in self.results.items() if result.status == status]
 
-    def rows(self):
+    def rows(self) -> Any:
         """``(exercise, status, "score / max", outputs)`` per exercise, as text."""
         return [
             (name, result.status, f"{result.score} / {result.max_score}", _outputs_text(result))
             for name, result in self.results.items()
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         header = ("exercise", "status", "points", "outputs")
         rows = self.rows()
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
 
-        def line(row):
+        def line(row: Any) -> Any:
             return "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths)) + "  " + row[3]
 
         lines = [line(header).rstrip(), *[line(row).rstrip() for row in rows]]
@@ -125,10 +128,10 @@ class ScoreTable:
         lines.append(("total".ljust(widths[0]) + "  " + "".ljust(widths[1]) + "  " + total).rstrip())
         return "\n".join(lines)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<ScoreTable {self.total}/{self.max_total}>\n{self}"
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         colours = {"right": "#e8f5e9", "partly right": "#fff3e0", "not started": "#f5f5f5"}
         body = []
         for name, status, points, outputs in self.rows():

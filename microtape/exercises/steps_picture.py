@@ -11,6 +11,7 @@ student's code is never run for a picture.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class _StepReport:
     judged: bool = True  # the rows' states are drawn as they are, nothing inferred from the graph
 
 
-def step_picture(result):
+def step_picture(result: Any) -> Any:
     """A ``graphviz.Digraph`` of ``result``'s (a stepped exercise's CheckResult) check; see the module docstring."""
     from ..viz import report_graph
 

@@ -10,7 +10,9 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -35,19 +37,19 @@ __all__ = [
 MISSING = None
 
 
-def exit_code(error):
+def exit_code(error: Any) -> Any:
     return "" if error.code is None else repr(error.code)
 
 
 class Clock:
     """The time limit of one check, shared by all its trials."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: Any) -> None:
         self.limit = limit
         self.used = 0.0
 
     @contextmanager
-    def running(self):
+    def running(self) -> Iterator[Any]:
         if self.limit is None:
             yield
             return
@@ -60,7 +62,7 @@ class Clock:
 
 
 @contextmanager
-def time_limit(seconds, message="time limit exceeded"):
+def time_limit(seconds: Any, message: str = "time limit exceeded") -> Iterator[Any]:
     """Raise :class:`TimeLimitExceeded` in the block if it runs longer than ``seconds``.
 
     Uses SIGALRM, so it works in the main thread of a Unix process (a
@@ -71,7 +73,7 @@ def time_limit(seconds, message="time limit exceeded"):
         yield
         return
 
-    def ring(signum, frame):
+    def ring(signum: Any, frame: Any) -> None:
         raise TimeLimitExceeded(message)
 
     previous = signal.signal(signal.SIGALRM, ring)
@@ -83,7 +85,7 @@ def time_limit(seconds, message="time limit exceeded"):
         signal.signal(signal.SIGALRM, previous)
 
 
-def signature_problem(exercise, student_fn):
+def signature_problem(exercise: Any, student_fn: Any) -> Any:
     """A message if the function cannot take the exercise's arguments, else None."""
     try:
         signature = inspect.signature(student_fn)
@@ -100,12 +102,12 @@ def signature_problem(exercise, student_fn):
     return None
 
 
-def copies(args):
+def copies(args: Any) -> Any:
     """Fresh copies, so a function that writes into its inputs harms nobody."""
     return [arg.copy() if isinstance(arg, np.ndarray) else arg for arg in args]
 
 
-def describe(parameters, args):
+def describe(parameters: Any, args: Any) -> Any:
     parts = []
     for parameter, arg in zip(parameters, args, strict=True):
         if isinstance(arg, np.ndarray):
@@ -116,7 +118,7 @@ def describe(parameters, args):
     return ", ".join(parts)
 
 
-def exception_message(name, student_fn, error, where):
+def exception_message(name: str, student_fn: Any, error: Any, where: str) -> Any:
     kind = getattr(error, "type_name", type(error).__name__)  # a StudentError from the box names the real type
     lines = [f"✗ {name} raised {kind} ({where}):", f"    {error}"]
     location = getattr(error, "location", None) or _where_raised(student_fn, error)
@@ -136,7 +138,7 @@ def exception_message(name, student_fn, error, where):
     return "\n".join(lines)
 
 
-def where_in_file(location):
+def where_in_file(location: Any) -> Any:
     """The feedback's line naming where the student's code raised: file, line number, function and code.
 
     ``location`` is ``(file name, line number, function, code line)`` (the
@@ -147,7 +149,7 @@ def where_in_file(location):
     return f"  at {place}, in {function}" + (f":  {code_line}" if code_line else "")
 
 
-def _where_raised(student_fn, error):
+def _where_raised(student_fn: Any, error: Any) -> Any:
     """``(file name, line number, function, code line)`` of the innermost frame in the student's file, or None."""
     code = getattr(student_fn, "__code__", None)
     frames = traceback.extract_tb(error.__traceback__)
@@ -158,7 +160,7 @@ def _where_raised(student_fn, error):
     return frame.filename, frame.lineno, frame.name, (frame.line or "").strip()
 
 
-def unpack(exercise, returned, *, hidden=False):
+def unpack(exercise: Any, returned: Any, *, hidden: bool = False) -> Any:
     """The returned value as a list of numeric arrays, one per output, or a problem message.
 
     A returned dict is taken as the student wrote it: an output whose key is
@@ -169,7 +171,7 @@ def unpack(exercise, returned, *, hidden=False):
     values, problem = _values(exercise, returned, hidden)
     if problem:
         return None, problem
-    arrays = []
+    arrays: list[Any] = []
     absent = _absent(exercise, returned)
     for output, value in zip(exercise.outputs, values, strict=True):
         if output.name in absent:
@@ -192,14 +194,14 @@ def unpack(exercise, returned, *, hidden=False):
     return arrays, None
 
 
-def _absent(exercise, returned):
+def _absent(exercise: Any, returned: Any) -> Any:
     """The outputs a returned dict holds no key for (none when it is not a dict)."""
     if not isinstance(returned, dict):
         return set()
     return {output.name for output in exercise.outputs if output.name not in returned}
 
 
-def key_notes(exercise, returned, *, hidden=False):
+def key_notes(exercise: Any, returned: Any, *, hidden: bool = False) -> Any:
     """One line per key of a returned dict that is not as asked: missing, misspelled or extra.
 
     ``"grad_score: did you mean grad_scores? (not graded under that name)"``;
@@ -232,7 +234,7 @@ def key_notes(exercise, returned, *, hidden=False):
     return notes
 
 
-def _values(exercise, returned, hidden=False):
+def _values(exercise: Any, returned: Any, hidden: bool = False) -> Any:
     """``(one value per output, None)``, or ``(None, a problem message)`` when the count or form is off."""
     names = [output.name for output in exercise.outputs]
     count = len(names)

@@ -18,6 +18,7 @@ twice is harmless: its exercises are registered once.
 import hashlib
 import runpy
 from pathlib import Path
+from typing import Any
 
 from .registry import EXERCISES
 
@@ -27,7 +28,7 @@ __all__ = ["load_exercises"]
 _LOADED: dict = {}
 
 
-def load_exercises(path):
+def load_exercises(path: Any) -> Any:
     """Run the teacher's file ``path`` and return the names of the exercises it registered.
 
     ``ValueError`` naming the file when it is missing, not a ``.py`` file,

@@ -17,6 +17,8 @@ into NaN. Scaling the scores instead would make every row one-hot and hide
 most mistakes.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..nn import masks
@@ -28,7 +30,7 @@ __all__ = ["LARGE", "shift_rows", "shift_keys", "causal", "padding", "attention_
 LARGE = 1000.0
 
 
-def _signed_sizes(rng, count, magnitude):
+def _signed_sizes(rng: np.random.Generator, count: int, magnitude: Any) -> Any:
     """``count`` shifts of size 0.6–1.0 × ``magnitude``, alternating in sign, the first exactly +magnitude."""
     sizes = magnitude * rng.uniform(0.6, 1.0, size=count)
     sizes[0] = magnitude
@@ -36,14 +38,14 @@ def _signed_sizes(rng, count, magnitude):
     return sizes * signs
 
 
-def shift_rows(rng, scores, magnitude):
+def shift_rows(rng: np.random.Generator, scores: Any, magnitude: Any) -> Any:
     """``scores`` with each row (last axis) shifted by its own constant of size up to ``magnitude``."""
     rows = int(np.prod(scores.shape[:-1]))
     shifts = _signed_sizes(rng, rows, magnitude).reshape(scores.shape[:-1] + (1,))
     return scores + shifts
 
 
-def shift_keys(rng, q, k, magnitude):
+def shift_keys(rng: np.random.Generator, q: Any, k: Any, magnitude: Any) -> Any:
     """Keys plus a common vector ``u``, so that each row of ``Q Kᵀ/√d`` shifts by ``q_i·u/√d``.
 
     ``u`` is chosen so that the largest shift is exactly ``magnitude``: the
@@ -58,12 +60,12 @@ def shift_keys(rng, q, k, magnitude):
     return k + size * direction
 
 
-def causal(q_len, value=masks.NEG_INF):
+def causal(q_len: int, value: Any = masks.NEG_INF) -> Any:
     """The causal mask ``[Tq, Tq]`` with ``value`` where a query may not look (``-1e9`` or ``-inf``)."""
     return np.where(masks.causal_mask(q_len) < 0, value, 0.0)
 
 
-def padding(rng, q_len, k_len, value=masks.NEG_INF):
+def padding(rng: np.random.Generator, q_len: int, k_len: int, value: Any = masks.NEG_INF) -> Any:
     """A padding mask ``[Tq, Tk]``: query ``i`` may look at its first ``length_i`` keys (at least one).
 
     The first query may look at all keys but one, so something is always masked.
@@ -74,7 +76,7 @@ def padding(rng, q_len, k_len, value=masks.NEG_INF):
     return np.where(allowed, 0.0, value)
 
 
-def attention_mask(rng, kind, q_len, k_len, value=masks.NEG_INF):
+def attention_mask(rng: np.random.Generator, kind: Any, q_len: int, k_len: int, value: Any = masks.NEG_INF) -> Any:
     """A ``"causal"`` or ``"padding"`` additive mask."""
     if kind == "causal":
         if q_len != k_len:
@@ -85,7 +87,7 @@ def attention_mask(rng, kind, q_len, k_len, value=masks.NEG_INF):
     raise ValueError(f"attention_mask(kind={kind!r}): expected 'causal' or 'padding'")
 
 
-def dropout_mask(rng, shape, p):
+def dropout_mask(rng: np.random.Generator, shape: Any, p: Any) -> Any:
     """A saved dropout mask: True (kept) with probability ``1 − p``, with at least one kept and one dropped."""
     mask = rng.random(shape) >= p
     mask.flat[0] = False

@@ -1,5 +1,7 @@
 """The verdict over all trials: which outputs stayed right, the first failure, and the feedback text."""
 
+from typing import Any
+
 from .result import CheckResult, StepResult
 
 __all__ = ["Verdict"]
@@ -16,20 +18,21 @@ class Verdict:
     < ``wrong`` < ``missing``: each step takes its worst over the trials).
     """
 
-    def __init__(self, exercise, hidden):
+    def __init__(self, exercise: Any, hidden: Any) -> None:
         self.exercise = exercise
         self.hidden = hidden
         self.right = {output.name: True for output in exercise.outputs}
         self.states = {output.name: "right" for output in exercise.outputs}
         self.trials_run = 0
-        self.first = None  # (trial, message or where, problems, exception) of the first failing trial
-        self.later_crash = None
+        # (trial, message or where, problems, exception) of the first failing trial
+        self.first: tuple[Any, Any, Any, Any] | None = None
+        self.later_crash: str | None = None
         self.crash = False
         self.worst = 0.0
         self.key = None  # what drew the trials (kept in the result, for the picture)
-        self.notes = []  # keys of a returned dict that are not as asked (missing, misspelled, extra)
+        self.notes: list[Any] = []  # keys of a returned dict that are not as asked (missing, misspelled, extra)
 
-    def crashed(self, message, trial, exception):
+    def crashed(self, message: str, trial: Any, exception: Any) -> None:
         """The function raised or returned something unusable: no output is right."""
         self.trials_run = trial + 1
         self.crash = True  # a crash takes every output's points
@@ -42,7 +45,7 @@ class Verdict:
         else:
             self.later_crash = message
 
-    def trial_done(self, trial, where, problems, error, states=None):
+    def trial_done(self, trial: Any, where: str, problems: Any, error: Any, states: Any = None) -> None:
         self.trials_run = trial + 1
         for problem in problems:
             self.right[problem.output] = False
@@ -59,20 +62,28 @@ class Verdict:
         if not problems:
             self.worst = max(self.worst, error)
 
-    def credited(self, name):
+    def credited(self, name: str) -> Any:
         """True when the output ``name`` earns its points: right, or carried in an exercise that carries forward."""
         if not self.exercise.stepped or self.crash:
             return self.right[name]
         state = self.states[name]
         return state == "right" or (state == "carried" and self.exercise.carry_forward and not self.crash)
 
-    def finish(self, message=None, trials_run=None, trial=None, *, exception=None, status=None):
+    def finish(
+        self,
+        message: str | None = None,
+        trials_run: Any = None,
+        trial: Any = None,
+        *,
+        exception: Any = None,
+        status: Any = None,
+    ) -> CheckResult:
         exercise = self.exercise
         name = exercise.name
         trials_run = self.trials_run if trials_run is None else trials_run
         if status is not None:  # not started / not checked: no output earns its points
             outputs = {output.name: False for output in exercise.outputs}
-            return CheckResult(name, False, message, trials_run, trial, exception=exception, status=status,
+            return CheckResult(name, False, message, trials_run, trial, exception=exception, status=status,  # type: ignore[arg-type]  # a status comes with its message
                                outputs=outputs, max_score=exercise.max_score, hidden=self.hidden)  # fmt: skip
         if message is not None:  # the function could not even be called
             outputs = {output.name: False for output in exercise.outputs}
@@ -110,7 +121,7 @@ class Verdict:
                            hidden=self.hidden, steps=steps, first_wrong=wrong_links[0] if wrong_links else None,
                            computed_from_wrong=carried, wrong_links=wrong_links, trial_key=self.key)  # fmt: skip
 
-    def _steps(self):
+    def _steps(self) -> Any:
         """The StepResults, in derivation order."""
         return tuple(
             StepResult(
@@ -125,10 +136,10 @@ class Verdict:
             for output in self.exercise.outputs
         )
 
-    def _named(self, state):
+    def _named(self, state: Any) -> Any:
         return [output.name for output in self.exercise.outputs if self.states[output.name] == state]
 
-    def _stepped_message(self, where, problems):
+    def _stepped_message(self, where: str, problems: Any) -> Any:
         """A stepped exercise's feedback: every wrong link in order, the carried steps, the missing ones."""
         exercise = self.exercise
         wrong, carried = self._named("wrong"), self._named("carried")
@@ -158,7 +169,7 @@ class Verdict:
             lines.append(f"  {_join(carried)} {_is(carried)} right from {came}: the link{'s'[:len(carried) > 1]} "
                          f"into {'them' if len(carried) > 1 else 'it'} {'are' if len(carried) > 1 else 'is'} "
                          f"right, the error came from upstream ({credit}).")  # fmt: skip
-        shown = {}
+        shown: dict[Any, Any] = {}
         for problem in problems:
             for diagnosis in problem.diagnoses:
                 shown.setdefault(diagnosis.hint, (diagnosis, []))[1].append(problem.output)
@@ -168,7 +179,7 @@ class Verdict:
             lines.append(f"  (no known mistake matches: go through the link into {wrong[0]} again)")
         return "\n".join(lines)
 
-    def _score_line(self, score, trials_run):
+    def _score_line(self, score: Any, trials_run: Any) -> Any:
         exercise = self.exercise
         line = f"score {score} of {exercise.max_score}"
         if not exercise.stepped:
@@ -187,7 +198,7 @@ class Verdict:
         return line + "."
 
 
-def _failure_message(name, where, problems, right, notes=()):
+def _failure_message(name: str, where: str, problems: Any, right: Any, notes: Any = ()) -> Any:
     wrong = [problem.output for problem in problems]
     headline = f"✗ {name}: {_join(wrong)} {'is' if len(wrong) == 1 else 'are'} wrong"
     if right:
@@ -195,7 +206,7 @@ def _failure_message(name, where, problems, right, notes=()):
     lines = [headline + ".", *[f"  {note}" for note in notes], f"  {where}"]
     for problem in problems:
         lines.append(f"  {problem.text}")
-    shown = {}
+    shown: dict[Any, Any] = {}
     for problem in problems:
         for diagnosis in problem.diagnoses:
             shown.setdefault(diagnosis.hint, (diagnosis, []))[1].append(problem.output)
@@ -206,15 +217,15 @@ def _failure_message(name, where, problems, right, notes=()):
     return "\n".join(lines)
 
 
-def _is(names):
+def _is(names: Any) -> Any:
     return "is" if len(names) == 1 else "are"
 
 
-def _its(names):
+def _its(names: Any) -> Any:
     return "its" if len(names) == 1 else "their"
 
 
-def _join(names):
+def _join(names: Any) -> Any:
     names = list(names)
     if len(names) == 1:
         return names[0]

@@ -48,6 +48,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ _UID_BASE = 1_000_000_000 + secrets.randbelow(500_000_000)
 _uid_counter = itertools.count()
 
 
-def fresh_uid():
+def fresh_uid() -> Any:
     """A uid no other box and no account uses: the kernel's process limit then counts this box alone."""
     return _UID_BASE + next(_uid_counter) % 500_000_000
 
@@ -105,7 +106,7 @@ class BoxTimeout(Exception):
     """The child did not reply before the deadline (it was killed)."""
 
 
-def _bwrap():
+def _bwrap() -> Any:
     path = shutil.which("bwrap")
     if path is None or not sys.platform.startswith("linux"):
         return None
@@ -113,7 +114,7 @@ def _bwrap():
 
 
 @functools.lru_cache(maxsize=8)
-def _bwrap_has(option):
+def _bwrap_has(option: Any) -> bool:
     """Does the installed bubblewrap know ``option`` (its --help lists it)?"""
     try:
         done = subprocess.run([_bwrap(), "--help"], capture_output=True, text=True, timeout=10)
@@ -122,20 +123,20 @@ def _bwrap_has(option):
     return option in done.stdout + done.stderr
 
 
-def _prlimit():
+def _prlimit() -> Any:
     return shutil.which("prlimit")
 
 
-def _posix_pipes():
+def _posix_pipes() -> bool:
     """Can the child be handed two extra pipe ends and be watched with ``select`` (not on Windows)?"""
     return os.name == "posix"
 
 
-def _is_root():
+def _is_root() -> bool:
     return getattr(os, "geteuid", lambda: -1)() == 0  # Windows has no user ids
 
 
-def _resource_module():
+def _resource_module() -> Any:
     try:
         import resource
     except ImportError:  # Windows
@@ -143,7 +144,7 @@ def _resource_module():
     return resource
 
 
-def isolation(self_check=False):
+def isolation(self_check: bool = False) -> str:
     """One line saying how the child is isolated here (printed by the grading commands).
 
     ``self_check``: the line for a student's local check, which also runs
@@ -168,7 +169,7 @@ def isolation(self_check=False):
     )
 
 
-def _numpy_dirs():
+def _numpy_dirs() -> Any:
     """numpy's package folder, and its bundled libraries' folder when the wheel has one."""
     package = Path(np.__file__).resolve().parent
     dirs = [package]
@@ -178,7 +179,7 @@ def _numpy_dirs():
     return dirs
 
 
-def _environment():
+def _environment() -> Any:
     """The child's whole environment: nothing of the grader's (no tokens, no paths)."""
     return {
         "PATH": "/usr/bin:/bin",
@@ -193,7 +194,7 @@ def _environment():
     }
 
 
-def _bind_root_links(command):
+def _bind_root_links(command: Any) -> None:
     """The host's /bin, /lib, /lib64 … as they are: symlinks into /usr (merged /usr), or folders bound."""
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / name
@@ -203,7 +204,7 @@ def _bind_root_links(command):
             command += ["--ro-bind", str(path), str(path)]
 
 
-def _package_folders(prefix):
+def _package_folders(prefix: Any) -> Any:
     """Every folder of installed Python packages on this machine that the box must not show."""
     minor = f"python3.{sys.version_info.minor}"
     folders = {Path("/usr/lib/python3"), Path("/usr/local/lib/python3"), Path("/usr/local/lib") / minor}
@@ -216,7 +217,7 @@ def _package_folders(prefix):
     return sorted(folder for folder in folders if folder.is_dir())
 
 
-def _bwrap_command(bwrap, python, limits, uid, filter_fd):
+def _bwrap_command(bwrap: Any, python: Any, limits: Any, uid: Any, filter_fd: Any) -> Any:
     prefix = Path(sys.base_prefix).resolve()
     command = [bwrap, "--die-with-parent", "--new-session", "--clearenv"]
     if os.geteuid() == 0:
@@ -260,7 +261,7 @@ def _bwrap_command(bwrap, python, limits, uid, filter_fd):
     return command, None
 
 
-def _plain_command(python):
+def _plain_command(python: Any) -> Any:
     """No bubblewrap: numpy reached through a folder of links (so nothing else of site-packages is on the path)."""
     lib = tempfile.mkdtemp(prefix="microtape-lib-")
     for folder in _numpy_dirs():
@@ -271,12 +272,12 @@ def _plain_command(python):
                 raise
             import _winapi
 
-            _winapi.CreateJunction(str(folder), str(Path(lib) / folder.name))
+            _winapi.CreateJunction(str(folder), str(Path(lib) / folder.name))  # type: ignore[attr-defined]  # Windows only
     os.chmod(lib, 0o755)
     return [python, "-I", "-S", "-B", str(HELPER / "child.py"), lib], lib
 
 
-def _readable_by_all(path):
+def _readable_by_all(path: Any) -> bool:
     path = Path(path).resolve()
     for part in [path, *path.parents]:
         mode = part.stat().st_mode
@@ -288,20 +289,21 @@ def _readable_by_all(path):
 class Sandbox:
     """One boxed child, started on the first request; ``request`` sends a message and waits for the reply."""
 
-    def __init__(self, limits=None, *, self_check=False):
+    def __init__(self, limits: Any = None, *, self_check: bool = False) -> None:
         self.limits = limits or Limits()
         # A student's local check of their own file: it may run without prlimit (with the
         # resource module's limits, or none), and as root (the code is the student's own).
         self.self_check = self_check
-        self.process = None
-        self.output = None  # the child's stdout and stderr (a capped temporary file)
-        self._lib = None
-        self._requests = self._replies = None
-        self._stdio = None  # the pipes on Windows (see _popen_stdio)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.output: Any = None  # the child's stdout and stderr (a capped temporary file)
+        self._lib: str | None = None
+        self._requests: Any = None
+        self._replies: Any = None
+        self._stdio: Any = None  # the pipes on Windows (see _popen_stdio)
 
     # ---------------------------------------------------------------- starting and stopping
 
-    def _limited(self, command):
+    def _limited(self, command: Any) -> Any:
         """``command`` under prlimit: the limits are set before it runs, without a preexec_fn.
 
         (A preexec_fn is not safe when the grader runs several boxes from
@@ -324,7 +326,7 @@ class Sandbox:
             *command,
         ]
 
-    def _resource_limited(self):
+    def _resource_limited(self) -> Any:
         """No prlimit: a function the child runs before its program, setting what :mod:`resource` can.
 
         Only for a self-check (one child at a time, no threads, so a preexec_fn is safe).
@@ -339,7 +341,7 @@ class Sandbox:
                   ("RLIMIT_AS", (limits.memory_bytes,) * 2), ("RLIMIT_FSIZE", (limits.file_bytes,) * 2),
                   ("RLIMIT_NOFILE", (limits.open_files,) * 2), ("RLIMIT_CORE", (0, 0))]  # fmt: skip
 
-        def apply():
+        def apply() -> None:
             for name, value in wanted:
                 if hasattr(resource, name):
                     try:
@@ -349,7 +351,7 @@ class Sandbox:
 
         return apply
 
-    def start(self):
+    def start(self) -> None:
         """Start a box and wait for it to say it is ready; retried, then :class:`BoxStartError`."""
         reason = "it did not start"
         for attempt in range(START_ATTEMPTS):
@@ -370,7 +372,7 @@ class Sandbox:
             time.sleep(0.2 * (attempt + 1))
         raise BoxStartError(f"could not start the box: {reason}")
 
-    def _start_once(self):
+    def _start_once(self) -> None:
         python = str(Path(sys.executable).resolve())
         bwrap = _bwrap()
         user = None
@@ -420,7 +422,7 @@ class Sandbox:
             if filter_file is not None:
                 filter_file.close()
 
-    def _popen(self, command, env, bwrap, inherited, user):
+    def _popen(self, command: Any, env: Any, bwrap: Any, inherited: Any, user: Any) -> None:
         preexec = None
         if _prlimit():
             command = self._limited(command)
@@ -441,7 +443,7 @@ class Sandbox:
             preexec_fn=preexec,
         )
 
-    def _popen_stdio(self, command, env):
+    def _popen_stdio(self, command: Any, env: Any) -> None:
         """Windows (no inherited pipe ends, no ``select`` on pipes): the child's stdin and stdout are the pipes.
 
         Only a self-check gets here: graded runs need prlimit, which Windows does not have.
@@ -464,7 +466,7 @@ class Sandbox:
         )
         self._stdio = _StdioPipes(self.process.stdin, self.process.stdout)
 
-    def close(self):
+    def close(self) -> None:
         """Kill the child (and its whole box) and forget it; safe to call twice."""
         if self.process is not None:
             if hasattr(os, "killpg"):
@@ -487,10 +489,10 @@ class Sandbox:
             self._lib = None
 
     @property
-    def running(self):
+    def running(self) -> bool:
         return self.process is not None
 
-    def printed(self, limit=4000):
+    def printed(self, limit: int = 4000) -> Any:
         """The end of what the child printed (text, at most ``limit`` characters)."""
         if self.output is None:
             return ""
@@ -501,7 +503,7 @@ class Sandbox:
 
     # ---------------------------------------------------------------- talking
 
-    def request(self, header, arrays=(), *, timeout):
+    def request(self, header: Any, arrays: Any = (), *, timeout: Any) -> Any:
         """Send one message and return the reply ``(header, arrays)``.
 
         Raises :class:`BoxTimeout` (the child is killed) when no whole reply
@@ -524,7 +526,7 @@ class Sandbox:
             self.close()
             raise
 
-    def _send(self, data, deadline):
+    def _send(self, data: Any, deadline: Any) -> Any:
         if self._stdio is not None:
             try:
                 return self._stdio.write(data, deadline)
@@ -543,7 +545,7 @@ class Sandbox:
                     raise ChildGone(self._ended()) from None
                 view = view[written:]
 
-    def _read_exactly(self, n, deadline):
+    def _read_exactly(self, n: Any, deadline: Any) -> Any:
         if self._stdio is not None:
             try:
                 return self._stdio.read_exactly(n, deadline)
@@ -563,9 +565,9 @@ class Sandbox:
                 missing -= len(chunk)
         return b"".join(chunks)
 
-    def _ended(self):
+    def _ended(self) -> str:
         try:
-            code = self.process.wait(timeout=2)
+            code = self.process.wait(timeout=2)  # type: ignore[union-attr]  # only once a child has started
         except subprocess.TimeoutExpired:
             return "the process closed its reply pipe"
         if code < 0:
@@ -588,15 +590,15 @@ class _StdioPipes:
     ends the write).
     """
 
-    def __init__(self, to_child, from_child):
+    def __init__(self, to_child: Any, from_child: Any) -> None:
         self._to_child = to_child
         self._from_child = from_child
-        self._chunks = queue.Queue()
+        self._chunks: queue.Queue[Any] = queue.Queue()
         self._pending = bytearray()
         self._reader = threading.Thread(target=self._read_all, daemon=True)
         self._reader.start()
 
-    def _read_all(self):
+    def _read_all(self) -> None:
         try:
             while chunk := self._from_child.read(1 << 20):
                 self._chunks.put(chunk)
@@ -604,7 +606,7 @@ class _StdioPipes:
             pass
         self._chunks.put(b"")  # the end, for whoever waits
 
-    def read_exactly(self, n, deadline):
+    def read_exactly(self, n: Any, deadline: Any) -> Any:
         """``n`` bytes, :class:`BoxTimeout` at the deadline, ``EOFError`` when the child has gone."""
         while len(self._pending) < n:
             remaining = deadline - time.monotonic()
@@ -622,10 +624,10 @@ class _StdioPipes:
         del self._pending[:n]
         return data
 
-    def write(self, data, deadline):
+    def write(self, data: Any, deadline: Any) -> None:
         failed = []
 
-        def write_all():
+        def write_all() -> None:
             view = memoryview(data)
             try:
                 while view:
@@ -641,7 +643,7 @@ class _StdioPipes:
         if failed:
             raise BrokenPipeError(str(failed[0]))
 
-    def close(self):
+    def close(self) -> None:
         for pipe in (self._to_child, self._from_child):
             try:
                 pipe.close()

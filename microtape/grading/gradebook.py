@@ -38,6 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..exercises.catalogue import list_exercises
 from ..exercises.checker import CheckResult
@@ -73,7 +74,7 @@ SECRET_BITS = 128
 SUBMISSION_MARGIN = 10.0
 
 
-def add_arguments(parser):
+def add_arguments(parser: Any) -> Any:
     parser.description = "Grade every .py and .ipynb submission in a folder (boxed), on hidden trials."
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR", help="the folder of handed-in files")
     parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N submissions at once")
@@ -92,7 +93,17 @@ def add_arguments(parser):
 class Graded:
     """One submission's grade: a CheckResult per exercise, the notes, what it printed, how long it took."""
 
-    def __init__(self, student, path, results, notes=(), load_error=None, printed="", seconds=0.0, not_graded=None):
+    def __init__(
+        self,
+        student: Any,
+        path: Any,
+        results: Any,
+        notes: Any = (),
+        load_error: Any = None,
+        printed: str = "",
+        seconds: float = 0.0,
+        not_graded: Any = None,
+    ) -> None:
         self.student = student
         self.path = Path(path)
         self.not_graded = not_graded  # one line when the grader could not grade it (no score was given)
@@ -104,18 +115,18 @@ class Graded:
         self.seconds = seconds
 
     @property
-    def results(self):
+    def results(self) -> Any:
         return self.table.results
 
     @property
-    def total(self):
+    def total(self) -> Any:
         return self.table.total
 
     @property
-    def max_total(self):
+    def max_total(self) -> Any:
         return self.table.max_total
 
-    def to_json(self):
+    def to_json(self) -> Any:
         return {
             "student": safe_text(self.student),
             "file": safe_text(self.path),
@@ -153,7 +164,7 @@ class Graded:
         }
 
     @classmethod
-    def from_json(cls, data, path):
+    def from_json(cls, data: Any, path: Any) -> Any:
         """A grade written by an earlier run (to resume it), or None when it is not a complete one."""
         try:
             results = {
@@ -176,7 +187,7 @@ class Graded:
         grade.fingerprint = data.get("fingerprint")
         return grade
 
-    def feedback(self):
+    def feedback(self) -> Any:
         lines = [f"{safe_text(self.student)}: {self.total} / {self.max_total}"]
         if self.not_graded:
             lines.append(f"  not graded: {self.not_graded}")
@@ -187,7 +198,7 @@ class Graded:
         return "\n".join(lines) + "\n"
 
 
-def _steps_from_json(item):
+def _steps_from_json(item: Any) -> Any:
     """A stepped exercise's steps and links as an earlier run wrote them (so a resumed grade keeps its columns)."""
     steps = item.get("steps")
     if not steps:
@@ -203,21 +214,21 @@ def _steps_from_json(item):
     }
 
 
-def _not_counted(name, status, message):
+def _not_counted(name: str, status: Any, message: str) -> CheckResult:
     exercise = get(name)
     outputs = {output.name: False for output in exercise.outputs}
     return CheckResult(name, False, f"✗ {name}: {status} — {message}.", status=status, outputs=outputs,
                        max_score=exercise.max_score)  # fmt: skip
 
 
-def _not_graded(path, names, reason, started):
+def _not_graded(path: Any, names: Any, reason: Any, started: Any) -> "Graded":
     """The row of a submission the grader could not grade: no points given, and the reason."""
     reason = safe_text(reason, 300)
     results = {name: _not_counted(name, "not graded", reason) for name in names}
     return Graded(Path(path).stem, path, results, seconds=time.monotonic() - started, not_graded=reason)
 
 
-def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT):
+def grade_one(path: Any, names: Any, *, secret: Any, timeout: Any = DEFAULT_TIMEOUT) -> Any:
     """Grade one file on the hidden trials; a :class:`Graded` (never raises for anything the file does).
 
     A failure of the grader itself (no box could start, an error of ours) gives a "not graded" row
@@ -244,7 +255,7 @@ def grade_one(path, names, *, secret, timeout=DEFAULT_TIMEOUT):
     return Graded(student, path, results, report.notes, load_error, report.output, time.monotonic() - started)
 
 
-def fingerprint(path, names, secret, timeout):
+def fingerprint(path: Any, names: Any, secret: Any, timeout: Any) -> Any:
     """What makes a grade reusable by a rerun: the student, the file's bytes, the exercises, the secret, the time limit.
 
     Keyed by the secret, so the fingerprint tells nothing about it.
@@ -261,10 +272,10 @@ def fingerprint(path, names, secret, timeout):
     return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def submissions(folder):
+def submissions(folder: Any) -> Any:
     """``(files to grade, {student: reason})``: two files for one student are refused, by name."""
     paths = sorted(path for path in Path(folder).iterdir() if path.suffix in SUFFIXES and path.is_file())
-    by_student = {}
+    by_student: dict[Any, Any] = {}
     for path in paths:
         by_student.setdefault(path.stem, []).append(path)
     refused = {}
@@ -275,9 +286,9 @@ def submissions(folder):
     return [path for path in paths if path.stem not in refused], refused
 
 
-def _earlier_grades(out, names, secret, timeout):
+def _earlier_grades(out: Any, names: Any, secret: Any, timeout: Any) -> Any:
     """The complete grades earlier runs in ``out`` wrote, by fingerprint (newest run first)."""
-    found = {}
+    found: dict[Any, Any] = {}
     out = Path(out)
     if not out.is_dir():
         return found
@@ -293,7 +304,16 @@ def _earlier_grades(out, names, secret, timeout):
     return found
 
 
-def grade_folder(folder, names, *, secret, jobs=1, timeout=DEFAULT_TIMEOUT, out=None, resume=None):
+def grade_folder(
+    folder: Any,
+    names: Any,
+    *,
+    secret: Any,
+    jobs: int = 1,
+    timeout: Any = DEFAULT_TIMEOUT,
+    out: Any = None,
+    resume: Any = None,
+) -> Any:
     """Grade every submission in ``folder`` (``jobs`` at once); ``[Graded, ...]`` in file-name order.
 
     With ``out`` (a run folder) each student's files are written there as soon as the grade is
@@ -328,7 +348,7 @@ def grade_folder(folder, names, *, secret, jobs=1, timeout=DEFAULT_TIMEOUT, out=
     return sorted(graded, key=lambda grade: grade.student)
 
 
-def write_student(grade, out):
+def write_student(grade: Any, out: Any) -> None:
     """``STUDENT.json`` and ``STUDENT.txt`` in the run folder ``out`` (names made safe and short)."""
     stem = file_stem(grade.student)
     text = json.dumps(grade.to_json(), indent=1, ensure_ascii=False)
@@ -336,7 +356,7 @@ def write_student(grade, out):
     (Path(out) / f"{stem}.txt").write_bytes(grade.feedback().encode("utf-8", "backslashreplace"))
 
 
-def _new_run_folder(out):
+def _new_run_folder(out: Any) -> Any:
     stamp = datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S")
     for suffix in ["", *(f"-{n}" for n in range(2, 1000))]:
         folder = Path(out) / f"{stamp}{suffix}"
@@ -352,7 +372,7 @@ def _new_run_folder(out):
 TOTAL = "(total)"
 
 
-def write_gradebook(graded, path):
+def write_gradebook(graded: Any, path: Any) -> None:
     """The CSV gradebook: per student, one row per exercise, then one row with the total.
 
     Columns: student, exercise, points, max, message, then two per step of
@@ -377,13 +397,13 @@ def write_gradebook(graded, path):
             writer.writerow(total + [""] * (2 * len(steps)))
 
 
-def _step_names(graded):
+def _step_names(graded: Any) -> Any:
     """Every step name of the graded stepped exercises, in the order they first come (a column pair each)."""
     return list(dict.fromkeys(output.name for grade in graded for result in grade.results.values()
                               if get(result.name).stepped for output in get(result.name).outputs))  # fmt: skip
 
 
-def write_gradescope(graded, path):
+def write_gradescope(graded: Any, path: Any) -> None:
     """Gradescope's ``results.json`` for one student's upload: the best-scoring file, one test per exercise."""
     best = max(graded, key=lambda grade: grade.total)
     tests = [{"name": name, "score": r.score, "max_score": r.max_score, "output": r.message}
@@ -401,7 +421,7 @@ def write_gradescope(graded, path):
 SUMMARY_WIDTH = 120
 
 
-def summary(graded, names, width=SUMMARY_WIDTH):
+def summary(graded: Any, names: Any, width: Any = SUMMARY_WIDTH) -> Any:
     """The printed table, at most ``width`` columns: per student the total, the time, the exercises short of full marks.
 
     Then one line per exercise short of full marks somewhere: its class
@@ -425,14 +445,14 @@ def summary(graded, names, width=SUMMARY_WIDTH):
     return "\n".join(lines)
 
 
-def _short_of_full(grade, names):
+def _short_of_full(grade: Any, names: Any) -> Any:
     """``mlp 2/4, gru 0/3 …``: the exercises below full marks, in lab order (``—`` when none)."""
     short = [f"{name.removesuffix('_backward')} {grade.results[name].score}/{grade.results[name].max_score}"
              for name in names if grade.results[name].score < grade.results[name].max_score]  # fmt: skip
     return ", ".join(short) or "—"
 
 
-def _average(graded, name):
+def _average(graded: Any, name: str) -> str:
     """``"mlp 2.5/4"`` when some student is below full marks on ``name``, else ''."""
     scores = [g.results[name].score for g in graded]
     maximum = get(name).max_score
@@ -441,11 +461,11 @@ def _average(graded, name):
     return f"{name.removesuffix('_backward')} {sum(scores) / len(scores):.3g}/{maximum}"
 
 
-def _cut(line, width):
+def _cut(line: Any, width: Any) -> Any:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def secret_bits(text):
+def secret_bits(text: str) -> Any:
     """A cautious estimate of the bits of randomness in ``text`` (a secret).
 
     A generated token counts by its alphabet: 4 bits a character in hex, 6 in
@@ -472,7 +492,7 @@ def secret_bits(text):
     return min(len(text) * per_char, max(compressed, 0) * 8)
 
 
-def _read_secret(path):
+def _read_secret(path: Any) -> Any:
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -496,7 +516,7 @@ def _read_secret(path):
     return text
 
 
-def _writable_file(option, path):
+def _writable_file(option: Any, path: Any) -> Any:
     """None if ``path`` can be written as a file, else a message naming ``option``."""
     path = Path(path)
     if path.is_dir():
@@ -509,13 +529,13 @@ def _writable_file(option, path):
     return None
 
 
-def _timeout_problem(timeout):
+def _timeout_problem(timeout: Any) -> Any:
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
         return f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g}, got {timeout:g}"
     return None
 
 
-def _usage_problem(args, folder):
+def _usage_problem(args: Any, folder: Any) -> Any:
     """``(problem, names, secret)``: the first usage error (a message) or None, checked before anything runs."""
     if not folder.is_dir():
         return f"SUBMISSIONS_DIR: no such folder: {folder}", None, None
@@ -539,10 +559,10 @@ def _usage_problem(args, folder):
     return None, names, secret
 
 
-def run(args):
+def run(args: Any) -> Any:
     """Run the parsed command; returns the exit status (0 graded, 1 some not graded by our fault, 2 usage error)."""
 
-    def usage(message):
+    def usage(message: object) -> int:
         print(f"microtape grade: {message}", file=sys.stderr)
         return 2
 

@@ -20,6 +20,7 @@ it, for the next exercise.
 import inspect
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,13 +50,13 @@ START_SECONDS = 5.0
 class StudentError(Exception):
     """What the student's function raised in the box: its type's name, its text, and where."""
 
-    def __init__(self, type_name, text, location=None):
+    def __init__(self, type_name: Any, text: str, location: Any = None) -> None:
         super().__init__(text)
         self.type_name = type_name
         self.location = location  # (file name, line number, function, code line) in the student's code, or None
 
 
-def read_submission(path):
+def read_submission(path: Any) -> Any:
     """``(mode, cells)`` of a ``.py`` file (one piece) or a notebook (its code cells); ValueError saying why not."""
     path = Path(path)
     if path.is_symlink() or not path.is_file():  # a link could point the grader at its own secret
@@ -83,7 +84,7 @@ def read_submission(path):
     return "cells", sources
 
 
-def _signature(spec):
+def _signature(spec: Any) -> Any:
     """An inspect.Signature from the child's ``[[name, kind, has_default], ...]`` (None: unknown)."""
     if not isinstance(spec, list):
         return None
@@ -103,8 +104,17 @@ class BoxedSubmission:
     """A student's code, run in a :class:`~microtape.grading.box.Sandbox` (again after each kill)."""
 
     def __init__(
-        self, mode, cells, filename, names, *, load_seconds=10.0, limits=None, total_seconds=None, self_check=False
-    ):
+        self,
+        mode: Any,
+        cells: Any,
+        filename: Any,
+        names: Any,
+        *,
+        load_seconds: float = 10.0,
+        limits: Any = None,
+        total_seconds: Any = None,
+        self_check: bool = False,
+    ) -> None:
         self.request = {"op": "load", "mode": mode, "cells": cells, "filename": filename, "names": list(names),
                         "load_seconds": load_seconds}  # fmt: skip
         self.load_seconds = load_seconds
@@ -112,30 +122,30 @@ class BoxedSubmission:
         self.total_seconds = total_seconds
         self._deadline = None if total_seconds is None else time.monotonic() + total_seconds
         self.box = Sandbox(limits, self_check=self_check)
-        self.defined = {}  # exercise name -> inspect.Signature (None: unknown)
-        self.notes = []  # one line per notebook cell that failed
-        self.load_error = None  # one line when the submission did not load at all
+        self.defined: dict[Any, Any] = {}  # exercise name -> inspect.Signature (None: unknown)
+        self.notes: list[Any] = []  # one line per notebook cell that failed
+        self.load_error: str | None = None  # one line when the submission did not load at all
         self._loaded = False
 
     @classmethod
-    def from_file(cls, path, names, **options):
+    def from_file(cls, path: Any, names: Any, **options: Any) -> Any:
         mode, cells = read_submission(path)
         return cls(mode, cells, Path(path).name, names, **options)
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         self.load()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         self.box.close()
 
-    def printed(self):
+    def printed(self) -> Any:
         return safe_text(self.box.printed(), lines=True)
 
-    def _within_budget(self, seconds):
+    def _within_budget(self, seconds: Any) -> Any:
         """``seconds``, or what is left of the submission's whole budget when that is less."""
         if self._deadline is None:
             return seconds
@@ -144,7 +154,7 @@ class BoxedSubmission:
             raise SubmissionTooLong(f"the submission took too long (over {self.total_seconds:g} s in all)")
         return min(seconds, left)
 
-    def load(self):
+    def load(self) -> None:
         """Run the submission in a (new) child; sets ``defined``, ``notes`` or ``load_error``.
 
         Raises :class:`~microtape.grading.box.BoxStartError` when no box could be
@@ -173,15 +183,16 @@ class BoxedSubmission:
         notes = reply.get("notes")
         self.notes = [str(note)[:400] for note in notes][:20] if isinstance(notes, list) else []
 
-    def function(self, name, seconds):
+    def function(self, name: str, seconds: Any) -> "BoxedFunction":
         """The boxed function ``name`` as a callable, with ``seconds`` for each of its calls."""
         return BoxedFunction(self, name, seconds, self.defined.get(name))
 
-    def call(self, name, args, seconds):
+    def call(self, name: str, args: Any, seconds: Any) -> Any:
         if not self.box.running:  # killed after an earlier exercise: run the submission again
             self.load()
             if self.load_error:
                 raise NotChecked(f"the submission could not be run again ({self.load_error})")
+        arrays: list[Any]
         specs, arrays = [], []
         for arg in args:
             if isinstance(arg, (np.ndarray, np.generic)):  # a numpy scalar travels as a 0-d array, comes out a scalar
@@ -210,14 +221,14 @@ class BoxedFunction:
     submission's time is bounded by :class:`BoxedSubmission`'s ``total_seconds``.
     """
 
-    def __init__(self, submission, name, seconds, signature):
+    def __init__(self, submission: Any, name: str, seconds: Any, signature: Any) -> None:
         self.submission = submission
         self.__name__ = name
         self.seconds = seconds
         if signature is not None:
             self.__signature__ = signature
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         try:
             return self.submission.call(self.__name__, args, self.seconds)
         except SubmissionTooLong:
@@ -226,7 +237,7 @@ class BoxedFunction:
             raise TimeLimitExceeded(f"no answer within {self.seconds:g} s (the time limit of one call)") from None
 
 
-def _rebuild(reply, arrays):
+def _rebuild(reply: Any, arrays: Any) -> Any:
     """The student's return value from the child's reply: numbers as arrays, anything else a NotAnArray."""
     event = reply.get("event")
     if event == "raised":
@@ -252,7 +263,7 @@ def _rebuild(reply, arrays):
     raise NotChecked("the process sent a malformed reply")
 
 
-def _raise_as_student(reply):
+def _raise_as_student(reply: Any) -> None:
     """Raise what the student's function raised in the box (``NotImplementedError`` as itself: a stub)."""
     type_name = str(reply.get("type", "Exception"))[:80]
     text = str(reply.get("message", ""))[:400]
@@ -265,7 +276,7 @@ def _raise_as_student(reply):
     raise StudentError(type_name, text, location)
 
 
-def _item(item, arrays):
+def _item(item: Any, arrays: Any) -> Any:
     """One returned value from its description: None, the array it names, or a NotAnArray."""
     if not isinstance(item, dict):
         raise NotChecked("the process sent a malformed reply")

@@ -19,6 +19,7 @@ filter, and :func:`filter_program` returns None (the box says so).
 import errno
 import platform
 import struct
+from typing import Any
 
 __all__ = ["BLOCKED", "filter_program", "supported"]
 
@@ -38,7 +39,7 @@ _ERRNO = 0x00050000  # SECCOMP_RET_ERRNO | errno
 _NR, _ARCH = 0, 4
 
 
-def _arg(index):
+def _arg(index: Any) -> Any:
     return 16 + 8 * index  # the low 32 bits of argument ``index`` (little-endian machines)
 
 
@@ -160,16 +161,16 @@ _TABLES = {
 }
 
 
-def supported():
+def supported() -> bool:
     """Is there a filter for this machine's architecture?"""
     return platform.machine() in _TABLES
 
 
-def _instruction(code, k=0, jt=0, jf=0):
+def _instruction(code: Any, k: int = 0, jt: int = 0, jf: int = 0) -> Any:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def filter_program(machine=None):
+def filter_program(machine: Any = None) -> Any:
     """The filter as bytes (``struct sock_filter[]``, what ``bwrap --seccomp FD`` reads), or None."""
     machine = machine or platform.machine()
     if machine not in _TABLES:

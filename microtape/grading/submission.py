@@ -7,6 +7,7 @@ itself. ``microtape exercises check`` and ``microtape grade`` both call it.
 """
 
 import sys
+from typing import Any
 
 from ..exercises.checker import CheckResult, check
 from ..exercises.registry import get
@@ -34,23 +35,23 @@ _SHOWN_OUTPUT_LINES = 20
 class FileReport:
     """What the child process reported about one student file."""
 
-    def __init__(self, file, names):
+    def __init__(self, file: Any, names: Any) -> None:
         self.file = file
         self.names = names
         self.defined = None  # the exercise functions the file defines (None: it never loaded)
-        self.results = {}  # name -> CheckResult
-        self.not_checked = {}  # name or "import" -> message
+        self.results: dict[Any, Any] = {}  # name -> CheckResult
+        self.not_checked: dict[Any, Any] = {}  # name or "import" -> message
         self.output = ""  # what the student's code printed
-        self.notes = []  # notebook cells that failed (one line each)
-        self.grader_error = None  # one line when the grader, not the file, failed (no box could start)
+        self.notes: list[Any] = []  # notebook cells that failed (one line each)
+        self.grader_error: str | None = None  # one line when the grader, not the file, failed (no box could start)
 
-    def _not_checked_result(self, name, message):
+    def _not_checked_result(self, name: str, message: str) -> CheckResult:
         exercise = get(name)
         outputs = {output.name: False for output in exercise.outputs}
         return CheckResult(name, False, f"✗ {name}: not checked — {message}.", status="not checked",
                            outputs=outputs, max_score=exercise.max_score)  # fmt: skip
 
-    def print(self, explicit):
+    def print(self, explicit: Any) -> Any:
         """Print the feedback and the score table; return the exit status."""
 
         if "import" in self.not_checked:
@@ -87,7 +88,7 @@ class FileReport:
             return 3
         return 0 if right == len(results) else 1
 
-    def _print_output(self):
+    def _print_output(self) -> None:
         lines = self.output.rstrip().splitlines()
         if not lines:
             return
@@ -98,8 +99,9 @@ class FileReport:
             print(f"| {line}", file=sys.stderr)
 
 
-def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hidden=False, secret=None,
-               total_seconds=None, student=None):  # fmt: skip
+def check_file(file: Any, names: Any, *, trials: int | None = None, seed: int = 0, timeout: float = DEFAULT_TIMEOUT,
+               hidden: bool = False, secret: Any = None, total_seconds: float | None = None,
+               student: Any = None) -> Any:  # fmt: skip
     """Check the exercise functions of a student's file, run in the box; returns a :class:`FileReport`.
 
     The student's code runs only in a boxed child (see
@@ -128,7 +130,9 @@ def check_file(file, names, *, trials=None, seed=0, timeout=DEFAULT_TIMEOUT, hid
     return report
 
 
-def _check_loaded(report, submission, names, trials, seed, timeout, hidden, secret_and_student):
+def _check_loaded(
+    report: Any, submission: Any, names: Any, trials: Any, seed: int, timeout: Any, hidden: Any, secret_and_student: Any
+) -> None:
     secret, student = secret_and_student
     if submission.load_error:
         report.not_checked["import"] = submission.load_error

@@ -14,6 +14,7 @@ runs it as a formula). These helpers make it plain text::
 
 import hashlib
 import re
+from typing import Any
 
 __all__ = ["safe_text", "safe_tree", "spreadsheet_cell", "file_stem"]
 
@@ -23,12 +24,12 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202
 _UNSAFE_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def _escape(match):
+def _escape(match: Any) -> Any:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def safe_text(value, limit=None, *, lines=False):
+def safe_text(value: Any, limit: Any = None, *, lines: bool = False) -> Any:
     """``str(value)`` with every control character escaped (``\\x1b``), cut to ``limit`` characters.
 
     With ``lines=True`` newlines and tabs are kept (printed output); otherwise
@@ -40,7 +41,7 @@ def safe_text(value, limit=None, *, lines=False):
     return text
 
 
-def safe_tree(value, limit=400, depth=0):
+def safe_tree(value: Any, limit: int = 400, depth: int = 0) -> Any:
     """A JSON value (a child's reply) with every string in it made :func:`safe_text`; other types as they are."""
     if depth > 64:  # the wire refuses deeper headers already; this only keeps the walk bounded
         return None
@@ -53,14 +54,14 @@ def safe_tree(value, limit=400, depth=0):
     return value
 
 
-def spreadsheet_cell(value):
+def spreadsheet_cell(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text: a leading ``= + - @``, tab or CR gets a ``'`` in front (OWASP)."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
 
 
-def file_stem(name, limit=80):
+def file_stem(name: str, limit: int = 80) -> Any:
     """A safe, short file name for ``name`` (a student): escaped, and cut with a digest when too long."""
     text = safe_text(name).replace("/", "_").replace("\\", "_")
     if text in ("", ".", ".."):

@@ -39,6 +39,8 @@ be swapped through ``links=`` — the teaching mistakes of
 chain.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import ops
@@ -61,12 +63,12 @@ __all__ = [
 ]
 
 
-def _row_axes(weight):
+def _row_axes(weight: Any) -> Any:
     """The axes a LayerNorm normalises over: the last ``weight.ndim`` ones."""
     return tuple(range(-weight.ndim, 0))
 
 
-def layernorm_backward(grad_y, normalized, std, weight):
+def layernorm_backward(grad_y: Any, normalized: Any, std: Any, weight: Any) -> Any:
     """``y = γ ⊙ x̂ + β``, ``x̂ = (x − μ)/σ``: returns ``(dx, dγ, dβ)``.
 
     ``normalized`` is x̂ and ``std`` is σ (kept with its normalised axes as
@@ -86,12 +88,12 @@ def layernorm_backward(grad_y, normalized, std, weight):
     return grad_x, grad_weight, grad_bias
 
 
-def relu_backward(grad_hidden, pre_activation):
+def relu_backward(grad_hidden: Any, pre_activation: Any) -> Any:
     """``a = relu(z)``: returns ``dz = da ⊙ [z > 0]``."""
     return grad_hidden * (pre_activation > 0)
 
 
-def gelu_backward(grad_hidden, pre_activation):
+def gelu_backward(grad_hidden: Any, pre_activation: Any) -> Any:
     """``a = gelu(z)`` (tanh approximation): returns ``dz = da ⊙ gelu'(z)`` — the op's VJP, written once there."""
     (grad_pre_activation,) = ops.gelu.vjp(grad_hidden, None, pre_activation)
     return grad_pre_activation
@@ -101,12 +103,12 @@ def gelu_backward(grad_hidden, pre_activation):
 ACTIVATIONS = {"relu": relu_backward, "gelu": gelu_backward}
 
 
-def activation_backward(grad_hidden, pre_activation, activation):
+def activation_backward(grad_hidden: Any, pre_activation: Any, activation: Any) -> Any:
     """The backward link of the named activation (``"relu"`` or ``"gelu"``)."""
     return ACTIVATIONS[activation](grad_hidden, pre_activation)
 
 
-def residual_backward(grad_skip, grad_branch):
+def residual_backward(grad_skip: Any, grad_branch: Any) -> Any:
     """``r = x + f(x)``: ``dx`` is the sum of what both paths send back to ``x``."""
     return grad_skip + grad_branch
 
@@ -122,12 +124,12 @@ LINKS = {
 }
 
 
-def link(links, name):
+def link(links: Any, name: str) -> Any:
     """The link called ``name``: the replacement in ``links`` if there is one, else :data:`LINKS`'."""
     return (links or {}).get(name, LINKS[name])
 
 
-def feedforward_backward(grad_output, cache, links=None):
+def feedforward_backward(grad_output: Any, cache: Any, links: Any = None) -> Any:
     """The feed-forward block ``linear2(dropout(act(linear1(x))))``, link by link.
 
     ``cache`` holds ``x``, ``pre_activation`` (z), ``hidden`` (a = act(z)),
@@ -155,7 +157,7 @@ def feedforward_backward(grad_output, cache, links=None):
     return grads
 
 
-def embedding_backward(grad_output, indices, num_embeddings):
+def embedding_backward(grad_output: Any, indices: Any, num_embeddings: Any) -> Any:
     """``y = W[indices]``: returns ``dW`` ``[num_embeddings, dim]`` (a scatter-add of ``dy``)."""
     dim = grad_output.shape[-1]
     grad_weight = np.zeros((num_embeddings, dim), dtype=grad_output.dtype)
@@ -164,7 +166,7 @@ def embedding_backward(grad_output, indices, num_embeddings):
     return grad_weight
 
 
-def cross_entropy_backward(logits, targets, ignore_index=None):
+def cross_entropy_backward(logits: Any, targets: Any, ignore_index: Any = None) -> Any:
     """``L = −mean log softmax(logits)[target]``: returns ``dlogits = (softmax − onehot) / N``.
 
     ``N`` counts the targets that are not ``ignore_index``; ignored positions
@@ -177,7 +179,7 @@ def cross_entropy_backward(logits, targets, ignore_index=None):
     return (probabilities - onehot) * counted[..., None] / counted.sum()
 
 
-def post_norm_backward(grad_output, blocks, links=None):
+def post_norm_backward(grad_output: Any, blocks: Any, links: Any = None) -> Any:
     """Walk a post-norm stack backwards: ``h_i = norm_i(h_{i-1} + dropout_i(sublayer_i(h_{i-1})))``.
 
     ``blocks`` lists, in forward order, one dict per block: ``"norm"`` (the

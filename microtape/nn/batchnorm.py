@@ -31,6 +31,7 @@ steps a derivation of its backward follows.
 """
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class BatchNorm(Module):
     ``num_batches_tracked``, as PyTorch names them.
     """
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, *, dtype=np.float64):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, *, dtype: Any = np.float64) -> None:
         super().__init__()
         self.num_features = positive_int(num_features, "BatchNorm(num_features)")
         for value, what in ((eps, "eps"), (momentum, "momentum")):
@@ -67,14 +68,14 @@ class BatchNorm(Module):
         self.running_var = np.ones(self.num_features, dtype=dtype)
         self.num_batches_tracked = 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"BatchNorm({self.num_features}, eps={self.eps}, momentum={self.momentum})"
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self.weight.data.dtype
 
-    def _input_node(self, x):
+    def _input_node(self, x: Any) -> Any:
         data = input_array(x, "x", "BatchNorm.forward", self.dtype)
         if data.ndim < 2 or data.shape[1] != self.num_features:
             raise ValueError(
@@ -90,7 +91,7 @@ class BatchNorm(Module):
             return x if x.dtype == self.dtype else x.astype(self.dtype)
         return Tensor(data, name="x")
 
-    def forward(self, x, name="y"):
+    def forward(self, x: Any, name: str = "y") -> Any:
         """Normalise ``x`` per channel and scale and shift it; in train mode also update the running statistics."""
         x = self._input_node(x)
         axes = (0, *range(2, x.ndim))
@@ -109,10 +110,10 @@ class BatchNorm(Module):
             output = xhat * self.weight.reshape(along_channels) + self.bias.reshape(along_channels)
             output.name = name
         if self.training:
-            self._update_running(mean.data.reshape(-1), var.data.reshape(-1), x.size // self.num_features)
+            self._update_running(mean.data.reshape(-1), var.data.reshape(-1), x.size // self.num_features)  # type: ignore[union-attr]  # Tensors
         return output
 
-    def _update_running(self, mean, var, n):
+    def _update_running(self, mean: Any, var: Any, n: Any) -> None:
         """PyTorch's running statistics: a moving average, with the unbiased variance ``var · n / (n − 1)``."""
         m = self.momentum
         self.running_mean = (1 - m) * self.running_mean + m * mean

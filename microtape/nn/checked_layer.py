@@ -23,7 +23,9 @@ A subclass provides ``check_call``, ``forward`` (through
 ``_analytic_gradients``, ``analytic_cache`` and ``forward_plain``.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,13 +39,13 @@ from .two_routes import NamedGradients, TwoRouteLayer, read_only
 __all__ = ["CheckedLayer", "LastForward", "named", "sequence_array"]
 
 
-def named(value, name):
+def named(value: Any, name: str | None) -> Any:
     """Give a step its name (listings, graphs and reports use it; a Plain value may be replaced then)."""
     value.name = name
     return value
 
 
-def sequence_array(value, argument, where, embed, dtype):
+def sequence_array(value: Any, argument: str, where: str, embed: int, dtype: Any) -> Any:
     """A ``[B, T, E]`` input with ``E == embed``, as a finite array of ``dtype``; clear errors otherwise."""
     data = input_array(value, argument, where, dtype, finite=False)
     if data.ndim != 3:
@@ -72,23 +74,25 @@ class CheckedLayer(TwoRouteLayer):
     """The shared machinery of a layer with a taped and a hand-derived backward (see the module doc)."""
 
     #: The forward's inputs, in order; the first is the one ``backward`` returns the gradient of.
-    input_roles = ("x",)
+    input_roles: tuple[str, ...] = ("x",)
+    #: Each layer's own: check ``forward``'s arguments as ``forward`` does, changing nothing.
+    check_call: Callable[..., Any]
 
     # -- the last forward
 
     @property
-    def last_inputs(self):
+    def last_inputs(self) -> Any:
         """``{role: array}``: the inputs of the last forward (read-only)."""
         return {role: read_only(node.data) for role, node in self._require_forward("last_inputs").inputs.items()}
 
-    def step_value(self, name):
+    def step_value(self, name: str) -> Any:
         """The value of the named step ``name`` (a key of :meth:`gradient_names`) in the last forward, read-only."""
         nodes = self._require_forward("step_value()").nodes
         if name not in nodes:
             raise KeyError(f"{type(self).__name__}.step_value({name!r}): not a step; steps are {', '.join(nodes)}")
         return read_only(nodes[name].data)
 
-    def _record_forward(self, run):
+    def _record_forward(self, run: Any) -> Any:
         """Run ``run()`` — it returns a :class:`LastForward` — on an atomic tape; keep it only if it succeeds."""
         snapshot = _snapshot(self)
         try:
@@ -105,7 +109,7 @@ class CheckedLayer(TwoRouteLayer):
 
     # -- the two routes
 
-    def _tape_extras(self, grads):
+    def _tape_extras(self, grads: Any) -> NamedGradients:
         """Gradients the reverse pass does not name directly (a sub-layer's own steps); none by default.
 
         ``grads`` holds the layer's named gradients and ``grads.reverse_pass``,
@@ -115,7 +119,7 @@ class CheckedLayer(TwoRouteLayer):
         """
         return NamedGradients()
 
-    def _taped(self, last, grad_output, complete):
+    def _taped(self, last: Any, grad_output: Any, complete: Any) -> Any:
         # The complete set (for reports and walks) keeps the pass's steps; backward() needs none.
         result = gradients(last.output, grad_output, tape=last.tape, steps=complete)
         index_of = {node: i for i, node in enumerate(last.tape.nodes)}
@@ -132,7 +136,7 @@ class CheckedLayer(TwoRouteLayer):
 
     # -- the same forward on plain numpy
 
-    def forward_plain(self, inputs, params, replace=None):
+    def forward_plain(self, inputs: Any, params: Any, replace: Any = None) -> Any:
         """The last forward's computation on float64 numpy (:class:`~microtape.values.plain.Plain`), recording nothing.
 
         ``inputs`` maps input roles to arrays, ``params`` parameter names to
@@ -149,7 +153,7 @@ class CheckedLayer(TwoRouteLayer):
 _FORWARD_STATE = ("_last", "_dropout_calls")
 
 
-def _snapshot(layer):
+def _snapshot(layer: Any) -> Any:
     """What a failed forward must put back: every (sub-)layer's last forward and dropout stream."""
     saved = []
     for _, module in layer.named_modules():
@@ -161,7 +165,7 @@ def _snapshot(layer):
     return saved
 
 
-def _restore(saved):
+def _restore(saved: Any) -> None:
     for module, fields, rng, state in saved:
         for name, value in fields.items():
             object.__setattr__(module, name, value)

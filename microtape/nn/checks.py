@@ -14,6 +14,7 @@ cast to the layer's dtype *first*, then checked to be finite — so a float64
 """
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +35,13 @@ __all__ = [
 ]
 
 
-def _describe(value):
+def _describe(value: Any) -> Any:
     module = type(value).__module__.split(".")[0]
     name = type(value).__name__
     return f"{module}.{name}" if module not in ("builtins", "numpy") else name
 
 
-def input_array(value, argument, where, dtype, *, finite=True):
+def input_array(value: Any, argument: str, where: str, dtype: Any, *, finite: bool = True) -> Any:
     """``value`` (a Tensor or numpy array) as a numpy array of ``dtype``; clear errors otherwise."""
     if isinstance(value, Tensor):
         data = value.data
@@ -68,7 +69,7 @@ def input_array(value, argument, where, dtype, *, finite=True):
     return data
 
 
-def integer_ids(value, argument, where, what="integers"):
+def integer_ids(value: Any, argument: str, where: str, what: str = "integers") -> Any:
     """``value`` (token ids, class ids: a numpy array or nested lists) as an integer array; clear errors otherwise.
 
     Refused, naming ``argument``: a Tensor (it holds floats), a masked array
@@ -95,7 +96,7 @@ def integer_ids(value, argument, where, what="integers"):
     return array
 
 
-def check_finite(data, argument, where, cast_from=None):
+def check_finite(data: Any, argument: str, where: str, cast_from: Any = None) -> None:
     """Refuse NaN or ±inf in ``data``, naming the first offending index."""
     if data.size and not np.isfinite(data).all():
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(data))[0])
@@ -108,7 +109,7 @@ def check_finite(data, argument, where, cast_from=None):
         )
 
 
-def gradient_array(value, argument, where, shape, dtype):
+def gradient_array(value: Any, argument: str, where: str, shape: Any, dtype: Any) -> Any:
     """An upstream gradient: real, finite after the cast to ``dtype``, of the output's ``shape``."""
     if isinstance(value, numbers.Number) and not isinstance(value, bool) and shape == ():
         value = np.asarray(value)
@@ -129,13 +130,13 @@ def gradient_array(value, argument, where, shape, dtype):
     return data
 
 
-def positive_int(value, what):
+def positive_int(value: Any, what: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"{what}: expected a positive integer, got {value!r}")
     return int(value)
 
 
-def block_size_or_none(value, what):
+def block_size_or_none(value: Any, what: str) -> Any:
     """None (the standard chain) or a positive integer (the tiled kernel's block size)."""
     if value is None:
         return None
@@ -144,7 +145,7 @@ def block_size_or_none(value, what):
     return int(value)
 
 
-def float_dtype(dtype, what):
+def float_dtype(dtype: Any, what: str) -> Any:
     try:
         dtype = np.dtype(dtype)
     except TypeError:
@@ -154,14 +155,14 @@ def float_dtype(dtype, what):
     return dtype
 
 
-def probability(value, what):
+def probability(value: Any, what: str) -> Any:
     """A dropout probability: a real number with ``0 <= p < 1``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:  # type: ignore[operator]  # a Real compares
         raise ValueError(f"{what}: expected a probability with 0 <= p < 1, got {value!r}")
     return float(value)
 
 
-def seed_value(seed, what):
+def seed_value(seed: Any, what: str) -> Any:
     """A seed for numpy's generators: None, a non-negative int, or a ``np.random.SeedSequence``."""
     if seed is None or isinstance(seed, np.random.SeedSequence):
         return seed
@@ -170,7 +171,7 @@ def seed_value(seed, what):
     return int(seed)
 
 
-def child_seeds(seed, count, what):
+def child_seeds(seed: Any, count: int, what: str) -> Any:
     """``count`` independent seed sequences from ``seed`` (None, a non-negative int or a SeedSequence).
 
     What a layer made of sub-layers gives each of them, so that one seed fixes
@@ -181,7 +182,7 @@ def child_seeds(seed, count, what):
     return root.spawn(count)
 
 
-def gradient_overflow_error(grads, names, where, dtype):
+def gradient_overflow_error(grads: Any, names: Any, where: str, dtype: Any) -> Any:
     """The error for the first of ``names`` whose gradient in ``grads`` is not finite, or None when all are."""
     for name in names:
         grad = grads[name]
@@ -195,7 +196,7 @@ def gradient_overflow_error(grads, names, where, dtype):
     return None
 
 
-def overflow_error(tape, where, dtype):
+def overflow_error(tape: Any, where: str, dtype: Any) -> Any:
     """The error for a forward that produced inf/NaN: it names the first step where that appeared.
 
     (On a lean tape, only the steps whose values were kept are searched.)

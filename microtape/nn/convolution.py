@@ -15,6 +15,8 @@ torch_conv.weight.detach().numpy()``). The forward records one ``conv`` op
 correlation with the flipped kernel) and an ``add`` for the bias.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..numpy_api.convolution import conv1d, conv2d
@@ -25,7 +27,7 @@ from .module import Module
 __all__ = ["Conv1d", "Conv2d"]
 
 
-def _sizes(value, n, what, smallest):
+def _sizes(value: Any, n: Any, what: str, smallest: Any) -> Any:
     """An int or ``n`` ints (each ≥ ``smallest``) as a tuple of ``n`` ints."""
     values = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     if (
@@ -43,11 +45,20 @@ class _ConvNd(Module):
     """What Conv1d and Conv2d share: the parameters, PyTorch's initialisation, the input check."""
 
     dims = 0
-    function = None
+    function: Any = None
 
     def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True, *, seed=None, dtype=np.float64
-    ):
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: int = 1,
+        padding: int = 0,
+        bias: bool = True,
+        *,
+        seed: int | None = None,
+        dtype: Any = np.float64,
+    ) -> None:
         super().__init__()
         kind = type(self).__name__
         self.in_channels = positive_int(in_channels, f"{kind}(in_channels)")
@@ -67,17 +78,17 @@ class _ConvNd(Module):
         if bias:
             self.bias = Tensor(rng.uniform(-bound, bound, self.out_channels).astype(dtype), requires_grad=True)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None})"
         )
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self.weight.data.dtype
 
-    def forward(self, x, name="y"):
+    def forward(self, x: Any, name: str = "y") -> Any:
         """The convolution of ``x`` with this layer's weight, plus its bias, on the tape."""
         where = f"{type(self).__name__}.forward"
         data = input_array(x, "x", where, self.dtype)

@@ -32,6 +32,7 @@ one tile would need an ``advance`` per row, so the hash is written here.)
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: spreads consecut
 _ROW_STRIDE = np.uint64(2**32)  # rows of head n are counters n·2^32 + i (sequences up to 2^32)
 
 
-def _mix(z):
+def _mix(z: Any) -> Any:
     """SplitMix64's finaliser on an array of uint64 (arithmetic wraps modulo 2^64)."""
     z = z ^ (z >> np.uint64(30))
     z = z * np.uint64(0xBF58476D1CE4E5B9)
@@ -58,16 +59,16 @@ class DropoutMask:
     key: int
     call: int
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"DropoutMask(p={self.p:g}, call={self.call})"
 
-    def _stream(self):
+    def _stream(self) -> Any:
         """One 64-bit number per forward, from the key and the call number."""
         key = np.array([self.key % 2**64], dtype=np.uint64)
         call = np.array([self.call], dtype=np.uint64)
         return _mix(_mix(key) + call * _GOLDEN)
 
-    def keep(self, heads, rows, cols, dtype):
+    def keep(self, heads: int, rows: Any, cols: Any, dtype: Any) -> Any:
         """The mask for heads ``0..heads-1``, query ``rows`` and key ``cols`` (slices): ``[heads, rows, cols]``.
 
         Entries are ``1/(1-p)`` where kept and 0 where dropped, in ``dtype``.

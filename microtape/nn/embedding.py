@@ -55,10 +55,10 @@ class Embedding(Module):
         self.weight = Tensor(table, requires_grad=True)
         self._last_ids = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Embedding({self.num_embeddings}, {self.embedding_dim}, dtype={self.dtype.name})"
 
-    def check_call(self, ids):
+    def check_call(self, ids: Any) -> Any:
         """``ids`` as an integer array, each in ``[0, num_embeddings)``; clear errors otherwise."""
         where = "Embedding.forward"
         array = integer_ids(ids, "ids", where, "integers (token ids)")
@@ -89,13 +89,13 @@ class Embedding(Module):
         return None
 
     @classmethod
-    def from_torch(cls, module, dtype=np.float64):
+    def from_torch(cls, module: Any, dtype: Any = np.float64) -> Any:
         """An Embedding with the table of a ``torch.nn.Embedding`` (torch imported there only)."""
         from .transformer_torch import embedding_from_torch
 
         return embedding_from_torch(cls, module, dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.Embedding``."""
         from .transformer_torch import embedding_to_torch
 

@@ -42,7 +42,7 @@ __all__ = ["FeedForward", "feedforward_chain", "ACTIVATIONS", "check_activation"
 ACTIVATIONS = ("relu", "gelu")
 
 
-def check_activation(activation, where):
+def check_activation(activation: Any, where: str) -> Any:
     """``activation`` if it is one of :data:`ACTIVATIONS`; a ValueError naming it otherwise."""
     if activation not in ACTIVATIONS:
         raise ValueError(
@@ -51,7 +51,9 @@ def check_activation(activation, where):
     return activation
 
 
-def feedforward_chain(x, params, activation, keep=None, name="output", record=None):
+def feedforward_chain(
+    x: Any, params: Any, activation: Any, keep: Any = None, name: str = "output", record: Any = None
+) -> Any:
     """``linear2(dropout(act(linear1(x))))`` on Tensors or Plain arrays; returns the output.
 
     ``params`` maps ``linear1.weight``, ``linear1.bias``, ``linear2.weight``,
@@ -72,7 +74,7 @@ def feedforward_chain(x, params, activation, keep=None, name="output", record=No
     return output
 
 
-def feedforward_cache(record, x, keep, activation, params):
+def feedforward_cache(record: Any, x: Any, keep: Any, activation: Any, params: Any) -> Any:
     """The numpy values :func:`~microtape.nn.analytic_blocks.feedforward_backward` reads."""
     return {
         "x": x,
@@ -85,14 +87,14 @@ def feedforward_cache(record, x, keep, activation, params):
     }
 
 
-def feedforward_names(dropout_used):
+def feedforward_names(dropout_used: Any) -> Any:
     """The feed-forward's gradient names in backward order (``hidden_dropped`` only with dropout)."""
     names = ["linear2.weight", "linear2.bias"]
     names += ["hidden_dropped"] if dropout_used else []
     return names + ["hidden", "pre_activation", "linear1.weight", "linear1.bias"]
 
 
-def draw_keep(rng, shape, p, dtype):
+def draw_keep(rng: np.random.Generator, shape: Any, p: Any, dtype: Any) -> Any:
     """An inverted-dropout mask: ``1/(1-p)`` where kept (probability ``1-p``), 0 where dropped."""
     return ((rng.random(shape) >= p) / (1.0 - p)).astype(dtype)
 
@@ -127,17 +129,17 @@ class FeedForward(CheckedLayer):
         self.linear2 = Linear(ff_dim, embed, seed=seeds[1], dtype=self.dtype)
         self._rng = np.random.default_rng(seeds[2])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"FeedForward(embed={self.embed}, ff_dim={self.ff_dim}, activation={self.activation!r}, "
             f"dropout={self.dropout}, dtype={self.dtype.name})"
         )
 
     @property
-    def _dropout_on(self):
+    def _dropout_on(self) -> Any:
         return self.training and self.dropout > 0
 
-    def check_call(self, x):
+    def check_call(self, x: Any) -> Any:
         """Check ``forward``'s argument as ``forward`` does, changing nothing; returns it as an array."""
         data = input_array(x, "x", "FeedForward.forward", self.dtype)
         if data.ndim < 1 or data.shape[-1] != self.embed or data.size == 0:
@@ -151,13 +153,13 @@ class FeedForward(CheckedLayer):
         """The block on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 
-        def run():
+        def run() -> LastForward:
             node = self._input_node(x, data, "x")
             keep = None
             if self._dropout_on:
                 keep = draw_keep(self._rng, data.shape[:-1] + (self.ff_dim,), self.dropout, self.dtype)
             params = dict(self.named_parameters())
-            record = {}
+            record: dict[Any, Any] = {}
             with self.scope():
                 constant = None if keep is None else Tensor(keep, name="dropout_keep")
                 output = feedforward_chain(node, params, self.activation, constant, name="y", record=record)
@@ -166,19 +168,19 @@ class FeedForward(CheckedLayer):
 
         return self._record_forward(run)
 
-    def gradient_names(self):
+    def gradient_names(self) -> Any:
         """The linear2, hidden, pre-activation and linear1 gradients, then ``x``: the backward's order."""
         last = self._require_forward("gradient_names()")
         return feedforward_names(last.saved["keep"] is not None) + ["x"]
 
-    def analytic_cache(self):
+    def analytic_cache(self) -> Any:
         """What the hand-derived backward reads from the last forward (x, pre_activation, hidden, keep, weights)."""
         return dict(self._require_forward("analytic_cache()").saved)
 
-    def _analytic_gradients(self, grad_output, links):
+    def _analytic_gradients(self, grad_output: Any, links: Any) -> Any:
         return analytic_blocks.feedforward_backward(grad_output, self.analytic_cache(), links)
 
-    def forward_plain(self, inputs, params, replace=None):
+    def forward_plain(self, inputs: Any, params: Any, replace: Any = None) -> Any:
         """The last forward on float64 numpy, the same dropout mask (see :meth:`CheckedLayer.forward_plain`)."""
         from ..values.plain import Plain
 
@@ -189,13 +191,13 @@ class FeedForward(CheckedLayer):
         return output.data
 
     @classmethod
-    def from_torch(cls, module, dtype=np.float64):
+    def from_torch(cls, module: Any, dtype: Any = np.float64) -> Any:
         """A FeedForward from a ``torch.nn.Sequential(Linear, ReLU | GELU(approximate="tanh"), [Dropout], Linear)``."""
         from .transformer_torch import feedforward_from_torch
 
         return feedforward_from_torch(cls, module, dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.Sequential(Linear, ReLU | GELU(approximate="tanh"), Dropout, Linear)``."""
         from .transformer_torch import feedforward_to_torch
 

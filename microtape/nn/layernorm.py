@@ -75,6 +75,12 @@ class LayerNorm(CheckedLayer):
     ``weight.grad``, ``bias.grad``.
     """
 
+    # Set in __init__ (declared: the reports read them).
+    normalized_shape: tuple[int, ...]
+    eps: float
+    weight: Tensor
+    bias: Tensor
+
     def __init__(
         self, normalized_shape: int | Sequence[int], eps: float = 1e-5, *, dtype: DTypeLike = np.float64
     ) -> None:
@@ -96,11 +102,11 @@ class LayerNorm(CheckedLayer):
         self.weight = Tensor(np.ones(self.normalized_shape, dtype=self.dtype), requires_grad=True)
         self.bias = Tensor(np.zeros(self.normalized_shape, dtype=self.dtype), requires_grad=True)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shape = self.normalized_shape[0] if len(self.normalized_shape) == 1 else self.normalized_shape
         return f"LayerNorm({shape}, eps={self.eps:g}, dtype={self.dtype.name})"
 
-    def check_call(self, x):
+    def check_call(self, x: Any) -> Any:
         """Check ``forward``'s argument as ``forward`` does, changing nothing; returns it as an array."""
         where = "LayerNorm.forward"
         data = input_array(x, "x", where, self.dtype)
@@ -118,9 +124,9 @@ class LayerNorm(CheckedLayer):
         """Normalise ``x`` row by row on the tape; returns a Tensor of ``x``'s shape."""
         data = self.check_call(x)
 
-        def run():
+        def run() -> LastForward:
             node = self._input_node(x, data, "x")
-            record = {}
+            record: dict[Any, Any] = {}
             with self.scope():
                 output = layer_norm(node, self.weight, self.bias, self.eps, name="y", record=record)
             saved = {"normalized": record["normalized"].data, "std": record["std"].data}
@@ -128,16 +134,16 @@ class LayerNorm(CheckedLayer):
 
         return self._record_forward(run)
 
-    def gradient_names(self):
+    def gradient_names(self) -> Any:
         """``normalized`` (dx̂), ``weight`` (dγ), ``bias`` (dβ) and ``x``: the backward's order."""
         return ["normalized", "weight", "bias", "x"]
 
-    def analytic_cache(self):
+    def analytic_cache(self) -> Any:
         """What the hand-derived backward reads from the last forward: x̂, std and the weight."""
         saved = self._require_forward("analytic_cache()").saved
         return {**saved, "weight": self.weight.data}
 
-    def _analytic_gradients(self, grad_output, links):
+    def _analytic_gradients(self, grad_output: Any, links: Any) -> Any:
         cache = self.analytic_cache()
         grads = {"normalized": grad_output * cache["weight"]}
         grads["x"], grads["weight"], grads["bias"] = analytic_blocks.link(links, "layernorm")(
@@ -145,7 +151,7 @@ class LayerNorm(CheckedLayer):
         )
         return grads
 
-    def forward_plain(self, inputs, params, replace=None):
+    def forward_plain(self, inputs: Any, params: Any, replace: Any = None) -> Any:
         """The same normalisation on float64 numpy (see :meth:`CheckedLayer.forward_plain`)."""
         from ..values.plain import Plain
 
@@ -154,13 +160,13 @@ class LayerNorm(CheckedLayer):
         return output.data
 
     @classmethod
-    def from_torch(cls, module, dtype=np.float64):
+    def from_torch(cls, module: Any, dtype: Any = np.float64) -> Any:
         """A LayerNorm with the shape, eps and weights of a ``torch.nn.LayerNorm`` (torch imported there only)."""
         from .transformer_torch import layernorm_from_torch
 
         return layernorm_from_torch(cls, module, dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.LayerNorm``."""
         from .transformer_torch import layernorm_to_torch
 

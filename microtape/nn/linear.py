@@ -14,7 +14,7 @@ leading axes (``[B, T, in]``): every row shares the same weight.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -48,6 +48,10 @@ def linear_steps(
     return product, output
 
 
+@overload
+def linear(x: Tensor, weight: Tensor, bias: Any = None, name: str | None = None) -> Tensor: ...
+@overload
+def linear(x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None) -> ArrayLike: ...
 def linear(x: ArrayLike, weight: ArrayLike, bias: Any = None, name: str | None = None) -> ArrayLike:
     """``x @ weight.T + bias`` (see :func:`linear_steps`)."""
     return linear_steps(x, weight, bias, name)[1]
@@ -105,14 +109,14 @@ class Linear(Module):
             self.bias = Tensor(rng.uniform(-bound, bound, out_features).astype(dtype), requires_grad=True)
         self._last_input = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None})"
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self.weight.data.dtype
 
-    def _input_node(self, x):
+    def _input_node(self, x: Any) -> Any:
         data = input_array(x, "x", "Linear.forward", self.dtype)
         if data.ndim < 1 or data.shape[-1] != self.in_features:
             raise ValueError(

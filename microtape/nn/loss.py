@@ -35,7 +35,7 @@ from .checks import input_array, integer_ids
 __all__ = ["cross_entropy"]
 
 
-def _targets(targets, shape, classes, ignore_index):
+def _targets(targets: Any, shape: Any, classes: Any, ignore_index: Any) -> Any:
     where = "cross_entropy"
     array = integer_ids(targets, "targets", where, "integer class ids")
     if array.shape != shape:

@@ -15,6 +15,8 @@ large negative number (``-1e9``, or ``-inf``) suppresses it, because
 mask here — turn one into a mask with :func:`from_bool`.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..ops.attention_links import NEG_INF
@@ -27,7 +29,7 @@ __all__ = ["NEG_INF", "SUPPRESSED_BELOW", "causal_mask", "from_bool", "padding_a
 SUPPRESSED_BELOW = -1e4
 
 
-def causal_mask(T, dtype=np.float64):
+def causal_mask(T: Any, dtype: Any = np.float64) -> Any:
     """The causal mask ``[T, T]``: query ``i`` may look at keys ``0..i`` only."""
     if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T <= 0:
         raise ValueError(f"causal_mask(T={T!r}): expected a positive integer length")
@@ -35,7 +37,7 @@ def causal_mask(T, dtype=np.float64):
     return np.where(future, NEG_INF, 0.0).astype(dtype)
 
 
-def from_bool(allowed, dtype=np.float64):
+def from_bool(allowed: Any, dtype: Any = np.float64) -> Any:
     """Turn a boolean array (``True`` = may attend) into an additive mask.
 
     Careful: PyTorch's ``nn.MultiheadAttention`` uses the *opposite* boolean
@@ -48,7 +50,7 @@ def from_bool(allowed, dtype=np.float64):
     return np.where(allowed, 0.0, NEG_INF).astype(dtype)
 
 
-def padding_allowed(lengths, T):
+def padding_allowed(lengths: np.ndarray, T: int) -> np.ndarray:
     """``[B, T]`` booleans: ``True`` for the first ``lengths[b]`` positions of sequence ``b``.
 
     A per-sequence padding mask does not fit the layer's single ``[Tq, Tk]``
@@ -61,6 +63,6 @@ def padding_allowed(lengths, T):
     return np.arange(T)[None, :] < lengths[:, None]
 
 
-def suppressed(mask):
+def suppressed(mask: Any) -> np.ndarray:
     """Booleans: where the additive mask suppresses (``<= SUPPRESSED_BELOW``)."""
     return np.asarray(mask) <= SUPPRESSED_BELOW

@@ -52,13 +52,19 @@ class Module:
     ``forward``. ``training`` is True for a new module (dropout active).
     """
 
+    # Set in __init__ with object.__setattr__ (neither parameters nor sub-layers):
+    training: bool
+    _parameters: dict[str, Tensor]
+    _modules: dict[str, Module]
+    _path: str
+
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_path", "")  # dotted path from the outermost module ("" for it)
         object.__setattr__(self, "training", True)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         _check_replacement(self, name, value)
@@ -78,7 +84,7 @@ class Module:
             self._modules.pop(name, None)
         object.__setattr__(self, name, value)
 
-    def _set_path(self, path):
+    def _set_path(self, path: Any) -> None:
         """Rename this module's parameters (and its children's) after it was placed at ``path``."""
         object.__setattr__(self, "_path", path)
         for name, tensor in self._parameters.items():
@@ -110,14 +116,14 @@ class Module:
         """The parameter Tensors, in the order of :meth:`named_parameters`."""
         return [tensor for _, tensor in self.named_parameters()]
 
-    def named_modules(self):
+    def named_modules(self) -> Any:
         """``[(dotted name, Module), ...]``: this module (name ``""``) and every descendant."""
         named = [("", self)]
         for child_name, child in self._modules.items():
             named += [(_join(child_name, name), module) for name, module in child.named_modules()]
         return named
 
-    def children(self):
+    def children(self) -> Any:
         return list(self._modules.values())
 
     def zero_grad(self) -> None:
@@ -141,7 +147,7 @@ class Module:
 
     # -- running
 
-    def scope(self):
+    def scope(self) -> Any:
         """A context that tags the operations run inside with this module's name (for graphs)."""
         return module_scope(self._path.rpartition(".")[2])
 
@@ -172,11 +178,11 @@ class Module:
         return last["tape"]
 
 
-def _is_parameter(value):
+def _is_parameter(value: Any) -> Any:
     return isinstance(value, Tensor) and value.requires_grad and value.is_leaf
 
 
-def _check_replacement(module, name, value):
+def _check_replacement(module: Any, name: str, value: Any) -> None:
     """PyTorch's rule: over a parameter only a parameter or None, over a child only a Module or None."""
     owner = type(module).__name__
     if name in module._parameters and value is not None and not _is_parameter(value):
@@ -193,13 +199,13 @@ def _check_replacement(module, name, value):
         )
 
 
-def _kind(value):
+def _kind(value: Any) -> str:
     if isinstance(value, Tensor):
         return "a Tensor that does not require a gradient"
     return f"a {type(value).__name__}"
 
 
-def _join(prefix, name):
+def _join(prefix: Any, name: str) -> Any:
     # Either part may be empty: the outermost module's path, a module's own entry in named_modules().
     return f"{prefix}.{name}" if prefix and name else prefix or name
 
@@ -212,26 +218,26 @@ class RecordedLayer(Module):
     read it back, and the same error before the first forward.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self._last = None
+        self._last: Any = None
 
-    def _require_forward(self, what):
+    def _require_forward(self, what: str) -> Any:
         if self._last is None:
             raise RuntimeError(f"{type(self).__name__}.{what}: call forward() first")
         return self._last
 
     @property
-    def tape(self):
+    def tape(self) -> Any:
         """The :class:`~microtape.Tape` of the last forward (None before the first)."""
         return None if self._last is None else self._last.tape
 
     @property
-    def last_output(self):
+    def last_output(self) -> Any:
         """The output node of the last forward (None before the first)."""
         return None if self._last is None else self._last.output
 
-    def _commit_backward(self, grads, input_grads):
+    def _commit_backward(self, grads: Any, input_grads: Any) -> None:
         """A backward's one change of state, once every gradient is computed and finite.
 
         By the tape route, the reverse pass is added into ``.grad`` (every node
@@ -246,7 +252,7 @@ class RecordedLayer(Module):
         self._last.grads = grads
 
 
-def add_to_grads(pairs):
+def add_to_grads(pairs: Any) -> None:
     """``node.grad += grad`` for each ``(node, grad)`` — all or nothing.
 
     Every sum is made (and each existing ``.grad`` checked) before any is

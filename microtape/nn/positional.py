@@ -64,11 +64,11 @@ class PositionalEncoding(Module):
         self.dtype = float_dtype(dtype, "PositionalEncoding(dtype)")
         self._table = sinusoidal_positions(self.max_len, self.dim, self.dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"PositionalEncoding({self.dim}, max_len={self.max_len})"
 
     @property
-    def table(self):
+    def table(self) -> Any:
         """The ``[max_len, dim]`` encodings (read-only)."""
         view = self._table.view()
         view.flags.writeable = False

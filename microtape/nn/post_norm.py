@@ -12,6 +12,7 @@ and its (dropped-out) sublayer output is normalised.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..engine import module_scope
 from .attention.chain import attention_chain
@@ -33,7 +34,9 @@ class Block:
     dropout: str  # the residual dropout (PyTorch's attribute name): "dropout1", ...
 
 
-def post_norm_chain(x, blocks, sublayers, params, eps, keeps, record=None):
+def post_norm_chain(
+    x: Any, blocks: Any, sublayers: Any, params: Any, eps: float, keeps: Any, record: Any = None
+) -> Any:
     """``h = norm(h + dropout(sublayer(h)))`` block after block; on Tensors or Plain arrays.
 
     ``sublayers`` maps a block's sublayer name to a function of ``h``;
@@ -49,7 +52,7 @@ def post_norm_chain(x, blocks, sublayers, params, eps, keeps, record=None):
         used = branch if keep is None else branch.dropout(keep, name=f"{block.sublayer}_dropped")
         # The residual connection: the block's input skips past the sublayer.
         residual = named(h + used, block.residual)
-        norm_record = {}
+        norm_record: dict[Any, Any] = {}
         weight, bias = params[f"{block.norm}.weight"], params[f"{block.norm}.bias"]
         with module_scope(block.norm):
             h = layer_norm(residual, weight, bias, eps, name=block.norm, record=norm_record)
@@ -62,7 +65,7 @@ def post_norm_chain(x, blocks, sublayers, params, eps, keeps, record=None):
     return h
 
 
-def post_norm_plain(layer, inputs, params, replace=None):
+def post_norm_plain(layer: Any, inputs: Any, params: Any, replace: Any = None) -> Any:
     """``layer``'s last forward on float64 numpy: the same chain, attention by ``attention_chain``, same masks.
 
     A replaced name with a sublayer's prefix (``self_attn.weights``,
@@ -76,7 +79,7 @@ def post_norm_plain(layer, inputs, params, replace=None):
     x = Plain(inputs["x"])
     keeps = last.constants["keeps"]
 
-    def attend(name, query, memory):
+    def attend(name: str, query: Any, memory: Any) -> Any:
         attn = layer._fresh_attention(name)
         prefix = f"{name}."
         inner = {key[len(prefix) :]: value for key, value in replace.items() if key.startswith(prefix)}

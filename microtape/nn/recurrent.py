@@ -28,6 +28,8 @@ GRU), all drawn uniformly from ``±1/√hidden_size`` (PyTorch's default), so
 weights copy straight across.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..values.tensor import Tensor
@@ -43,7 +45,7 @@ class _Cell(Module):
 
     gates = 1
 
-    def __init__(self, input_size, hidden_size, bias, seed, dtype):
+    def __init__(self, input_size: int, hidden_size: int, bias: Any, seed: int | None, dtype: Any) -> None:
         super().__init__()
         kind = type(self).__name__
         self.input_size = positive_int(input_size, f"{kind}(input_size)")
@@ -55,7 +57,7 @@ class _Cell(Module):
         bound = 1.0 / np.sqrt(self.hidden_size)
         rows = self.gates * self.hidden_size
 
-        def draw(*shape):
+        def draw(*shape: Any) -> Tensor:
             return Tensor(rng.uniform(-bound, bound, shape).astype(dtype), requires_grad=True)
 
         self.weight_ih = draw(rows, self.input_size)
@@ -64,10 +66,10 @@ class _Cell(Module):
         self.bias_hh = draw(rows) if bias else None
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self.weight_ih.data.dtype
 
-    def _node(self, value, argument, size, batch=None):
+    def _node(self, value: Any, argument: str, size: Any, batch: int | None = None) -> Any:
         where = f"{type(self).__name__}.forward"
         data = input_array(value, argument, where, self.dtype)
         if data.ndim != 2 or data.shape[1] != size or (batch is not None and data.shape[0] != batch):
@@ -77,7 +79,7 @@ class _Cell(Module):
             return value if value.dtype == self.dtype else value.astype(self.dtype)
         return Tensor(data, name=argument)
 
-    def _inputs(self, x, h):
+    def _inputs(self, x: Any, h: Any) -> Any:
         x = self._node(x, "x", self.input_size)
         if h is None:
             h = Tensor(np.zeros((x.shape[0], self.hidden_size), dtype=self.dtype), name="h")
@@ -89,16 +91,25 @@ class _Cell(Module):
 class RNNCell(_Cell):
     """``h' = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)`` (PyTorch's ``nn.RNNCell``); ``h`` defaults to zeros."""
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", *, seed=None, dtype=np.float64):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        *,
+        seed: int | None = None,
+        dtype: Any = np.float64,
+    ) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell(nonlinearity={nonlinearity!r}): expected 'tanh' or 'relu'")
         super().__init__(input_size, hidden_size, bias, seed, dtype)
         self.nonlinearity = nonlinearity
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"RNNCell({self.input_size}, {self.hidden_size}, nonlinearity={self.nonlinearity!r})"
 
-    def forward(self, x, h=None, name="h_next"):
+    def forward(self, x: Any, h: Any = None, name: str = "h_next") -> Any:
         """One step: ``x [B, input_size]``, ``h [B, hidden_size]`` (or None: zeros) → the next hidden state."""
         x, h = self._inputs(x, h)
         with self.scope():
@@ -114,13 +125,15 @@ class GRUCell(_Cell):
 
     gates = 3
 
-    def __init__(self, input_size, hidden_size, bias=True, *, seed=None, dtype=np.float64):
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, *, seed: int | None = None, dtype: Any = np.float64
+    ) -> None:
         super().__init__(input_size, hidden_size, bias, seed, dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"GRUCell({self.input_size}, {self.hidden_size})"
 
-    def forward(self, x, h=None, name="h_next"):
+    def forward(self, x: Any, h: Any = None, name: str = "h_next") -> Any:
         """One step: ``x [B, input_size]``, ``h [B, hidden_size]`` (or None: zeros) → the next hidden state."""
         x, h = self._inputs(x, h)
         size = self.hidden_size

@@ -61,8 +61,17 @@ __all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "Block", "post_
 class _PostNormLayer(CheckedLayer):
     """What the encoder and decoder layers share: their blocks differ, nothing else."""
 
-    blocks = ()
-    attentions = ()  # the attention sublayers, in forward order
+    blocks: tuple[Block, ...] = ()
+    attentions: tuple[str, ...] = ()  # the attention sublayers, in forward order
+    norm1: LayerNorm  # (and norm2, norm3…: one per block, set from ``blocks``)
+    # Set in __init__ (declared: the forward and the reports read them).
+    embed: int
+    num_heads: int
+    ff_dim: int
+    dropout: float
+    activation: str
+    eps: float
+    _rng: np.random.Generator
 
     # One signature for both layers (PyTorch's, batch_first): each subclass differs in its blocks only.
     def __init__(
@@ -104,7 +113,7 @@ class _PostNormLayer(CheckedLayer):
         self.eps = self.norm1.eps
         self._rng = np.random.default_rng(seeds[-1])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(embed={self.embed}, num_heads={self.num_heads}, ff_dim={self.ff_dim}, "
             f"dropout={self.dropout}, activation={self.activation!r}, layer_norm_eps={self.eps:g}, "
@@ -113,7 +122,7 @@ class _PostNormLayer(CheckedLayer):
 
     # -- forward
 
-    def _draw_keeps(self, batch, length):
+    def _draw_keeps(self, batch: Any, length: Any) -> Any:
         """The dropout masks of one forward (all None in eval mode or with dropout=0)."""
         names = [block.dropout for block in self.blocks] + ["dropout"]
         if not (self.training and self.dropout > 0):
@@ -122,7 +131,7 @@ class _PostNormLayer(CheckedLayer):
         shapes["dropout"] = (batch, length, self.ff_dim)
         return {name: draw_keep(self._rng, shapes[name], self.dropout, self.dtype) for name in names}
 
-    def _attention_call(self, name, inputs, masks):
+    def _attention_call(self, name: str, inputs: Any, masks: Any) -> Any:
         """The taped call of an attention sublayer: self-attention, or over ``memory``.
 
         Its steps are tagged with the sublayer's name (``self_attn.q_proj``, …),
@@ -131,14 +140,14 @@ class _PostNormLayer(CheckedLayer):
         attn = getattr(self, name)
         memory = inputs["memory"] if name == "multihead_attn" else None
 
-        def call(h):
+        def call(h: Any) -> Any:
             with attn.scope():
                 return attn(h, mask=masks[name]) if memory is None else attn(h, memory, memory, mask=masks[name])
 
         return call
 
-    def _run_forward(self, given, arrays, masks):
-        def run():
+    def _run_forward(self, given: Any, arrays: Any, masks: Any) -> Any:
+        def run() -> LastForward:
             inputs = {role: self._input_node(given[role], arrays[role], role) for role in self.input_roles}
             batch, length = arrays["x"].shape[:2]
             keeps = self._draw_keeps(batch, length)
@@ -146,7 +155,7 @@ class _PostNormLayer(CheckedLayer):
                 name: None if keep is None else Tensor(keep, name=f"{name}_keep") for name, keep in keeps.items()
             }
             params = dict(self.named_parameters())
-            record = {}
+            record: dict[Any, Any] = {}
             sublayers = {name: self._attention_call(name, inputs, masks) for name in self.attentions}
             sublayers["ff"] = lambda h: feedforward_chain(
                 h, params, self.activation, constants["dropout"], "ff", record
@@ -163,7 +172,7 @@ class _PostNormLayer(CheckedLayer):
 
         return self._record_forward(run)
 
-    def _saved(self, record, params, keeps):
+    def _saved(self, record: Any, params: Any, keeps: Any) -> Any:
         """The numpy values the hand-derived backward reads (attention's come from the sublayers)."""
         saved = {name: node.data for name, node in record.items() if name.endswith((".normalized", ".std"))}
         ff_input = next(block.input for block in self.blocks if block.sublayer == "ff")
@@ -173,10 +182,10 @@ class _PostNormLayer(CheckedLayer):
 
     # -- names
 
-    def _attention_names(self, name):
+    def _attention_names(self, name: str) -> Any:
         return [f"{name}.{step}" for step in getattr(self, name).gradient_names()]
 
-    def gradient_names(self):
+    def gradient_names(self) -> Any:
         """Every named gradient, in backward order: block by block from the last, each block's input last."""
         last = self._require_forward("gradient_names()")
         keeps = last.constants["keeps"]
@@ -192,7 +201,7 @@ class _PostNormLayer(CheckedLayer):
             names.append(block.input)
         return names + [role for role in self.input_roles if role not in names]
 
-    def step_value(self, name):
+    def step_value(self, name: str) -> Any:
         """A named step's value in the last forward, an attention's inner steps included (``self_attn.weights``)."""
         attention, _, step = name.partition(".")
         if attention in self.attentions and step:
@@ -204,7 +213,7 @@ class _PostNormLayer(CheckedLayer):
 
     # -- the two routes
 
-    def _fresh_attention(self, name):
+    def _fresh_attention(self, name: str) -> Any:
         """The attention sublayer, checked to still hold the forward this layer recorded."""
         attn = getattr(self, name)
         if attn.last_output is not self._last.saved["attention outputs"][name]:
@@ -214,7 +223,7 @@ class _PostNormLayer(CheckedLayer):
             )
         return attn
 
-    def _tape_extras(self, grads):
+    def _tape_extras(self, grads: Any) -> Any:
         # Each attention's inner steps (its dS, dP, ...) read off this layer's one reverse pass:
         # its nodes are on this tape too, so no second pass over the attention's own tape.
         extras = NamedGradients()
@@ -225,21 +234,21 @@ class _PostNormLayer(CheckedLayer):
                 extras.completed_at[f"{name}.{step}"] = steps.completed_at.get(step)
         return extras
 
-    def _attention_backward(self, name):
+    def _attention_backward(self, name: str) -> Any:
         """The attention sublayer's hand-derived backward, as ``post_norm_backward`` calls it."""
 
-        def backward(grad, links):
+        def backward(grad: Any, links: Any) -> Any:
             steps = self._fresh_attention(name).named_gradients(grad, "analytic", links=links)
             grads = {f"{name}.{step}": value for step, value in steps.items()}
             return grads, steps["x"] if "x" in steps else steps["query"]
 
         return backward
 
-    def _feedforward_backward(self, grad, links):
+    def _feedforward_backward(self, grad: Any, links: Any) -> Any:
         grads = analytic_blocks.feedforward_backward(grad, self._last.saved["ff"], links)
         return grads, grads.pop("x")
 
-    def _analytic_gradients(self, grad_output, links):
+    def _analytic_gradients(self, grad_output: Any, links: Any) -> Any:
         last = self._last
         keeps = last.constants["keeps"]
         blocks = [
@@ -264,7 +273,7 @@ class _PostNormLayer(CheckedLayer):
             grads["memory"] = grads["multihead_attn.key"] + grads["multihead_attn.value"]
         return grads
 
-    def analytic_cache(self):
+    def analytic_cache(self) -> Any:
         """What the hand-derived backward reads from the last forward (each attention's: ``attn.analytic_cache()``)."""
         saved = self._require_forward("analytic_cache()").saved
         cache = {name: read_only(value) for name, value in saved.items() if name.endswith((".normalized", ".std"))}
@@ -274,7 +283,7 @@ class _PostNormLayer(CheckedLayer):
         cache["keeps"] = {name: read_only(keep) for name, keep in self._last.constants["keeps"].items()}
         return cache
 
-    def _backward_names(self):
+    def _backward_names(self) -> Any:
         # backward() keeps the layer's own gradients; an attention's inner steps
         # (its dS, dP, ...) come with named_gradients and layer reports.
         inner = tuple(f"{name}." for name in self.attentions)
@@ -283,7 +292,7 @@ class _PostNormLayer(CheckedLayer):
 
     # -- the same forward on plain numpy
 
-    def forward_plain(self, inputs, params, replace=None):
+    def forward_plain(self, inputs: Any, params: Any, replace: Any = None) -> Any:
         """The last forward on float64 numpy: the same chain, attention by ``attention_chain``, same masks.
 
         A replaced name with a sublayer's prefix (``self_attn.weights``,
@@ -309,8 +318,9 @@ class TransformerEncoderLayer(_PostNormLayer):
         Block("ff", "norm2", "residual2", "norm1", "dropout2"),
     )
     attentions = ("self_attn",)
+    self_attn: MultiHeadAttention  # set by _PostNormLayer.__init__ from ``blocks``
 
-    def check_call(self, x, mask=None):
+    def check_call(self, x: Any, mask: Any = None) -> Any:
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``x`` as an array."""
         where = "TransformerEncoderLayer.forward"
         data = sequence_array(x, "x", where, self.embed, self.dtype)
@@ -323,13 +333,13 @@ class TransformerEncoderLayer(_PostNormLayer):
         return self._run_forward({"x": x}, {"x": data}, {"self_attn": mask})
 
     @classmethod
-    def from_torch(cls, module, dtype=np.float64):
+    def from_torch(cls, module: Any, dtype: Any = np.float64) -> Any:
         """A layer with the weights of a ``torch.nn.TransformerEncoderLayer`` (post-norm; torch imported there only)."""
         from .transformer_torch import encoder_from_torch
 
         return encoder_from_torch(cls, module, dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.TransformerEncoderLayer(batch_first=True, norm_first=False)``."""
         from .transformer_torch import encoder_to_torch
 
@@ -353,9 +363,11 @@ class TransformerDecoderLayer(_PostNormLayer):
         Block("ff", "norm3", "residual3", "norm2", "dropout3"),
     )
     attentions = ("self_attn", "multihead_attn")
+    self_attn: MultiHeadAttention  # set by _PostNormLayer.__init__ from ``blocks``
+    multihead_attn: MultiHeadAttention
     input_roles = ("x", "memory")
 
-    def check_call(self, x, memory, tgt_mask=None, memory_mask=None):
+    def check_call(self, x: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None) -> Any:
         """Check ``forward``'s arguments as ``forward`` does, changing nothing; returns ``(x, memory)`` as arrays."""
         where = "TransformerDecoderLayer.forward"
         data = sequence_array(x, "x", where, self.embed, self.dtype)
@@ -381,7 +393,7 @@ class TransformerDecoderLayer(_PostNormLayer):
         masks = {"self_attn": tgt_mask, "multihead_attn": memory_mask}
         return self._run_forward({"x": x, "memory": memory}, {"x": data, "memory": memory_data}, masks)
 
-    def grad_memory_input(self):
+    def grad_memory_input(self) -> Any:
         """``d memory`` of the last backward (the cross-attention's ``dk + dv``)."""
         grads = self._require_forward("grad_memory_input()").grads
         if not grads:
@@ -389,13 +401,13 @@ class TransformerDecoderLayer(_PostNormLayer):
         return read_only(grads["memory"])
 
     @classmethod
-    def from_torch(cls, module, dtype=np.float64):
+    def from_torch(cls, module: Any, dtype: Any = np.float64) -> Any:
         """A layer with the weights of a ``torch.nn.TransformerDecoderLayer`` (post-norm; torch imported there only)."""
         from .transformer_torch import decoder_from_torch
 
         return decoder_from_torch(cls, module, dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.TransformerDecoderLayer(batch_first=True, norm_first=False)``."""
         from .transformer_torch import decoder_to_torch
 

@@ -18,6 +18,8 @@ probabilities that differ from one place to another (microtape's layer has one
 ``dropout``).
 """
 
+from typing import Any
+
 import numpy as np
 
 from .attention.layer import MultiHeadAttention
@@ -37,36 +39,36 @@ __all__ = [
 ]
 
 
-def _torch_dtype(dtype):
+def _torch_dtype(dtype: Any) -> Any:
     import torch
 
     return torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
 
 
-def _expect(module, kind, where):
+def _expect(module: Any, kind: Any, where: str) -> None:
     if not isinstance(module, kind):
         raise TypeError(f"{where}.from_torch(module): expected a torch.nn.{kind.__name__}, got {type(module).__name__}")
 
 
-def _copy_into(tensor, array):
+def _copy_into(tensor: Any, array: Any) -> None:
     tensor.data[...] = array
 
 
-def _copy_to_torch(torch_parameter, array):
+def _copy_to_torch(torch_parameter: Any, array: Any) -> None:
     import torch
 
     with torch.no_grad():
         torch_parameter.copy_(torch.from_numpy(np.ascontiguousarray(array)))
 
 
-def _copy_linear(target, module, what):
+def _copy_linear(target: Any, module: Any, what: str) -> None:
     if module.bias is None:
         raise ValueError(f"from_torch: {what} has no bias; microtape's layers always have one (bias=True)")
     _copy_into(target.weight, torch_array(module.weight, f"{what}.weight"))
     _copy_into(target.bias, torch_array(module.bias, f"{what}.bias"))
 
 
-def _linear_to_torch(target, layer):
+def _linear_to_torch(target: Any, layer: Any) -> None:
     _copy_to_torch(target.weight, layer.weight.data)
     _copy_to_torch(target.bias, layer.bias.data)
 
@@ -74,7 +76,7 @@ def _linear_to_torch(target, layer):
 # ---------------------------------------------------------------- LayerNorm and Embedding
 
 
-def layernorm_from_torch(cls, module, dtype=np.float64):
+def layernorm_from_torch(cls: Any, module: Any, dtype: Any = np.float64) -> Any:
     """A ``cls`` (LayerNorm) with the shape, eps, weight and bias of a ``torch.nn.LayerNorm``."""
     import torch
 
@@ -86,7 +88,7 @@ def layernorm_from_torch(cls, module, dtype=np.float64):
     return layer
 
 
-def layernorm_to_torch(layer):
+def layernorm_to_torch(layer: Any) -> Any:
     """An equivalent ``torch.nn.LayerNorm``."""
     import torch
 
@@ -95,7 +97,7 @@ def layernorm_to_torch(layer):
     return module
 
 
-def embedding_from_torch(cls, module, dtype=np.float64):
+def embedding_from_torch(cls: Any, module: Any, dtype: Any = np.float64) -> Any:
     """A ``cls`` (Embedding) with the table of a ``torch.nn.Embedding``."""
     import torch
 
@@ -107,7 +109,7 @@ def embedding_from_torch(cls, module, dtype=np.float64):
     return layer
 
 
-def embedding_to_torch(layer):
+def embedding_to_torch(layer: Any) -> Any:
     """An equivalent ``torch.nn.Embedding``."""
     import torch
 
@@ -119,7 +121,7 @@ def embedding_to_torch(layer):
 # ---------------------------------------------------------------- activations
 
 
-def _activation_name(activation, where):
+def _activation_name(activation: Any, where: str) -> str:
     """``"relu"`` or ``"gelu"`` (tanh form) for a torch activation; refuse anything else, the exact GELU too."""
     import functools
 
@@ -144,7 +146,7 @@ def _activation_name(activation, where):
     )
 
 
-def _activation_for_torch(name):
+def _activation_for_torch(name: str) -> Any:
     """The torch activation of a microtape layer: F.relu, or GELU's tanh form as a plain function.
 
     A plain function, not ``torch.nn.GELU``: PyTorch's inference fast path
@@ -155,18 +157,18 @@ def _activation_for_torch(name):
     if name == "relu":
         return F.relu
 
-    def gelu_tanh(x):
+    def gelu_tanh(x: Any) -> Any:
         """GELU, tanh approximation (microtape's gelu)."""
         return F.gelu(x, approximate="tanh")
 
-    gelu_tanh.microtape_gelu_tanh = True
+    gelu_tanh.microtape_gelu_tanh = True  # type: ignore[attr-defined]  # a mark read by encoder_from_torch
     return gelu_tanh
 
 
 # ---------------------------------------------------------------- FeedForward
 
 
-def feedforward_from_torch(cls, module, dtype=np.float64):
+def feedforward_from_torch(cls: Any, module: Any, dtype: Any = np.float64) -> Any:
     """A ``cls`` (FeedForward) from ``Sequential(Linear, ReLU | GELU(tanh), [Dropout], Linear)``."""
     import torch
 
@@ -194,7 +196,7 @@ def feedforward_from_torch(cls, module, dtype=np.float64):
     return layer
 
 
-def feedforward_to_torch(layer):
+def feedforward_to_torch(layer: Any) -> Any:
     """An equivalent ``Sequential(Linear, ReLU | GELU(approximate="tanh"), Dropout, Linear)``."""
     import torch
 
@@ -215,7 +217,7 @@ def feedforward_to_torch(layer):
 # ---------------------------------------------------------------- encoder and decoder layers
 
 
-def _one_value(module, fields, what, where):
+def _one_value(module: Any, fields: Any, what: str, where: str) -> Any:
     """The value that every ``field`` of ``module`` (dotted paths) shares; refuse naming the first that differs."""
     values = {}
     for field in fields:
@@ -233,13 +235,13 @@ def _one_value(module, fields, what, where):
     return first
 
 
-def _dropout_fields(module, attentions):
+def _dropout_fields(module: Any, attentions: Any) -> Any:
     """Every dropout probability of a torch encoder/decoder layer, by its dotted name."""
     residual = sorted(name for name, _ in module.named_children() if name.startswith("dropout") and name != "dropout")
     return ["dropout.p", *[f"{name}.p" for name in residual], *[f"{name}.dropout" for name in attentions]]
 
 
-def _post_norm_from_torch(cls, module, dtype, attentions, norms):
+def _post_norm_from_torch(cls: Any, module: Any, dtype: Any, attentions: Any, norms: Any) -> Any:
     where = f"{cls.__name__}.from_torch"
     if module.norm_first:
         raise ValueError(f"{where}: the module is pre-norm (norm_first=True); microtape's layers are post-norm")
@@ -277,7 +279,7 @@ def _post_norm_from_torch(cls, module, dtype, attentions, norms):
     return layer
 
 
-def _post_norm_to_torch(layer, torch_class, attentions, norms):
+def _post_norm_to_torch(layer: Any, torch_class: Any, attentions: Any, norms: Any) -> Any:
 
     module = torch_class(
         layer.embed,
@@ -300,7 +302,7 @@ def _post_norm_to_torch(layer, torch_class, attentions, norms):
     return module
 
 
-def encoder_from_torch(cls, module, dtype=np.float64):
+def encoder_from_torch(cls: Any, module: Any, dtype: Any = np.float64) -> Any:
     """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerEncoderLayer``."""
     import torch
 
@@ -308,14 +310,14 @@ def encoder_from_torch(cls, module, dtype=np.float64):
     return _post_norm_from_torch(cls, module, dtype, ("self_attn",), ("norm1", "norm2"))
 
 
-def encoder_to_torch(layer):
+def encoder_to_torch(layer: Any) -> Any:
     """An equivalent ``torch.nn.TransformerEncoderLayer(batch_first=True, norm_first=False)``."""
     import torch
 
     return _post_norm_to_torch(layer, torch.nn.TransformerEncoderLayer, ("self_attn",), ("norm1", "norm2"))
 
 
-def decoder_from_torch(cls, module, dtype=np.float64):
+def decoder_from_torch(cls: Any, module: Any, dtype: Any = np.float64) -> Any:
     """A ``cls`` with the weights of a post-norm ``torch.nn.TransformerDecoderLayer``."""
     import torch
 
@@ -323,7 +325,7 @@ def decoder_from_torch(cls, module, dtype=np.float64):
     return _post_norm_from_torch(cls, module, dtype, ("self_attn", "multihead_attn"), ("norm1", "norm2", "norm3"))
 
 
-def decoder_to_torch(layer):
+def decoder_to_torch(layer: Any) -> Any:
     """An equivalent ``torch.nn.TransformerDecoderLayer(batch_first=True, norm_first=False)``."""
     import torch
 

@@ -34,7 +34,7 @@ from .module import RecordedLayer
 __all__ = ["TwoRouteLayer", "NamedGradients", "read_only"]
 
 
-def read_only(array):
+def read_only(array: Any) -> Any:
     """A read-only view of ``array`` (None stays None): what a layer hands out for reading."""
     if array is None:
         return None
@@ -52,21 +52,25 @@ class NamedGradients(dict):
     Both are empty/None for the analytic route.
     """
 
-    def __init__(self, *args, reverse_pass=None):
+    def __init__(self, *args: Any, reverse_pass: Any = None) -> None:
         super().__init__(*args)
         self.reverse_pass = reverse_pass
-        self.completed_at = {}
+        self.completed_at: dict[Any, Any] = {}
 
 
 class TwoRouteLayer(RecordedLayer):
     """The shared machinery of a layer with a taped and a hand-derived backward (see the module doc)."""
 
+    # What each layer sets: its dtype (in __init__) and the roles of its forward's inputs.
+    dtype: np.dtype
+    input_roles: tuple[str, ...]
+
     @property
-    def last_gradients(self):
+    def last_gradients(self) -> Any:
         """``{name: array}``: every named gradient of the last backward (read-only); the same keys by either route."""
         return {name: read_only(grad) for name, grad in self._require_forward("last_gradients").grads.items()}
 
-    def _input_node(self, given, data, role):
+    def _input_node(self, given: Any, data: Any, role: Any) -> Any:
         """The Tensor the tape starts from for an input (a taped Tensor stays connected; no copy)."""
         if isinstance(given, Tensor) and given.requires_grad:
             # Part of a larger taped computation: keep it connected (a cast is recorded too).
@@ -75,31 +79,31 @@ class TwoRouteLayer(RecordedLayer):
 
     # -- what a subclass says
 
-    def gradient_names(self):
+    def gradient_names(self) -> Any:
         """The names :meth:`named_gradients` returns, in backward order."""
         raise NotImplementedError
 
-    def _backward_names(self):
+    def _backward_names(self) -> Any:
         """The names ``backward`` keeps (``last_gradients``): all of them unless a subclass says fewer."""
         return self.gradient_names()
 
-    def _taped(self, last, grad_output, complete):
+    def _taped(self, last: Any, grad_output: Any, complete: Any) -> Any:
         """The tape route: a :class:`NamedGradients` from one reverse pass (with its steps if ``complete``)."""
         raise NotImplementedError
 
-    def _analytic_gradients(self, grad_output, links):
+    def _analytic_gradients(self, grad_output: Any, links: Any) -> Any:
         """The hand-derived route: ``{name: gradient}``."""
         raise NotImplementedError
 
-    def _input_gradients(self, grads):
+    def _input_gradients(self, grads: Any) -> Any:
         """``[(input node, gradient)]`` that ``backward`` adds into (each input of the last forward)."""
         return [(node, grads[role]) for role, node in self._last.inputs.items()]
 
-    def _returned_input(self):
+    def _returned_input(self) -> Any:
         """The name of the gradient ``backward`` returns (the first input's)."""
         return self.input_roles[0]
 
-    def _check_finite_gradients(self, grads, method):
+    def _check_finite_gradients(self, grads: Any, method: Any) -> None:
         """Refuse gradients that overflowed, naming the first one in backward order."""
         error = gradient_overflow_error(grads, grads, f"{type(self).__name__}.backward(method={method!r})", self.dtype)
         if error is not None:
@@ -107,7 +111,7 @@ class TwoRouteLayer(RecordedLayer):
 
     # -- the two routes
 
-    def named_gradients(self, grad_output, method="tape", *, links=None):
+    def named_gradients(self, grad_output: Any, method: str = "tape", *, links: Any = None) -> Any:
         """Every named gradient of the last forward for ``grad_output`` — computed, never stored.
 
         ``method="tape"`` runs the tape's reverse pass, ``"analytic"`` the
@@ -117,7 +121,7 @@ class TwoRouteLayer(RecordedLayer):
         """
         return self._gradients(grad_output, method, links, complete=True)
 
-    def _gradients(self, grad_output, method, links, complete):
+    def _gradients(self, grad_output: Any, method: Any, links: Any, complete: Any) -> Any:
         where = f"{type(self).__name__}.backward"
         last = self._require_forward("backward()")
         if method not in ("tape", "analytic"):

@@ -23,6 +23,8 @@ can take a gradient).
 """
 
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +67,7 @@ _READ_UFUNCS = {
 }  # fmt: skip
 
 #: numpy function -> (the microtape function, how numpy's keyword names read in microtape's).
-FUNCTIONS = {
+FUNCTIONS: dict[Callable[..., Any], tuple[Callable[..., Any], dict[str, str]]] = {
     np.sum: (functions.sum, {}),
     np.mean: (functions.mean, {}),
     np.max: (functions.max, {}),
@@ -108,14 +110,14 @@ _READ_FUNCTIONS = {
 _IGNORED = {np.einsum: {"optimize"}}
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """Tensors (also inside lists and tuples) as their numpy arrays."""
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)
     return value.data if isinstance(value, Node) else value
 
 
-def numpy_name(func):
+def numpy_name(func: Callable[..., Any]) -> str:
     """``numpy.sum``, ``numpy.linalg.norm``, ``numpy.fft.fft``: how a student wrote the call."""
     module = getattr(func, "__module__", None) or "numpy"
     if not module.startswith("numpy"):
@@ -125,7 +127,7 @@ def numpy_name(func):
     return f"{public}.{func.__name__}"
 
 
-def array_ufunc(ufunc, method, inputs, kwargs):
+def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Answer ``ufunc(*inputs, **kwargs)`` (numpy's ``__array_ufunc__``) for Tensors."""
     if method == "__call__" and ufunc in _READ_UFUNCS and "out" not in kwargs:
         return getattr(ufunc, method)(*_plain(inputs), **kwargs)
@@ -143,7 +145,7 @@ def array_ufunc(ufunc, method, inputs, kwargs):
     return UFUNCS[ufunc](*inputs)
 
 
-def array_function(func, args, kwargs):
+def array_function(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Answer ``func(*args, **kwargs)`` (numpy's ``__array_function__``) for Tensors."""
     if func in _READ_FUNCTIONS:
         return func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
@@ -188,7 +190,7 @@ def array_function(func, args, kwargs):
     return ours(first[1], **call)
 
 
-def _apply2(method, reflected, a, b):
+def _apply2(method: str, reflected: str, a: Any, b: Any) -> Any:
     """``a <op> b`` where numpy gave the operands in order and at least one is a Tensor."""
     if isinstance(a, Node):
         return getattr(a, method)(b)

@@ -25,6 +25,7 @@ what the model learns to look at.
 import contextlib
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ MAX_LR = 1.0
 class ConfigError(ValueError):
     """A :class:`TrainConfig` field out of range; ``field``, ``value`` and ``reason`` say which and why."""
 
-    def __init__(self, field, value, reason):
+    def __init__(self, field: Any, value: Any, reason: Any) -> None:
         super().__init__(f"TrainConfig({field}={value!r}): {reason}")
         self.field, self.value, self.reason = field, value, reason
 
@@ -77,7 +78,7 @@ class ConfigError(ValueError):
 class Diverged(ArithmeticError):
     """Training blew up: the loss or a gradient stopped being a finite number. ``step`` says when."""
 
-    def __init__(self, step, steps, lr, reason):
+    def __init__(self, step: Any, steps: Any, lr: Any, reason: Any) -> None:
         super().__init__(
             f"training diverged at step {step} of {steps}: {reason}; try a smaller learning rate than lr={lr:g}"
         )
@@ -104,7 +105,7 @@ class TrainConfig:
     snapshot_every: int | None = None
     dtype: str = "float32"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"TrainConfig(task={self.task!r}): expected one of {', '.join(TASKS)}")
         if self.steps is None:
@@ -143,26 +144,26 @@ class TrainResult:
     snapshots: list = field(default_factory=list)  # (step, [1, H, T, T]) every snapshot_every steps
 
     @property
-    def steps_per_second(self):
+    def steps_per_second(self) -> Any:
         """Training steps per second of wall-clock time (evaluations included)."""
-        return self.config.steps / self.seconds if self.seconds else float("inf")
+        return self.config.steps / self.seconds if self.seconds else float("inf")  # type: ignore[operator]  # __post_init__ set steps
 
-    def curve(self):
+    def curve(self) -> Any:
         """The history as plain data (what ``history.json`` holds): the same run gives the same curve."""
         return {"config": asdict(self.config), "history": self.history}
 
 
-def _token_accuracy(model, ids, targets):
+def _token_accuracy(model: Any, ids: Any, targets: Any) -> Any:
     return float(np.mean(model.predict(ids) == targets))
 
 
-def _attention_on(model, probe):
+def _attention_on(model: Any, probe: Any) -> Any:
     """The first layer's attention weights ``[1, H, T, T]`` on ``probe`` (evaluation mode)."""
     model.predict(probe)
     return np.array(model.attention_weights(0))
 
 
-def one_blas_thread():
+def one_blas_thread() -> Any:
     """A context running numpy's BLAS on one thread, when threadpoolctl is installed (the ``train`` extra).
 
     The model's matrices are tiny (64·8 rows of 32 numbers): a second BLAS
@@ -178,7 +179,7 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def train(config=None, progress=None):
+def train(config: Any = None, progress: Any = None) -> Any:
     """Train a :class:`TinyTransformer` on ``config.task``; returns a :class:`TrainResult`.
 
     ``progress(step, loss, accuracy)`` is called after every step (``microtape
@@ -190,7 +191,7 @@ def train(config=None, progress=None):
         return _train(config, progress)
 
 
-def _train(config, progress):
+def _train(config: Any, progress: Any) -> "TrainResult":
     seeds = np.random.SeedSequence(config.seed).spawn(3)
     model = TinyTransformer(
         config.vocab, config.length, config.embed, config.heads, config.ff_dim, config.layers,

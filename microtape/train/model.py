@@ -17,6 +17,8 @@ Parameter names follow the attribute paths: ``embedding.weight``,
 ``layer0.self_attn.q_proj.weight``, …, ``head.weight``.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..nn import Embedding, Linear, Module, PositionalEncoding, TransformerEncoderLayer
@@ -28,7 +30,18 @@ __all__ = ["TinyTransformer"]
 class TinyTransformer(Module):
     """Embedding, sinusoidal positions, ``layers`` encoder layers and a ``Linear(embed, vocab)`` head."""
 
-    def __init__(self, vocab, length, embed, heads, ff_dim, layers, *, seed=None, dtype=np.float32):
+    def __init__(
+        self,
+        vocab: int,
+        length: int,
+        embed: int,
+        heads: int,
+        ff_dim: int,
+        layers: int,
+        *,
+        seed: int | None = None,
+        dtype: Any = np.float32,
+    ) -> None:
         super().__init__()
         self.vocab = positive_int(vocab, "TinyTransformer(vocab)")
         self.length = positive_int(length, "TinyTransformer(length)")
@@ -37,7 +50,7 @@ class TinyTransformer(Module):
         seeds = child_seeds(seed, count + 2, "TinyTransformer(seed)")
         self.embedding = Embedding(self.vocab, embed, seed=seeds[0], dtype=self.dtype)
         self.positions = PositionalEncoding(embed, self.length, dtype=self.dtype)
-        self._layers = []
+        self._layers: list[TransformerEncoderLayer] = []
         for i in range(count):
             layer = TransformerEncoderLayer(
                 embed, heads, ff_dim, seed=int(seeds[i + 1].generate_state(1)[0]), dtype=self.dtype
@@ -47,22 +60,22 @@ class TinyTransformer(Module):
         self.head = Linear(embed, self.vocab, seed=seeds[-1], dtype=self.dtype)
 
     @property
-    def layers(self):
+    def layers(self) -> Any:
         """The encoder layers, in order."""
         return list(self._layers)
 
-    def embed(self, ids):
+    def embed(self, ids: Any) -> Any:
         """The input of the first layer: ``embedding(ids) + positions``, a Tensor ``[B, T, E]``."""
         return self.positions(self.embedding(ids))
 
-    def forward(self, ids):
+    def forward(self, ids: Any) -> Any:
         """Logits ``[B, T, vocab]`` for token ids ``[B, T]``."""
         h = self.embed(ids)
         for layer in self._layers:
             h = layer(h)
         return self.head(h, name="logits")
 
-    def predict(self, ids):
+    def predict(self, ids: Any) -> Any:
         """The most likely digit at every position, ``[B, T]`` (evaluation mode, nothing kept for backward)."""
         mode = self.training
         self.eval()
@@ -71,6 +84,6 @@ class TinyTransformer(Module):
         finally:
             self.train(mode)
 
-    def attention_weights(self, layer=0):
+    def attention_weights(self, layer: int = 0) -> Any:
         """``[B, H, T, T]``: the attention weights of one layer in the last forward."""
         return self._layers[layer].self_attn.attention_weights

@@ -23,6 +23,7 @@ This module lets you write a training run's pictures and checks into a folder::
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ..nn import TransformerEncoderLayer
 __all__ = ["attention_figures", "trained_layer_report", "write_outputs"]
 
 
-def attention_figures(result):
+def attention_figures(result: Any) -> Any:
     """``{"before": Figure, "after": Figure}``: the first layer's attention on the probe, on one colour scale.
 
     One scale for both (``mt.viz.paired_heatmaps``), so what training changed is what the colours show.
@@ -47,7 +48,7 @@ def attention_figures(result):
     return {"before": before, "after": after}
 
 
-def trained_layer_report(result, layer_index=0):
+def trained_layer_report(result: Any, layer_index: int = 0) -> Any:
     """``layer_report`` of a trained layer, copied to float64, on the probe sequence's input to that layer."""
     layer = result.model.layers[layer_index]
     exact = TransformerEncoderLayer(
@@ -62,7 +63,7 @@ def trained_layer_report(result, layer_index=0):
     return layer_report(exact, np.asarray(h.data, dtype=np.float64))
 
 
-def write_outputs(result, out):
+def write_outputs(result: Any, out: Any) -> Any:
     """Write the pictures, the report and the curve into ``out``; returns ``({what: path}, report)``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -20,17 +20,19 @@ training batch (a training row that happens to equal one is redrawn), so the
 held-out accuracy measures generalisation, not memory.
 """
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["TASKS", "HeldOut", "training_batch"]
 
 
-def reverse(ids):
+def reverse(ids: Any) -> Any:
     """The target of the reverse task: each row backwards."""
     return ids[:, ::-1].copy()
 
 
-def sort(ids):
+def sort(ids: Any) -> Any:
     """The target of the sort task: each row in increasing order."""
     return np.sort(ids, axis=1)
 
@@ -42,17 +44,17 @@ TASKS = {"reverse": reverse, "sort": sort}
 class HeldOut:
     """``count`` test sequences of ``length`` digits below ``vocab``, and their targets."""
 
-    def __init__(self, task, count, length, vocab, seed):
+    def __init__(self, task: Any, count: int, length: int, vocab: int, seed: int) -> None:
         self.ids = np.random.default_rng(seed).integers(0, vocab, (count, length))
         self.targets = TASKS[task](self.ids)
         self._rows = {row.tobytes() for row in self.ids}
 
-    def contains(self, ids):
+    def contains(self, ids: Any) -> Any:
         """One bool per row of ``ids``: is that row a held-out sequence?"""
         return np.array([row.tobytes() in self._rows for row in ids], dtype=bool)
 
 
-def training_batch(task, rng, batch, length, vocab, held_out):
+def training_batch(task: Any, rng: np.random.Generator, batch: int, length: int, vocab: int, held_out: Any) -> Any:
     """A batch ``(ids, targets)`` of fresh random sequences, none of them held out."""
     ids = rng.integers(0, vocab, (batch, length))
     clash = held_out.contains(ids)

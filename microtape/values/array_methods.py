@@ -10,16 +10,18 @@ and how to wrap a result (``_wrap(array, name)``); its ``data`` is the values
 as floats.
 """
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 __all__ = ["ArrayMethods"]
 
 
-def _raw(value):
+def _raw(value: Any) -> Any:
     return value._array if isinstance(value, ArrayMethods) else value
 
 
-def _axes(args):
+def _axes(args: Any) -> Any:
     """``f(2, 3)`` and ``f((2, 3))`` both mean the tuple ``(2, 3)``."""
     return args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
 
@@ -33,77 +35,85 @@ class ArrayMethods:
 
     __slots__ = ()
 
+    if TYPE_CHECKING:  # what each subclass defines (slots and hooks)
+        _name: str | None
+
+        @property
+        def _array(self) -> Any: ...
+        def _wrap(self, array: Any, name: str | None = None) -> Any: ...
+        def _on_named(self, name: str | None) -> None: ...
+
     @property
-    def name(self):
+    def name(self) -> str | None:
         return self._name
 
     @name.setter
-    def name(self, name):
-        self._name = name
+    def name(self, name: str | None) -> None:
+        self._name = name  # type: ignore[misc]  # a slot of each subclass
         self._on_named(name)
 
     # -- facts
 
     @property
-    def shape(self):
+    def shape(self) -> Any:
         return self._array.shape
 
     @property
-    def ndim(self):
+    def ndim(self) -> Any:
         return self._array.ndim
 
-    def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return self.data if dtype is None else self.data.astype(dtype)  # type: ignore[attr-defined]  # each subclass: a slot (Plain) or a property (ScalarArray)
 
-    def __repr__(self):
-        return f"{type(self).__name__}({np.array2string(self.data, precision=4)})"
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({np.array2string(self.data, precision=4)})"  # type: ignore[attr-defined]  # as above
 
     # -- arithmetic (numpy broadcasts; for object arrays it calls the Scalars' operators)
 
-    def __add__(self, other):
+    def __add__(self, other: Any) -> Any:
         return self._wrap(self._array + _raw(other))
 
-    def __radd__(self, other):
+    def __radd__(self, other: Any) -> Any:
         return self._wrap(_raw(other) + self._array)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Any) -> Any:
         return self._wrap(self._array - _raw(other))
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Any) -> Any:
         return self._wrap(_raw(other) - self._array)
 
-    def __mul__(self, other):
+    def __mul__(self, other: Any) -> Any:
         return self._wrap(self._array * _raw(other))
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Any) -> Any:
         return self._wrap(_raw(other) * self._array)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Any) -> Any:
         return self._wrap(self._array / _raw(other))
 
-    def __neg__(self):
+    def __neg__(self) -> Any:
         return self._wrap(-self._array)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: Any) -> Any:
         return self._wrap(np.matmul(self._array, _raw(other)))
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Any) -> Any:
         return self._wrap(np.matmul(_raw(other), self._array))
 
-    def matmul(self, other, name=None):
+    def matmul(self, other: Any, name: str | None = None) -> Any:
         return self._wrap(np.matmul(self._array, _raw(other)), name)
 
     # -- shape: pure rearrangements
 
-    def reshape(self, *shape, name=None):
+    def reshape(self, *shape: Any, name: str | None = None) -> Any:
         return self._wrap(self._array.reshape(_axes(shape)), name)
 
-    def transpose(self, *axes, name=None):
+    def transpose(self, *axes: Any, name: str | None = None) -> Any:
         return self._wrap(self._array.transpose(_axes(axes) or None), name)
 
-    def swapaxes(self, axis1, axis2, name=None):
+    def swapaxes(self, axis1: Any, axis2: Any, name: str | None = None) -> Any:
         return self._wrap(self._array.swapaxes(axis1, axis2), name)
 
     @property
-    def T(self):
+    def T(self) -> Any:
         return self._wrap(self._array.T)

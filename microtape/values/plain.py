@@ -19,7 +19,9 @@ finite difference can nudge ``weights`` and recompute only what follows.
 """
 
 import contextvars
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -37,11 +39,11 @@ class Plain(ArrayMethods):
     __slots__ = ("data", "_name")
     __array_priority__ = 100
 
-    def __init__(self, data, name=None):
+    def __init__(self, data: Any, name: str | None = None) -> None:
         self.data = np.asarray(getattr(data, "data", data))
         self.name = name
 
-    def _on_named(self, name):
+    def _on_named(self, name: str | None) -> None:
         # Naming a value is where a replacement takes over (see `replacing`).
         replacing = _replacements.get()
         replacement = replacing.get(name) if replacing and name is not None else None
@@ -50,7 +52,7 @@ class Plain(ArrayMethods):
 
     @staticmethod
     @contextmanager
-    def replacing(replacements):
+    def replacing(replacements: Any) -> Iterator[Any]:
         """While active, a Plain result named like a key of ``replacements`` *is* that array."""
         token = _replacements.set(dict(replacements))
         try:
@@ -61,43 +63,43 @@ class Plain(ArrayMethods):
     # What ArrayMethods (arithmetic, @, the shape moves) works on and makes.
 
     @property
-    def _array(self):
+    def _array(self) -> Any:
         return self.data
 
-    def _wrap(self, array, name=None):
+    def _wrap(self, array: Any, name: str | None = None) -> "Plain":
         return Plain(array, name)
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self.data.dtype
 
     # -- elementwise
 
-    def exp(self, name=None):
+    def exp(self, name: str | None = None) -> "Plain":
         return Plain(np.exp(self.data), name)
 
-    def tanh(self, name=None):
+    def tanh(self, name: str | None = None) -> "Plain":
         return Plain(np.tanh(self.data), name)
 
-    def relu(self, name=None):
+    def relu(self, name: str | None = None) -> "Plain":
         return Plain(np.maximum(self.data, 0), name)
 
-    def gelu(self, name=None):
+    def gelu(self, name: str | None = None) -> "Plain":
         return Plain(ops.gelu.forward(self.data), name)
 
-    def sqrt(self, name=None):
+    def sqrt(self, name: str | None = None) -> "Plain":
         return Plain(np.sqrt(self.data), name)
 
-    def scale(self, factor, name=None):
+    def scale(self, factor: Any, name: str | None = None) -> "Plain":
         return Plain(self.data * factor, name)
 
-    def add_constant(self, constant, name=None):
+    def add_constant(self, constant: Any, name: str | None = None) -> "Plain":
         return Plain(self.data + _data(constant), name)
 
-    def dropout(self, keep, name=None):
+    def dropout(self, keep: Any, name: str | None = None) -> "Plain":
         return Plain(self.data * _data(keep), name)
 
-    def astype(self, dtype, name=None):
+    def astype(self, dtype: Any, name: str | None = None) -> "Plain":
         return Plain(self.data.astype(dtype), name)
 
     # -- products
@@ -106,30 +108,30 @@ class Plain(ArrayMethods):
     # into one 2-D product (``[B·T, n] @ [n, m]``), whose BLAS summation order
     # differs from numpy's batched ``@`` in the last bit. Finite differences
     # and ``forward_plain`` must compute what the tape computed, bit for bit.
-    def __matmul__(self, other):
+    def __matmul__(self, other: Any) -> "Plain":
         return Plain(ops.matmul.forward(self.data, _data(other)))
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Any) -> "Plain":
         return Plain(ops.matmul.forward(_data(other), self.data))
 
-    def matmul(self, other, name=None):
+    def matmul(self, other: Any, name: str | None = None) -> "Plain":
         return Plain(ops.matmul.forward(self.data, _data(other)), name)
 
     # -- reductions
 
-    def sum(self, axis=None, keepdims=False, name=None):
+    def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.sum(self.data, axis=axis, keepdims=keepdims), name)
 
-    def mean(self, axis=None, keepdims=False, name=None):
+    def mean(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.mean(self.data, axis=axis, keepdims=keepdims), name)
 
-    def max(self, axis=None, keepdims=False, name=None):
+    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "Plain":
         return Plain(np.max(self.data, axis=axis, keepdims=keepdims), name)
 
-    def softmax(self, axis=-1, name=None):
+    def softmax(self, axis: Any = -1, name: str | None = None) -> "Plain":
         # The very forward the tape's softmax op runs: one definition.
         return Plain(ops.softmax.forward(self.data, axis=axis), name)
 
 
-def _data(value):
+def _data(value: Any) -> Any:
     return value.data if isinstance(value, Plain) else value

@@ -27,6 +27,8 @@ its Scalars ``scores[0,1,2]`` (their position), and so does setting
 reshape the entries keep the name of the array that computed them).
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import ops
@@ -41,12 +43,12 @@ class ScalarArray(ArrayMethods):
 
     __slots__ = ("items", "_name")
 
-    def __init__(self, items, name=None):
+    def __init__(self, items: Any, name: str | None = None) -> None:
         self.items = np.asarray(items, dtype=object)
         self._name = None
         self.name = name
 
-    def _on_named(self, name):
+    def _on_named(self, name: str | None) -> None:
         """Naming the array names each entry that has no name yet by its position: ``name[i,j]``."""
         if name:
             for index in np.ndindex(self.items.shape):
@@ -55,7 +57,7 @@ class ScalarArray(ArrayMethods):
                     scalar.name = f"{name}[{','.join(map(str, index))}]"
 
     @classmethod
-    def leaves(cls, array, name=None):
+    def leaves(cls, array: Any, name: str | None = None) -> Any:
         """One differentiable Scalar per entry, named ``name[i,j]``."""
         array = np.asarray(array, dtype=np.float64)
         items = np.empty(array.shape, dtype=object)
@@ -67,36 +69,36 @@ class ScalarArray(ArrayMethods):
     # -- facts (ArrayMethods adds shape, ndim, arithmetic, @ and the shape moves)
 
     @property
-    def _array(self):
+    def _array(self) -> Any:
         return self.items
 
-    def _wrap(self, items, name=None):
+    def _wrap(self, items: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(items, name)
 
     @property
-    def data(self):
+    def data(self) -> Any:
         """The values as a float64 numpy array."""
         return _values(self.items, "data")
 
     @property
-    def grad(self):
+    def grad(self) -> Any:
         """The gradients as a float64 numpy array (0 where none arrived)."""
         return _values(self.items, "grad")
 
-    def exp(self, name=None):
+    def exp(self, name: str | None = None) -> "ScalarArray":
         return ScalarArray(_exp(self.items), name)
 
-    def scale(self, factor, name=None):
+    def scale(self, factor: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(self.items * float(factor), name)
 
-    def add_constant(self, constant, name=None):
+    def add_constant(self, constant: Any, name: str | None = None) -> "ScalarArray":
         # Adding plain floats: the Scalars treat them as constants.
         return ScalarArray(self.items + np.asarray(constant, dtype=np.float64).astype(object), name)
 
-    def dropout(self, keep, name=None):
+    def dropout(self, keep: Any, name: str | None = None) -> "ScalarArray":
         return ScalarArray(self.items * np.asarray(keep, dtype=np.float64).astype(object), name)
 
-    def sum(self, axis=None, keepdims=False, name=None):
+    def sum(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
         total = np.sum(self.items, axis=axis, keepdims=keepdims)
         if isinstance(total, Scalar):
             if name and total.name is None and total.op is not None:
@@ -104,17 +106,17 @@ class ScalarArray(ArrayMethods):
             return total
         return ScalarArray(total, name)
 
-    def max(self, axis=None, keepdims=False, name=None):
+    def max(self, axis: Any = None, keepdims: bool = False, name: str | None = None) -> "ScalarArray":
         # Picks the largest Scalar itself (no new op): the gradient then flows
         # through whichever entry won, which is what max's VJP says too.
         return ScalarArray(np.max(self.items, axis=axis, keepdims=keepdims))
 
-    def softmax(self, axis=-1, name=None):
+    def softmax(self, axis: Any = -1, name: str | None = None) -> "ScalarArray":
         """The op's stable softmax (shift by the max, exp, normalise), run on the Scalars: each step recorded."""
         # On an object array numpy calls each Scalar's own -, exp and /: the one forward, traced scalar by scalar.
         return ScalarArray(ops.softmax.forward(self.items, axis=axis), name)
 
-    def backward(self, grad=None):
+    def backward(self, grad: Any = None) -> None:
         """Backpropagate ``sum(grad * self)`` (``grad`` defaults to ones)."""
         grad = np.ones(self.shape) if grad is None else np.asarray(grad, dtype=np.float64)
         if grad.shape != self.shape:
@@ -126,7 +128,7 @@ class ScalarArray(ArrayMethods):
 _exp = np.frompyfunc(lambda s: s.exp(), 1, 1)
 
 
-def _values(items, field):
+def _values(items: Any, field: Any) -> Any:
     out = np.zeros(items.shape)
     for index in np.ndindex(items.shape):
         value = getattr(items[index], field)

@@ -4,6 +4,8 @@ Plain records, no behaviour: :class:`microtape.viz.view.View` makes them,
 the painters read them.
 """
 
+from typing import Any
+
 __all__ = ["Box", "Link", "Junction"]
 
 
@@ -12,7 +14,16 @@ class Box:
 
     __slots__ = ("id", "kind", "cluster", "equations", "leaves", "copy_of", "group")
 
-    def __init__(self, id, kind, cluster, equations=(), leaves=(), copy_of=None, group=None):
+    def __init__(
+        self,
+        id: Any,
+        kind: Any,
+        cluster: Any,
+        equations: Any = (),
+        leaves: Any = (),
+        copy_of: Any = None,
+        group: Any = None,
+    ) -> None:
         self.id = id
         self.kind = kind  # op, shape, input, parameter, constant, summary
         self.cluster = cluster  # module path ("" = top level)
@@ -22,7 +33,7 @@ class Box:
         self.group = group  # a summary: its key (module path, or "path#k" for a stretch)
 
     @property
-    def summarised(self):
+    def summarised(self) -> bool:
         """True for a box that stands for a group (a module summary, or a group of leaves)."""
         return self.group is not None
 
@@ -37,7 +48,7 @@ class Link:
 
     __slots__ = ("tail", "head", "uses", "constant")
 
-    def __init__(self, tail, head, uses, constant):
+    def __init__(self, tail: Any, head: Any, uses: Any, constant: Any) -> None:
         self.tail, self.head, self.uses, self.constant = tail, head, uses, constant
 
 
@@ -58,5 +69,5 @@ class Junction:
 
     __slots__ = ("id", "cluster", "tail", "module", "links")
 
-    def __init__(self, id, cluster, tail, module, links):
+    def __init__(self, id: Any, cluster: Any, tail: Any, module: Any, links: Any) -> None:
         self.id, self.cluster, self.tail, self.module, self.links = id, cluster, tail, module, links

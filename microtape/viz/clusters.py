@@ -4,10 +4,12 @@ A module path is dotted (``"layer0.self_attn.q_proj"``); ``""`` is the top
 level. A view reads these to place boxes and to find sibling modules.
 """
 
+from typing import Any
+
 __all__ = ["equation_clusters", "by_module", "summary_cluster", "expand_paths", "within"]
 
 
-def equation_clusters(program, group):
+def equation_clusters(program: Any, group: Any) -> Any:
     """The module path each equation is drawn in (see "Clusters" in the module docstring).
 
     An equation recorded outside every module joins the top-level module of
@@ -39,7 +41,7 @@ def equation_clusters(program, group):
     return paths
 
 
-def _feeds_outside(program, i):
+def _feeds_outside(program: Any, i: Any) -> Any:
     """True when equation ``i``'s result is read only by equations outside every module (or by none).
 
     A sample's loss, computed after the sample's scope closed, feeds the sum
@@ -51,7 +53,7 @@ def _feeds_outside(program, i):
     return all(not equations[k].module for k in program.consumers[i])
 
 
-def by_module(paths):
+def by_module(paths: Any) -> Any:
     """Positions of ``paths`` by the module directly inside the innermost module holding them all.
 
     ``{module: [positions]}``; the key None collects the paths that are that
@@ -62,20 +64,20 @@ def by_module(paths):
     depth = 0
     while all(len(names) > depth for names in parts) and len({names[depth] for names in parts}) == 1:
         depth += 1
-    modules = {}
+    modules: dict[Any, Any] = {}
     for position, names in enumerate(parts):
         module = ".".join(names[: depth + 1]) if len(names) > depth else None
         modules.setdefault(module, []).append(position)
     return modules
 
 
-def summary_cluster(key):
+def summary_cluster(key: Any) -> Any:
     """Where a summary sits: a module's in its parent's cluster, a stretch ("path#k") in its own module."""
     module, stretch, _ = key.partition("#")
     return module if stretch else module.rpartition(".")[0]
 
 
-def _all_paths(clusters):
+def _all_paths(clusters: Any) -> Any:
     paths = set()
     for path in clusters:
         while path:
@@ -84,7 +86,7 @@ def _all_paths(clusters):
     return paths
 
 
-def expand_paths(expand, clusters):
+def expand_paths(expand: Any, clusters: Any) -> Any:
     if expand is None:
         return ()
     paths = (expand,) if isinstance(expand, str) else tuple(expand)
@@ -96,6 +98,6 @@ def expand_paths(expand, clusters):
     return paths
 
 
-def within(path, modules):
+def within(path: Any, modules: Any) -> Any:
     """True when ``path`` is one of ``modules`` or inside one of them."""
     return any(path == module or path.startswith(module + ".") for module in modules)

@@ -28,6 +28,7 @@ README images into ``DIR``.
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,14 +60,14 @@ DEMO = dict(embed=16, heads=4, batch=1, seq=6, seed=0, dropout=0.0, causal=True)
 DEMO_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "and", "then", "it", "slept", "all", "day")
 
 
-def _settings(overrides):
+def _settings(overrides: Any) -> Any:
     unknown = set(overrides) - set(DEMO)
     if unknown:
         raise TypeError(f"demo settings: unknown {', '.join(sorted(unknown))}; the settings are {', '.join(DEMO)}")
     return {**DEMO, **overrides}
 
 
-def demo_attention(**overrides):
+def demo_attention(**overrides: Any) -> Any:
     """The demo layer after one forward and one backward: ``(attn, x, grad_output)``.
 
     ``overrides`` change any of :data:`DEMO`. Everything comes from the seed:
@@ -91,12 +92,12 @@ def demo_attention(**overrides):
     return attn, x, grad_output
 
 
-def demo_tokens(seq):
+def demo_tokens(seq: Any) -> Any:
     """Words to label ``seq`` positions in the demo's heatmaps (None if there are too few)."""
     return list(DEMO_TOKENS[:seq]) if seq <= len(DEMO_TOKENS) else None
 
 
-def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="svg"):
+def write_pictures(attn: Any, grad_output: Any, out_dir: Any, *, tokens: Any = None, frames_format: str = "svg") -> Any:
     """Write the five demo pictures of a layer that ran forward and backward.
 
     Returns ``{name: path}``. The heatmaps come first (they need no Graphviz);
@@ -153,7 +154,7 @@ def write_pictures(attn, grad_output, out_dir, *, tokens=None, frames_format="sv
     return paths
 
 
-def render_demo(out_dir="demo-output", *, frames_format="svg", **overrides):
+def render_demo(out_dir: str = "demo-output", *, frames_format: str = "svg", **overrides: Any) -> Any:
     """Build the demo attention and write its pictures into ``out_dir``; return ``{name: path}``.
 
     Names: ``graph_forward``, ``graph_backward``, ``backward_frames`` (the
@@ -167,7 +168,16 @@ def render_demo(out_dir="demo-output", *, frames_format="svg", **overrides):
     return write_pictures(attn, grad_output, out_dir, tokens=demo_tokens(seq), frames_format=frames_format)
 
 
-def render_graph(path, *, backward=False, step=None, detail="auto", expand=None, width=NOTEBOOK_WIDTH, **overrides):
+def render_graph(
+    path: Any,
+    *,
+    backward: bool = False,
+    step: Any = None,
+    detail: str = "auto",
+    expand: Any = None,
+    width: Any = NOTEBOOK_WIDTH,
+    **overrides: Any,
+) -> Any:
     """Write one graph of the demo attention to ``path`` (format from the suffix); return the path.
 
     ``expand`` and ``width`` are :func:`~microtape.viz.graph`'s (``width=None``: every op, whatever its width).
@@ -177,7 +187,7 @@ def render_graph(path, *, backward=False, step=None, detail="auto", expand=None,
     return render(drawn, path)
 
 
-def render_memory(out_dir, **overrides):
+def render_memory(out_dir: Any, **overrides: Any) -> Any:
     """What backward keeps, for the demo attention: write the memory pictures into ``out_dir``.
 
     Returns ``({name: path}, ledger)``: ``memory_timeline.png`` (live bytes
@@ -210,7 +220,7 @@ def render_memory(out_dir, **overrides):
     return paths, timeline.table
 
 
-def render_heatmap(path, *, which="weights", **overrides):
+def render_heatmap(path: Any, *, which: Any = "weights", **overrides: Any) -> Any:
     """Write one heatmap figure of the demo attention to ``path``; return the path.
 
     ``which``: ``"weights"``, ``"dropped"``, ``"grad_scores"``, ``"grad_weights"``
@@ -228,7 +238,7 @@ def render_heatmap(path, *, which="weights", **overrides):
 README_SCALE = 2
 
 
-def readme_graph():
+def readme_graph() -> Any:
     """The README's graph: the demo's backward pass, its attention core open, the projections one box each."""
     attn, _, grad_output = demo_attention()
     return graph(
@@ -236,7 +246,7 @@ def readme_graph():
     )
 
 
-def render_readme_images(folder):
+def render_readme_images(folder: Any) -> Any:
     """The README's two pictures of the demo, at twice the size they are shown: graph and attention weights."""
     attn, _, _ = demo_attention()
     folder = Path(folder)

@@ -18,6 +18,7 @@ Jupyter and the API pages show) and hands the function one checked
 import functools
 import inspect
 import warnings
+from typing import Any
 
 from .fit import NOTEBOOK_WIDTH
 from .view import MAX_NODES
@@ -53,7 +54,7 @@ class GraphCollapsedWarning(UserWarning):
 class Drawing:
     """The shared options of one call, checked: what the view needs and what the painter needs."""
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         options = {**DEFAULTS, **options}
         self.group, self.detail, self.expand = options["group"], options["detail"], options["expand"]
         self.values, self.parameters = options["values"], options["parameters"]
@@ -65,12 +66,12 @@ class Drawing:
         )
 
     @property
-    def paint_options(self):
+    def paint_options(self) -> Any:
         """The painter's keywords: numbers shown or not, the title, the legend."""
         return dict(values=self.values, title=self.title, legend=self.legend)
 
 
-def takes_drawing_options(draw):
+def takes_drawing_options(draw: Any) -> Any:
     """Decorate ``draw(..., drawing)``: its callers pass the options of :data:`DEFAULTS` by keyword.
 
     The decorated function's signature lists them (keyword-only, with their
@@ -86,7 +87,7 @@ def takes_drawing_options(draw):
     signature = own.replace(parameters=kept + shared)
 
     @functools.wraps(draw)
-    def with_options(*args, **kwargs):
+    def with_options(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -94,11 +95,11 @@ def takes_drawing_options(draw):
         options = {name: bound.arguments.pop(name) for name in DEFAULTS if name in bound.arguments}
         return draw(*bound.args, **bound.kwargs, drawing=Drawing(**options))
 
-    with_options.__signature__ = signature
+    with_options.__signature__ = signature  # type: ignore[attr-defined]  # what inspect.signature reads
     return with_options
 
 
-def check_options(group, detail, max_nodes, rankdir, expand, width=None):
+def check_options(group: Any, detail: Any, max_nodes: Any, rankdir: Any, expand: Any, width: Any = None) -> Any:
     """Check the drawing options once (graph and backward_frames share them); the View's keywords."""
     if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 100):
         raise ValueError(f"graph(width=...): expected the pixels a picture is shown at (>= 100) or None, got {width!r}")
@@ -122,7 +123,7 @@ def check_options(group, detail, max_nodes, rankdir, expand, width=None):
     return dict(group=group, detail=detail, max_nodes=max_nodes, expand=expand)
 
 
-def warn_if_collapsed(view, max_nodes, stacklevel):
+def warn_if_collapsed(view: Any, max_nodes: Any, stacklevel: Any) -> None:
     """Say so when ``detail="auto"`` had to summarise a graph.
 
     ``stacklevel`` counts frames from the function calling this one (1), so

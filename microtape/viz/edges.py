@@ -12,6 +12,7 @@ writes edges; the painter gives it ``view``, ``program``, ``trace``,
 """
 
 import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +31,16 @@ BROADCASTING = frozenset({"add", "sub", "mul", "div", "add_constant"})
 class Edges:
     """The arrows of a picture and what each says (mixed into :class:`~microtape.viz.paint.Painter`)."""
 
-    def arrow(self, link):
+    if TYPE_CHECKING:  # what the Painter that mixes this in has
+        trace: Any
+        view: Any
+        backward: bool
+        engine_step: Any
+        current: Any
+        values: bool
+        program: Any
+
+    def arrow(self, link: Any) -> Arrow:
         trace = self.trace
         count = len(link.uses)
         summarised = self.view.by_id[link.tail].summarised or self.view.by_id[link.head].summarised
@@ -54,7 +64,7 @@ class Edges:
         i, position = link.uses[0]
         return Arrow(link.tail, link.head, self.formula(i, position, numbers=finished), state)
 
-    def what_flows(self, link):
+    def what_flows(self, link: Any) -> Any:
         """A summary edge in words: the formula of its one use, or the gradients it carries and how many uses."""
         if len(link.uses) == 1:
             return self.formula(*link.uses[0])
@@ -69,22 +79,22 @@ class Edges:
         shown = ", ".join(targets[:2]) + (" …" if len(targets) > 2 else "")
         return f"{shown} ({len(link.uses)} uses)" if shown else f"{len(link.uses)} uses"
 
-    def _folded_leaf(self, x):
+    def _folded_leaf(self, x: Any) -> Any:
         """The leaf whose box shows ``x`` when ``x`` is a reshape/transpose chain folded into it, else None."""
         i = self.program.index.get(x)
         j = self.view.fold_of.get(i) if i is not None else None
         return None if j is None else self.program.leaves[j]
 
-    def _fold_ops(self, x):
+    def _fold_ops(self, x: Any) -> Any:
         """The ops of the folded chain that ends at ``x``, from the leaf on."""
         i = self.program.index[x]
         return [self.program.equations[m].op.name for m in sorted(m for m, r in enumerate(self.view.rep) if r == i)]
 
-    def _sent(self, i, position):
+    def _sent(self, i: Any, position: Any) -> Any:
         s = self.trace.step_of.get(i)
         return None if s is None else self.trace.sent[s][position]
 
-    def formula(self, i, position, numbers=False):
+    def formula(self, i: Any, position: Any, numbers: bool = False) -> Any:
         """What flows to input ``position`` of equation ``i``, in the student's names (and numbers)."""
         program = self.program
         node = program.equations[i]
@@ -133,7 +143,7 @@ class Edges:
 _TRANSPOSED_PRODUCT = re.compile(r"^(\S+)\^T @ (\S+)$")
 
 
-def _moved_back(text, ops):
+def _moved_back(text: str, ops: Any) -> str:
     """The gradient of a folded chain's result, written as the gradient of the leaf it started from.
 
     One transpose: ``(a^T @ g)^T`` is ``g^T @ a`` (a Linear's ``dW = dy^T @ x``);
@@ -147,13 +157,13 @@ def _moved_back(text, ops):
     return f"({text}) moved back"
 
 
-def _tidy(text, scalar):
+def _tidy(text: str, scalar: Any) -> Any:
     """Cosmetics on a filled-in formula: ``·`` for a scalar product, ``(Xᵀ)ᵀ = X``, ``f((-2))`` → ``f(-2)``."""
     text = _DOUBLE_PARENS.sub(r"(\1)", text.replace("^T^T", ""))
     return text.replace(" * ", "·") if scalar else text
 
 
-def _param_text(value):
+def _param_text(value: Any) -> Any:
     if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
         return number(value)
     if isinstance(value, np.ndarray):

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
 __all__ = ["new_figure"]
 
-_FIGURE_CLASS = []
+_FIGURE_CLASS: list[Any] = []
 
 
-def _figure_class():
+def _figure_class() -> Any:
     if not _FIGURE_CLASS:
         import io
 
@@ -31,7 +31,7 @@ def _figure_class():
         class PictureFigure(Figure):
             """A plain ``Figure`` (no pyplot state) that knows how to show itself in Jupyter."""
 
-            def _repr_png_(self):
+            def _repr_png_(self) -> Any:
                 buffer = io.BytesIO()
                 self.savefig(buffer, format="png", dpi=100)
                 return buffer.getvalue()

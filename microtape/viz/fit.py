@@ -22,6 +22,7 @@ anyway). Without Graphviz nothing is measured.
 """
 
 import re
+from typing import Any
 
 from .paint import paint
 from .picture import to_digraph
@@ -43,12 +44,20 @@ SMALLEST_FONT = 8  # points: the smallest text a graph writes (its edge labels)
 READABLE_PX = 7  # the smallest text must stay at least this many pixels tall once scaled
 
 
-def widest_readable(width):
+def widest_readable(width: Any) -> Any:
     """The widest picture (points) whose ``SMALLEST_FONT`` text is ``READABLE_PX`` tall when shown ``width`` px wide."""
     return width * SMALLEST_FONT / READABLE_PX
 
 
-def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None):
+def fitted(
+    program: Any,
+    options: Any,
+    trace: Any = None,
+    *,
+    rankdir: Any = None,
+    width: Any = NOTEBOOK_WIDTH,
+    paint_options: Any = None,
+) -> Any:
     """``(view, rankdir)``: the first way to draw ``program`` that reads at ``width`` pixels (see the module doc).
 
     ``options`` are the View's keywords; ``trace`` the backward pass if the
@@ -61,8 +70,15 @@ def fitted(program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, 
 
 
 def fitted_picture(
-    program, options, trace=None, *, rankdir=None, width=NOTEBOOK_WIDTH, paint_options=None, decorate=None
-):
+    program: Any,
+    options: Any,
+    trace: Any = None,
+    *,
+    rankdir: Any = None,
+    width: Any = NOTEBOOK_WIDTH,
+    paint_options: Any = None,
+    decorate: Any = None,
+) -> Any:
     """:func:`fitted`, plus the whole pass's picture it measured for the chosen view (None if none was).
 
     A caller drawing that same picture (no ``step``) uses it instead of painting it again.
@@ -78,6 +94,7 @@ def fitted_picture(
         summary = {**options, "detail": "summary"}
         candidates += [(summary, rankdir)] if rankdir else [(summary, None), (summary, "other")]
     limit = widest_readable(width)
+    made: dict[Any, Any]
     measured, made = [], {}
     for candidate, direction in candidates:
         if isinstance(candidate, dict):
@@ -95,7 +112,7 @@ def fitted_picture(
             drawn = svg(to_digraph(picture))  # kept: shown as it is, it is not drawn again
         except GraphvizNotFound:
             return view, rankdir, None
-        wide = float(_SVG_WIDTH.search(drawn).group(1))
+        wide = float(_SVG_WIDTH.search(drawn).group(1))  # type: ignore[union-attr]  # dot's SVG has a width
         measured.append((wide, candidate, picture))
         if wide <= limit:
             return candidate, picture.rankdir, picture
@@ -105,7 +122,7 @@ def fitted_picture(
     return best, picture.rankdir, picture
 
 
-def _summary_view(program, options, width):
+def _summary_view(program: Any, options: Any, width: Any) -> Any:
     """One box per module, with a note saying why and how to see more."""
     view = View(program, **options)
     modules = sorted({path.split(".")[0] for path in view.clusters if path})
@@ -120,7 +137,7 @@ def _summary_view(program, options, width):
 _SVG_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
 
 
-def smallest_text_px(svg_text, width=NOTEBOOK_WIDTH):
+def smallest_text_px(svg_text: Any, width: Any = NOTEBOOK_WIDTH) -> Any:
     """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide."""
-    natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT
+    natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT  # type: ignore[union-attr]  # dot's SVG has a width
     return natural_text_px(svg_text) * min(1.0, width / natural)

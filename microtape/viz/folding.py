@@ -4,6 +4,8 @@ Reshapes and transposes only move numbers, so ``detail="auto"`` draws a chain
 of them as one box (see :mod:`microtape.viz.view`).
 """
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["SHAPE_OPS", "merge_shape_chains", "fold_into_leaves", "repeated_constant", "one_number"]
@@ -11,7 +13,7 @@ __all__ = ["SHAPE_OPS", "merge_shape_chains", "fold_into_leaves", "repeated_cons
 SHAPE_OPS = frozenset({"reshape", "transpose"})  # ops that only move numbers
 
 
-def merge_shape_chains(program, clusters):
+def merge_shape_chains(program: Any, clusters: Any) -> Any:
     """``rep[i]``: the equation whose box shows equation ``i`` (a shape chain's last link)."""
     equations = program.equations
     outputs = set(program.outputs)
@@ -28,10 +30,10 @@ def merge_shape_chains(program, clusters):
     return rep
 
 
-def fold_into_leaves(program, rep):
+def fold_into_leaves(program: Any, rep: Any) -> Any:
     """``{equation: leaf}`` for shape chains that start at a leaf used nowhere else (a Linear's ``W.T``)."""
     equations = program.equations
-    chains = {}
+    chains: dict[Any, Any] = {}
     for i, r in enumerate(rep):
         if equations[r].op.name in SHAPE_OPS:
             chains.setdefault(r, []).append(i)
@@ -46,12 +48,12 @@ def fold_into_leaves(program, rep):
     return folded
 
 
-def repeated_constant(leaf, kind):
+def repeated_constant(leaf: Any, kind: Any) -> Any:
     """An unnamed one-number constant (the ``2`` in ``2 * a``): such constants may share a box."""
     return kind == "constant" and not leaf.name and (leaf.data.__class__ is float or np.size(leaf.data) == 1)
 
 
-def one_number(leaf):
+def one_number(leaf: Any) -> Any:
     """The one number a one-number leaf holds (a Scalar's float as it is: no array made for it)."""
     data = leaf.data
     return data if data.__class__ is float else float(np.reshape(data, -1)[0])

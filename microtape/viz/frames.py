@@ -111,13 +111,13 @@ def backward_frames(
     return frames
 
 
-def _union_legend(pictures):
+def _union_legend(pictures: Any) -> Any:
     keys = {key for picture in pictures for key in picture.legend}
     kinds = [("kind", k) for k in ("input", "parameter", "constant") if ("kind", k) in keys]
     return [key for key in LEGEND if key in keys] + kinds
 
 
-def _caption(painter, count):
+def _caption(painter: Any, count: int) -> Any:
     """What step ``k`` does, in one line, with the names the picture uses."""
     view, program, trace = painter.view, painter.program, painter.trace
     k, i = painter.step, trace.order[painter.engine_step]
@@ -149,7 +149,7 @@ def _caption(painter, count):
     return text
 
 
-def _by_hand(node):
+def _by_hand(node: Any) -> Any:
     """An attention step's hand-derived formulas, as the derivation table writes them (or nothing)."""
     if node.module is None or node.module.rpartition(".")[2] != "attention":
         return ""
@@ -157,7 +157,7 @@ def _by_hand(node):
     return f"  (by hand: {';  '.join(formulas)})" if formulas else ""
 
 
-def _sends(painter, i):
+def _sends(painter: Any, i: Any) -> Any:
     """``sends d… = …;  d… = …``: what equation ``i``'s VJP sends to its inputs, in the picture's words."""
     node = painter.program.equations[i]
     parts = [
@@ -168,7 +168,7 @@ def _sends(painter, i):
     return "sends " + ";  ".join(parts) if parts else ""
 
 
-def _drawing(frames, count):
+def _drawing(frames: Any, count: int) -> Any:
     # dot takes ~0.1 s a frame: a big tape's hundreds of frames get a bar (on a terminal or in Jupyter).
     return progress(frames, total=count, desc="drawing frames", unit="frame", leave=False, at_least=50)
 
@@ -187,37 +187,37 @@ class BackwardFrames:
     (or, without ipywidgets, the player).
     """
 
-    def __init__(self, digraphs, captions, *, focus=None, engine_steps=None):
+    def __init__(self, digraphs: Any, captions: Any, *, focus: Any = None, engine_steps: Any = None) -> None:
         self.digraphs = list(digraphs)
         self.captions = list(captions)
         self.steps = list(range(len(self.digraphs)))
         self.engine_steps = list(engine_steps) if engine_steps is not None else list(self.steps)
         self.focus = focus
         self.pinned = bool(self.digraphs) and getattr(self.digraphs[0], "pinned", False)
-        self.paths = []  # files written by save(), frames first, index.html last
-        self._svgs = None
-        self._drawn = {}  # frames drawn one by one (the widget), by step
+        self.paths: list[Any] = []  # files written by save(), frames first, index.html last
+        self._svgs: list[str] | None = None
+        self._drawn: dict[Any, Any] = {}  # frames drawn one by one (the widget), by step
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.digraphs)
 
-    def __getitem__(self, k):
+    def __getitem__(self, k: Any) -> Any:
         return self.digraphs[k]
 
-    def __iter__(self):
+    def __iter__(self) -> Any:
         return iter(self.digraphs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<BackwardFrames: {len(self)} steps{', one layout' if self.pinned else ''}>"
 
-    def svgs(self):
+    def svgs(self) -> Any:
         """Every frame as an SVG string (drawn once, then kept)."""
         if self._svgs is None:
             with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
                 self._svgs = list(_drawing(pool.map(svg, self.digraphs), len(self)))
         return list(self._svgs)
 
-    def save(self, out_dir, format="svg"):
+    def save(self, out_dir: Any, format: str = "svg") -> Any:
         """Write ``frame_000.<format>``, … and ``index.html`` into ``out_dir``; return the paths.
 
         Without Graphviz, the frames are saved as ``.dot`` files and
@@ -248,7 +248,7 @@ class BackwardFrames:
         self.paths = paths
         return paths
 
-    def html(self, sources=None):
+    def html(self, sources: Any = None) -> Any:
         """A page that steps through the frames: slider, buttons, arrow keys, captions.
 
         With ``sources`` (file names) the page shows those files; otherwise the
@@ -257,7 +257,7 @@ class BackwardFrames:
         body = self._fragment(sources, uid="microtape-frames", page_keys=True)
         return page(body, "microtape: the backward pass, step by step")
 
-    def _fragment(self, sources=None, uid=None, page_keys=False):
+    def _fragment(self, sources: Any = None, uid: Any = None, page_keys: bool = False) -> Any:
         # A page holds one player (a fixed id keeps saved files stable); a
         # notebook may hold many, so each inline player gets its own id.
         uid = uid or "mt" + uuid.uuid4().hex[:8]
@@ -267,13 +267,13 @@ class BackwardFrames:
             pictures = [f'<img src="{html.escape(src)}" alt="step {k}">' for k, src in enumerate(sources)]
         return fragment(pictures, self.captions, self.focus, uid=uid, page_keys=page_keys)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> Any:
         try:
             return self._fragment()
         except GraphvizNotFound as error:
             return f"<pre>{html.escape(str(error))}</pre>"
 
-    def widget(self):
+    def widget(self) -> Any:
         """A slider that steps the backward pass inside Jupyter (ipywidgets); without ipywidgets, the player.
 
         The slider, ◀/▶ buttons and the caption change the picture shown;
@@ -297,7 +297,7 @@ class BackwardFrames:
         caption = ipywidgets.HTML(self._caption_html(0))
         view = ipywidgets.HTML(self.picture(0))
 
-        def show(change):
+        def show(change: Any) -> None:
             view.value = self.picture(change["new"])
             caption.value = self._caption_html(change["new"])
 
@@ -313,7 +313,7 @@ class BackwardFrames:
             # The widget needs a running kernel; a page built from the executed notebook (the
             # site) has none, so there the output also carries the plain-HTML player, which the
             # static page shows instead (the site's conf.py ranks it above the widget's view).
-            def _repr_mimebundle_(self, **kwargs):
+            def _repr_mimebundle_(self, **kwargs: Any) -> Any:
                 bundle = super()._repr_mimebundle_(**kwargs)
                 if bundle is not None:
                     bundle = {**bundle, "text/html": frames._repr_html_()}
@@ -321,7 +321,7 @@ class BackwardFrames:
 
         return FlipBook(box.children)
 
-    def picture(self, k):
+    def picture(self, k: Any) -> Any:
         """Frame ``k`` as an SVG that fits its container (drawn once, when first asked for)."""
         if self._svgs is not None:
             return fit_svg(self._svgs[k])
@@ -329,5 +329,5 @@ class BackwardFrames:
             self._drawn[k] = fit_svg(svg(self.digraphs[k]))
         return self._drawn[k]
 
-    def _caption_html(self, k):
+    def _caption_html(self, k: Any) -> str:
         return f'<div style="font: 13px sans-serif; min-height: 2.6em">{html.escape(self.captions[k])}</div>'

@@ -56,6 +56,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import graphviz
+
     from ..engine import Node
     from ..viz.drawing import Drawing
 
@@ -82,7 +84,7 @@ def graph(
     full_size: bool = False,
     saved: bool = False,
     drawing: Drawing,
-) -> Any:
+) -> graphviz.Digraph:
     """Draw a tape (or the computation behind a result) as a ``graphviz.Digraph``.
 
     ``tape_or_output``: a :class:`~microtape.Tape`, a ``Scalar``/``Tensor``
@@ -145,6 +147,6 @@ def graph(
     return digraph.full_size() if full_size else digraph
 
 
-def _saved_values(picture, view):
+def _saved_values(picture: Any, view: Any) -> Any:
     """Steps coloured by order, and the values each step's VJP reads beside it (``saved=True``)."""
     return add_saved(colour_orders(picture, view), view)

@@ -79,7 +79,7 @@ def head_gradients(
     return fig
 
 
-def _scales(shown, visible):
+def _scales(shown: Any, visible: Any) -> Any:
     """``{column: (low, high)}``: P from 0, dP symmetric, and dQ, dK, dV on one symmetric scale."""
     top_p = float(np.max(shown["P"][visible], initial=0.0)) or 1.0
     top_dp = float(np.max(np.abs(shown["dP"][visible]), initial=0.0)) or 1.0
@@ -87,7 +87,7 @@ def _scales(shown, visible):
     return {"P": (0.0, top_p), "dP": (-top_dp, top_dp), **dict.fromkeys(("dQ", "dK", "dV"), (-top_qkv, top_qkv))}
 
 
-def _draw_panels(fig, shown, hidden, chosen, scale):
+def _draw_panels(fig: Any, shown: Any, hidden: Any, chosen: Any, scale: Any) -> None:
     """One row of panels per head (masked cells grey in P and dP), and a colorbar per scale."""
     import matplotlib
 

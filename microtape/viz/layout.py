@@ -15,6 +15,7 @@ frame's canvas exactly the layout's: no frame is shifted or resized.
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from .render import _pipe
 
@@ -24,7 +25,7 @@ __all__ = ["Layout", "widest"]
 class Layout:
     """Node positions and sizes, edge splines and cluster boxes from one ``dot -Tjson`` run."""
 
-    def __init__(self, data):
+    def __init__(self, data: Any) -> None:
         self.bb = data["bb"]
         self.label_position = data.get("lp")
         self.nodes, self.clusters, names = {}, {}, {}
@@ -35,17 +36,17 @@ class Layout:
             elif "pos" in item:
                 self.nodes[item["name"]] = (item["pos"], item["width"], item["height"])
         # Edges by their ends (dot numbers them in its own order): the k-th edge from a to b.
-        self.edges = {}
+        self.edges: dict[Any, Any] = {}
         for edge in sorted(data.get("edges", []), key=lambda e: e.get("_gvid", 0)):
             ends = (names[edge["tail"]], names[edge["head"]])
             self.edges.setdefault(ends, []).append((edge.get("pos"), edge.get("lp")))
 
     @classmethod
-    def of(cls, digraph):
+    def of(cls, digraph: Any) -> Any:
         """Lay ``digraph`` out with ``dot`` (raises GraphvizNotFound without it)."""
         return cls(json.loads(_pipe(digraph, "json").decode("utf-8")))
 
-    def pin_graph(self, dot):
+    def pin_graph(self, dot: Any) -> None:
         """Make ``dot`` a pinned graph: drawn by ``neato -n2`` on this layout's canvas."""
         dot.engine = "neato"
         dot.pinned = True
@@ -54,11 +55,11 @@ class Layout:
         for name, pos in (("pin_low", f"{low_x},{low_y}"), ("pin_high", f"{high_x},{high_y}")):
             dot.node(name, "", pos=pos, style="invis", width="0.01", height="0.01", fixedsize="true")
 
-    def node(self, name):
+    def node(self, name: str) -> Any:
         pos, width, height = self.nodes[name]
         return {"pos": pos, "width": width, "height": height, "fixedsize": "true"}
 
-    def edge(self, arrow, k):
+    def edge(self, arrow: Any, k: Any) -> Any:
         """The spline (and label position) of the ``k``-th edge from ``arrow.tail`` to ``arrow.head``."""
         pos, label_position = self.edges[(arrow.tail, arrow.head)][k]
         attrs = {"pos": pos} if pos else {}
@@ -66,17 +67,17 @@ class Layout:
             attrs["lp"] = label_position
         return attrs
 
-    def cluster(self, name):
+    def cluster(self, name: str) -> Any:
         return self.clusters.get(name, {})
 
-    def focus(self, name):
+    def focus(self, name: str) -> Any:
         """Where box ``name`` sits, as fractions of the canvas from the top-left (for the player)."""
         x, y = (float(v) for v in self.nodes[name][0].split(","))
         low_x, low_y, high_x, high_y = (float(v) for v in self.bb.split(","))
         return round((x - low_x) / max(high_x - low_x, 1.0), 4), round((high_y - y) / max(high_y - low_y, 1.0), 4)
 
 
-def widest(pictures):
+def widest(pictures: Any) -> Any:
     """A picture like ``pictures[0]`` whose every box and edge label is the longest any picture has.
 
     Lines are compared position by position: box ``b``'s line ``k`` is the

@@ -49,12 +49,13 @@ pure, it writes nothing) — reading memory changes no value, gradient or tape.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..engine import Node, Tape, gradients
 from ..engine.lean import NotKept
-from .program import collect
+from .program import Recorded, collect
 
 __all__ = ["Array", "Row", "Ledger", "lifetimes", "order_of", "VIEW_OPS"]
 
@@ -76,7 +77,7 @@ class Array:
     freed: int | None = None
     order: int = 0  # 0: the function; 1: a step of a recorded (create_graph) first derivative; …
 
-    def alive(self, tick):
+    def alive(self, tick: Any) -> Any:
         return self.born <= tick and (self.freed is None or tick < self.freed)
 
 
@@ -101,23 +102,23 @@ class Ledger:
     lean: bool
     tiled: bool = False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         peak = self.peak
         return f"<Ledger: {len(self.rows)} ticks, peak {human_bytes(peak.live_bytes)} at {peak.phase} {peak.step}>"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text()
 
     @property
-    def peak(self):
+    def peak(self) -> Any:
         """The row with the most live bytes (the first such)."""
         return max(self.rows, key=lambda row: row.live_bytes)
 
     @property
-    def peak_bytes(self):
+    def peak_bytes(self) -> Any:
         return self.peak.live_bytes
 
-    def text(self, limit=None):
+    def text(self, limit: Any = None) -> Any:
         """The rows as a table: tick, phase, step, live bytes, what is alive (the first ``limit`` rows)."""
         lines = [f"{'tick':>4}  {'phase':<8}  {'step':<28}  {'live':>10}  alive (largest first)"]
         for row in self.rows[:limit]:
@@ -129,7 +130,7 @@ class Ledger:
         return "\n".join(lines)
 
 
-def human_bytes(count):
+def human_bytes(count: int) -> Any:
     """``1.5 MB``, ``320 B`` (powers of 1024, as tracemalloc's users read them)."""
     for unit in ("B", "KB", "MB", "GB"):
         if abs(count) < 1024 or unit == "GB":
@@ -138,19 +139,19 @@ def human_bytes(count):
     return f"{count:.1f} GB"
 
 
-def order_of(program):
+def order_of(program: Any) -> Any:
     """Per equation: 0 for the function, k for a step of a recorded k-th derivative (``∂name`` modules).
 
     A recorded pass (``create_graph=True``) runs each step in the module
     ``∂label``, ``label`` naming the variable it differentiates; that
     variable's own order plus one is the step's.
     """
-    labels = {}
+    labels: dict[Any, Any] = {}
     for node, name in program.tape.variable_names().items():
         labels.setdefault(name, node)
         if node.op is not None and not node.name:
             labels.setdefault(f"{node.op.name}{name}", node)
-    orders = {}
+    orders: dict[Any, Any] = {}
     for node in program.equations:
         module = node.module or ""
         mark = module.find("∂")
@@ -163,7 +164,7 @@ def order_of(program):
     return [orders[node] for node in program.equations]
 
 
-def lifetimes(source, grad=None):
+def lifetimes(source: Any, grad: Any = None) -> "Ledger":
     """The :class:`Ledger` of a tape, a layer (its last forward) or a result: see the module docstring.
 
     ``grad``: the gradient the reverse pass starts from (default: the
@@ -185,7 +186,7 @@ def lifetimes(source, grad=None):
     return Ledger(counter.arrays, rows, len(equations), counter.lean, tiled)
 
 
-def _program(source):
+def _program(source: Tape | Node | Recorded) -> Any:
     """The program of ``source``, refused with a clear error when memory cannot be counted for it."""
     if not isinstance(source, (Tape, Node)) and not hasattr(source, "tape"):
         raise TypeError(
@@ -213,16 +214,16 @@ def _program(source):
 class _Counter:
     """Builds the arrays of one program: values on the forward clock, gradients on the reverse clock."""
 
-    def __init__(self, program):
+    def __init__(self, program: Any) -> None:
         self.program = program
         self.tape = program.tape
         self.lean = bool(self.tape.lean)
         self.orders = order_of(program)
         self.names = program.names
-        self.arrays = []
-        self.owners = {}  # memory block -> the arrays living in it
+        self.arrays: list[Any] = []
+        self.owners: dict[Any, Any] = {}  # memory block -> the arrays living in it
 
-    def add(self, name, kind, data, born, key, order=0, free=True):
+    def add(self, name: str, kind: Any, data: Any, born: Any, key: Any, order: int = 0, free: bool = True) -> Any:
         """One array; its bytes only if its memory block (``key``) was not counted before (``free``: it may be)."""
         paid = free and key not in self.owners
         array = Array(name, kind, tuple(np.shape(data)), str(np.dtype(data.dtype)), 0, born, None, order)
@@ -233,12 +234,12 @@ class _Counter:
 
     # -- values (and what ops saved)
 
-    def count_values(self):
+    def count_values(self) -> None:
         program, equations = self.program, self.program.equations
         read_once = self.tape.read_once
         last_reader = {x: i for i, node in enumerate(equations) for x in node.inputs}
         leaf_blocks = {_owner_key(x.data) for x in program.leaves if x.data.__class__ is np.ndarray}
-        value_of = {}
+        value_of: dict[Any, Any] = {}
         for i, node in enumerate(equations):
             name, order = self.names[node], self.orders[i]
             data = node.data
@@ -263,18 +264,18 @@ class _Counter:
 
     # -- gradients (one pure pass tells which share memory)
 
-    def count_gradients(self, grad):
+    def count_gradients(self, grad: Any) -> Any:
         program, output = self.program, self.program.output
         result = gradients(output, output.grad if grad is None else grad, tape=self.tape, steps=True)
         start = len(program.equations)
-        step_tick = {step.equation.output: start + k for k, step in enumerate(result.steps)}
+        step_tick = {step.equation.output: start + k for k, step in enumerate(result.steps)}  # type: ignore[arg-type]  # steps=True
         keep = self.tape.keep if self.lean else None
         self.owners = {}
         seed = self.add_gradient(f"∂{self.names[output]} (seed)", np.asarray(result.seed), start, self.orders[-1])
         if keep is not None and output.op is not None and output.name not in keep:
             seed.freed = start + 1
         grad_of = {output: seed}
-        for k, step in enumerate(result.steps):
+        for k, step in enumerate(result.steps):  # type: ignore[arg-type]  # steps=True
             tick, node = start + k, step.equation.output
             step_name = f"∂{self.names[node]}"
             self.add_scratch(f"{step_name} (scratch)", _scratch(node)[1], tick, self.orders[program.index[node]])
@@ -300,16 +301,16 @@ class _Counter:
         _share_lifetimes(self.owners)
         return result.steps
 
-    def add_scratch(self, name, nbytes, tick, order):
+    def add_scratch(self, name: str, nbytes: Any, tick: Any, order: Any) -> None:
         """Bytes one step allocates for itself (see the module docstring): alive during ``tick`` only."""
         if nbytes > 0:
             self.arrays.append(Array(name, "scratch", (int(nbytes),), "uint8", int(nbytes), tick, tick + 1, order))
 
-    def add_gradient(self, name, data, born, order):
+    def add_gradient(self, name: str, data: Any, born: Any, order: Any) -> Any:
         return self.add(name, "gradient", data, born, ("grad",) + _owner_key(data), order)
 
 
-def _scratch(node):
+def _scratch(node: Any) -> Any:
     """``(forward, vjp)``: the bytes ``node``'s op declares for its own steps (``Op.scratch``); (0, 0) if none."""
     declared = getattr(node.op, "scratch", None)
     if declared is None:
@@ -318,12 +319,12 @@ def _scratch(node):
     return declared(shapes, np.dtype(node.data.dtype).itemsize, **(node.params or {}))
 
 
-def _nbytes(data):
+def _nbytes(data: Any) -> Any:
     shape = np.shape(data)
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
 
 
-def _owner_key(array):
+def _owner_key(array: Any) -> Any:
     """Which block of memory ``array`` lives in (numpy's ``base`` of a view is the owner)."""
     owner = array
     while isinstance(owner.base, np.ndarray):
@@ -331,7 +332,7 @@ def _owner_key(array):
     return ("block", id(owner))
 
 
-def _arrays_in(residuals):
+def _arrays_in(residuals: Any) -> Any:
     if residuals is None:
         return []
     if isinstance(residuals, np.ndarray):
@@ -343,7 +344,7 @@ def _arrays_in(residuals):
     return []
 
 
-def _share_lifetimes(owners):
+def _share_lifetimes(owners: Any) -> None:
     """Arrays in one memory block: the block is born with the first and freed with the last."""
     for members in owners.values():
         if len(members) < 2:

@@ -21,13 +21,22 @@ its backward, gradients — and, for a tape holding a recorded derivative
 their own: that is what a second derivative keeps alive.
 """
 
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..nn import MultiHeadAttention
 from .figure import new_figure
 from .lifetimes import human_bytes, lifetimes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..engine import Node, Tape
+    from .program import Recorded
 
 __all__ = ["memory", "compare_attention", "numpy_reference_peak", "draw_timeline", "slope", "KIND_COLOURS"]
 
@@ -40,7 +49,9 @@ KIND_COLOURS = {
 }
 
 
-def memory(tape_or_layer, *, grad=None, title=None, axes=None):
+def memory(
+    tape_or_layer: Tape | Node | Recorded, *, grad: Any = None, title: str | None = None, axes: Any = None
+) -> Any:
     """A matplotlib figure of live bytes against the step; ``fig.table`` is the :class:`~.lifetimes.Ledger`.
 
     ``tape_or_layer``: a :class:`~microtape.Tape` of Tensors, a layer after
@@ -58,15 +69,15 @@ def memory(tape_or_layer, *, grad=None, title=None, axes=None):
     else:
         fig = axes.figure
     draw_timeline(axes, ledger, title)
-    fig.table = ledger
+    fig.table = ledger  # type: ignore[union-attr]  # a note on the figure, for its readers
     return fig
 
 
-def draw_timeline(axes, ledger, title=None, scale=None, legend=True):
+def draw_timeline(axes: Any, ledger: Any, title: str | None = None, scale: Any = None, legend: bool = True) -> Any:
     """Stack the ledger's live bytes by kind on ``axes``; mark and name the peak."""
     ticks = np.arange(len(ledger.rows))
     unit, divisor = _unit(ledger.peak_bytes) if scale is None else scale
-    layers = {}
+    layers: dict[Any, Any] = {}
     for array in ledger.arrays:
         kind = array.kind
         if kind == "value" and array.order > 0:
@@ -111,14 +122,14 @@ def draw_timeline(axes, ledger, title=None, scale=None, legend=True):
     return axes
 
 
-def _unit(peak):
+def _unit(peak: Any) -> Any:
     for unit, divisor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
         if peak >= divisor:
             return unit, divisor
     return "bytes", 1
 
 
-def numpy_reference_peak(batch, length, embed, heads, itemsize=8):
+def numpy_reference_peak(batch: int, length: int, embed: int, heads: int, itemsize: int = 8) -> Any:
     """The peak of ``benchmarks/numpy_attention.py``'s forward + backward, counted from shapes (bytes).
 
     Mirrors that file line by line (leaves — ``x``, the weights, the seed —
@@ -140,7 +151,16 @@ def numpy_reference_peak(batch, length, embed, heads, itemsize=8):
     return (forward_kept + backward_live) * itemsize
 
 
-def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, dtype=np.float64, seed=0):
+def compare_attention(
+    length: int = 256,
+    *,
+    batch: int = 1,
+    embed: int = 16,
+    heads: int = 2,
+    block_size: int = 64,
+    dtype: Any = np.float64,
+    seed: int = 0,
+) -> Figure:
     """Full tape, lean tape and tiled op of one attention at the same sizes, side by side, one scale.
 
     Each panel is :func:`memory` of a fresh ``MultiHeadAttention`` after a
@@ -172,7 +192,7 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
         axes.set_xlabel("step (forward, then backward)", fontsize=8)
         if axes is not panels[0]:
             axes.set_ylabel("")
-    handles = {}
+    handles: dict[Any, Any] = {}
     for axes in panels:
         for handle, text in zip(*axes.get_legend_handles_labels(), strict=True):
             handles.setdefault(text, handle)
@@ -181,12 +201,12 @@ def compare_attention(length=256, *, batch=1, embed=16, heads=2, block_size=64, 
         f"attention B={batch} T={length} E={embed} H={heads} ({np.dtype(dtype).name}): what backward keeps",
         fontsize=10,
     )
-    fig.tables = ledgers
-    fig.reference_peak = reference
+    fig.tables = ledgers  # type: ignore[attr-defined]  # notes on the figure, for its readers
+    fig.reference_peak = reference  # type: ignore[attr-defined]
     return fig
 
 
-def slope(lengths, peaks):
+def slope(lengths: Any, peaks: Any) -> Any:
     """The slope of log(peak) against log(length), least squares: 2 is quadratic, 1 linear.
 
     Two distinct lengths at least (one point has no slope; numpy would warn and answer anyway).

@@ -10,13 +10,15 @@
   one row above the modules it feeds (see :class:`~microtape.viz.boxes.Junction`).
 """
 
+from typing import Any
+
 from .boxes import Junction
 from .clusters import by_module, within
 
 __all__ = ["sibling_rows", "junctions", "junction_rows", "below_junctions"]
 
 
-def sibling_rows(view):
+def sibling_rows(view: Any) -> Any:
     """Rows to keep in tape order: sibling computations side by side, left to right.
 
     Within each cluster, the
@@ -27,6 +29,7 @@ def sibling_rows(view):
     """
     computed = [box for box in view.boxes if box.kind in ("op", "shape", "summary")]
     depth = _depths(view)
+    first: dict[Any, Any]
     unit_of, first = {}, {}  # (cluster, box id) -> the box's unit in that cluster; unit -> its first box
     for box in computed:
         unit, path = ("box", box.id), box.cluster
@@ -37,7 +40,7 @@ def sibling_rows(view):
             unit_of[(parent, box.id)] = ("cluster", path)
             first.setdefault(("cluster", path), box.id)
             path = parent
-    reads = {}  # unit -> the units of the same cluster it reads from
+    reads: dict[Any, Any] = {}  # unit -> the units of the same cluster it reads from
     for link in view.links:
         path = view.by_id[link.head].cluster
         while True:
@@ -48,13 +51,13 @@ def sibling_rows(view):
                 break
             path = path.rpartition(".")[0]
     before = _Upstream(reads)
-    rows = {}
+    rows: dict[Any, Any] = {}
     for (path, box_id), unit in unit_of.items():
         if first[unit] == box_id:
             rows.setdefault((path, depth.get(box_id, 0)), []).append(unit)
     orders = []
     for units in rows.values():
-        row = []
+        row: list[Any] = []
         for unit in units:  # recorded order
             if all(unit not in before[kept] and kept not in before[unit] for kept in row):
                 row.append(unit)
@@ -63,22 +66,22 @@ def sibling_rows(view):
     return orders
 
 
-def _depths(view):
+def _depths(view: Any) -> Any:
     """``{box id: longest path from a leaf}`` for the computed boxes (leaves are at depth 0)."""
-    depth = {}
+    depth: dict[Any, Any] = {}
     for link in view.links:  # in tape order of their heads
         base = depth.get(link.tail, 0) if view.by_id[link.tail].kind in ("op", "shape", "summary") else 0
         depth[link.head] = max(depth.get(link.head, 0), base + 1)
     return depth
 
 
-def junctions(view):
+def junctions(view: Any) -> Any:
     """A :class:`Junction` for each (shared parameter, sibling module it feeds), parameters in order."""
-    uses = {}  # parameter box id -> [link indices]
+    uses: dict[Any, Any] = {}  # parameter box id -> [link indices]
     for k, link in enumerate(view.links):
         if link.tail in view.shared:
             uses.setdefault(link.tail, []).append(k)
-    junctions = []
+    junctions: list[Any] = []
     for tail, links in uses.items():
         modules = by_module([view.by_id[view.links[k].head].cluster for k in links])
         modules.pop(None, None)
@@ -88,9 +91,9 @@ def junctions(view):
     return junctions
 
 
-def junction_rows(view):
+def junction_rows(view: Any) -> Any:
     """The junctions side by side in one row, module by module in recorded order."""
-    recorded = {}
+    recorded: dict[Any, Any] = {}
     for box in view.boxes:
         path = box.cluster
         while path:
@@ -100,7 +103,7 @@ def junction_rows(view):
     return [row] if len(row) > 1 else []
 
 
-def below_junctions(view):
+def below_junctions(view: Any) -> Any:
     """``(junction, box)`` pairs: boxes that nothing feeds, kept below a junction row.
 
     With the junction row above every module it feeds, the row alone
@@ -114,9 +117,10 @@ def below_junctions(view):
     if not view.junctions:
         return []
     fed = {link.head for link in view.links}
-    of_module = {}
+    of_module: dict[Any, Any] = {}
     for junction in view.junctions:
         of_module.setdefault(junction.module, []).append(junction.id)
+    unfed: dict[Any, Any]
     unfed, pairs = {}, []
     for box in view.boxes:
         if box.id in fed or box.id in view.shared:
@@ -138,11 +142,11 @@ def below_junctions(view):
 class _Upstream(dict):
     """``upstream[unit]``: every unit it depends on (through ``reads``), found when first asked."""
 
-    def __init__(self, reads):
+    def __init__(self, reads: Any) -> None:
         super().__init__()
         self.reads = reads
 
-    def __missing__(self, start):
+    def __missing__(self, start: Any) -> Any:
         stack, seen = [start], set()
         while stack:
             for tail in self.reads.get(stack.pop(), ()):

@@ -22,6 +22,8 @@ What flows along each edge, in the student's names and numbers: see
 :mod:`microtape.viz.edges` (the painter's other half).
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..ops import OPS
@@ -34,7 +36,7 @@ __all__ = ["paint", "Painter", "describe"]
 PLURAL = {"input": "inputs", "parameter": "parameters", "constant": "constants"}
 
 
-def describe(node):
+def describe(node: Any) -> Any:
     """An equation's op as a box shows it: ``pow ²``, ``scale ×0.5``, ``dropout p=0.1``."""
     text = node.op.describe(node.params)
     if node.op is OPS["dropout"] and len(node.inputs) == 2:
@@ -45,7 +47,17 @@ def describe(node):
     return text
 
 
-def paint(view, trace=None, step=None, *, values=True, title=None, legend=True, rankdir=None, received=None):
+def paint(
+    view: Any,
+    trace: Any = None,
+    step: Any = None,
+    *,
+    values: bool = True,
+    title: str | None = None,
+    legend: bool = True,
+    rankdir: Any = None,
+    received: Any = None,
+) -> Any:
     """The :class:`~microtape.viz.picture.Picture` of ``view`` (forward, or backward after ``step``)."""
     return Painter(view, trace, step, values=values, received=received).picture(title, legend, rankdir)
 
@@ -53,7 +65,9 @@ def paint(view, trace=None, step=None, *, values=True, title=None, legend=True, 
 class Painter(Edges):
     """Paints one picture: ``step`` counts the picture's steps (:meth:`View.steps`), None = the whole pass."""
 
-    def __init__(self, view, trace=None, step=None, *, values=True, received=None):
+    def __init__(
+        self, view: Any, trace: Any = None, step: Any = None, *, values: bool = True, received: Any = None
+    ) -> None:
         self.view, self.program, self.trace = view, view.program, trace
         self.outputs = set(view.program.outputs)
         self.values = values
@@ -73,7 +87,7 @@ class Painter(Edges):
 
     # -- the whole picture
 
-    def picture(self, title=None, legend=True, rankdir=None):
+    def picture(self, title: str | None = None, legend: bool = True, rankdir: Any = None) -> Picture:
         view = self.view
         shapes = [self.shape(box) for box in view.boxes]
         arrows = [self.arrow(link) for link in view.links]
@@ -93,7 +107,7 @@ class Painter(Edges):
             shapes, arrows, self.backward, rankdir, title, note, keys, view.orders, forks, view.below, straight
         )
 
-    def fork(self, junction, arrows):
+    def fork(self, junction: Any, arrows: Any) -> Fork:
         """A junction's point; backward, its line into the parameter is done when every arrow from it is."""
         state = None
         if self.backward:
@@ -103,7 +117,7 @@ class Painter(Edges):
                 state = "partial"
         return Fork(junction.id, junction.cluster, junction.tail, list(junction.links), state)
 
-    def legend(self, shapes):
+    def legend(self, shapes: Any) -> Any:
         keys = []
         if self.backward:
             states = {shape.state for shape in shapes}
@@ -115,11 +129,11 @@ class Painter(Edges):
 
     # -- states
 
-    def done(self, i):
+    def done(self, i: Any) -> Any:
         s = self.trace.step_of.get(i)
         return s is not None and s <= self.engine_step
 
-    def state(self, box):
+    def state(self, box: Any) -> Any:
         """done, partial, current, pending or off (not on the path); None in a forward picture."""
         if not self.backward or box.kind == "constant":
             return None
@@ -142,7 +156,7 @@ class Painter(Edges):
 
     # -- boxes
 
-    def shape(self, box):
+    def shape(self, box: Any) -> Shape:
         state = self.state(box)
         if box.kind == "summary":
             lines = self.summary_lines(box, state)
@@ -157,7 +171,7 @@ class Painter(Edges):
         result = self._is_result(box)
         return Shape(box.id, box.kind, box.cluster, lines, state, result, box.copy_of is not None)
 
-    def _is_result(self, box):
+    def _is_result(self, box: Any) -> Any:
         """Results get a double border: the outputs (backward), or what nothing else reads (forward)."""
         program = self.program
         if box.kind not in ("op", "shape") or box.leaves:
@@ -166,7 +180,7 @@ class Painter(Edges):
             return any(program.equations[i] in self.outputs for i in box.equations)
         return any(not program.consumers[i] for i in box.equations)
 
-    def equation_lines(self, box, state):
+    def equation_lines(self, box: Any, state: Any) -> Any:
         program = self.program
         members = box.equations
         node = program.equations[members[-1]]
@@ -183,14 +197,14 @@ class Painter(Edges):
             lines += self.grad_of(node, members[-1], state)
         return lines
 
-    def grad_of(self, node, i, state):
+    def grad_of(self, node: Any, i: Any, state: Any) -> Any:
         """The gradient lines of equation ``i``: complete, or what arrived so far."""
         trace = self.trace
         if state in ("done", "current") and i in trace.grad_out and self.done(i):
             return [(text, "grad") for text in grad_lines(trace.grad_out[i], trace.noise(node))]
         return self.so_far(node)
 
-    def so_far(self, node):
+    def so_far(self, node: Any) -> Any:
         got = self.received.get(node)
         if got is None:
             return []
@@ -201,7 +215,7 @@ class Painter(Edges):
         lines = grad_lines(got[0], noise, prefix="so far")
         return [(text, "grad") for text in lines] + [(f"({got[1]} of {total} uses)", "grad")]
 
-    def leaf_lines(self, box, state):
+    def leaf_lines(self, box: Any, state: Any) -> Any:
         program = self.program
         j = box.leaves[0]
         leaf = program.leaves[j]
@@ -233,7 +247,7 @@ class Painter(Edges):
                 lines += self.so_far(leaf)
         return lines
 
-    def leaf_group_lines(self, box, state):
+    def leaf_group_lines(self, box: Any, state: Any) -> Any:
         program = self.program
         if len(box.leaves) == 1:
             return self.leaf_lines(box, state)
@@ -248,7 +262,7 @@ class Painter(Edges):
                 lines.append((norm_text(flatten([self.trace.total[x] for x in leaves]), noise), "grad"))
         return lines
 
-    def summary_lines(self, box, state):
+    def summary_lines(self, box: Any, state: Any) -> Any:
         program = self.program
         members = box.equations
         module, _, part = box.group.partition("#")
@@ -256,7 +270,7 @@ class Painter(Edges):
         title = (module[len(parent) + 1 :] if parent and module.startswith(parent + ".") else module) or "(outside)"
         if part:
             title = f"ops {members[0]}–{members[-1]}" + (f" of {title}" if module else "")
-        counts = {}
+        counts: dict[Any, Any] = {}
         for i in members:
             counts[program.equations[i].op.name] = counts.get(program.equations[i].op.name, 0) + 1
         lines = [(title, "name"), (f"{len(members)} ops: " + ", ".join(f"{n} {k}" for k, n in counts.items()), "info")]
@@ -284,7 +298,7 @@ class Painter(Edges):
             lines.append((f"{len(done)} of {len(on_path)} ops done", "grad"))
         return lines
 
-    def exits(self, members):
+    def exits(self, members: Any) -> Any:
         """The members whose result leaves the group (or is an output), on the path."""
         program = self.program
         inside = set(members)
@@ -295,7 +309,7 @@ class Painter(Edges):
             and (program.equations[i] in self.outputs or any(c not in inside for c in program.consumers[i]))
         ]
 
-    def _equation_text(self, i):
+    def _equation_text(self, i: Any) -> Any:
         program = self.program
         node = program.equations[i]
         args = ", ".join(program.name(x) for x in node.inputs)

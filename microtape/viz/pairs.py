@@ -34,7 +34,7 @@ from .text import fmt
 __all__ = ["paired_heatmaps", "shared_limit"]
 
 
-def shared_limit(sources, *, which="weights", mask=True, batch=0):
+def shared_limit(sources: Any, *, which: Any = "weights", mask: bool = True, batch: int = 0) -> Any:
     """The top of one colour scale for all ``sources``: the largest visible value (or magnitude, gradients)."""
     if which not in WHICH:
         raise ValueError(f"paired_heatmaps(which=...): expected one of {', '.join(WHICH)}, got {which!r}")
@@ -52,7 +52,7 @@ def shared_limit(sources, *, which="weights", mask=True, batch=0):
 
 
 def paired_heatmaps(
-    pictures: Mapping[str, Any], *, which: str = "weights", mask: bool = True, batch: int = 0, **options: Any
+    pictures: Mapping[str, Any], *, which: Any = "weights", mask: bool = True, batch: int = 0, **options: Any
 ) -> list[Figure]:
     """One figure per entry of ``pictures`` (``{title: layer or weights}``), all on one colour scale.
 

@@ -29,6 +29,7 @@ into several arrows (see :class:`microtape.viz.view.Junction`).
 
 import html
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .render import graph_class
 from .text import visible
@@ -167,7 +168,7 @@ class Picture:
     spine: list = field(default_factory=list)  # box ids drawn in one straight line (see spine())
 
 
-def spine(shapes, arrows):
+def spine(shapes: Any, arrows: Any) -> Any:
     """The ids of the shortest chain of boxes from an input to the result (parameters and constants aside).
 
     In a residual block that chain is the residual path (input, sum, norm, sum, norm): drawn
@@ -176,7 +177,7 @@ def spine(shapes, arrows):
     or when it skips nothing (no box on it is also reached another way from the box before).
     """
     kinds = {shape.id: shape.kind for shape in shapes}
-    after = {}
+    after: dict[Any, Any] = {}
     for arrow in arrows:
         if kinds.get(arrow.tail) not in (None, "parameter", "constant") and arrow.head in kinds:
             after.setdefault(arrow.tail, []).append(arrow.head)
@@ -204,7 +205,7 @@ def spine(shapes, arrows):
     return []
 
 
-def _also_reached(after, tail, head):
+def _also_reached(after: Any, tail: Any, head: Any) -> bool:
     """Whether ``head`` is reached from ``tail`` other than by their own arrow (a skip connection's sum)."""
     seen, stack = set(), [box for box in after.get(tail, ()) if box != head]
     while stack:
@@ -217,7 +218,7 @@ def _also_reached(after, tail, head):
     return False
 
 
-def to_digraph(picture, layout=None):
+def to_digraph(picture: Any, layout: Any = None) -> Any:
     """The ``graphviz.Digraph`` of ``picture``; with a ``layout``, every box at its pinned place."""
     dot = _new_digraph(picture, layout)
     bodies = _clusters(dot.__class__, picture.shapes, layout)
@@ -231,7 +232,7 @@ def to_digraph(picture, layout=None):
     return dot
 
 
-def _new_digraph(picture, layout):
+def _new_digraph(picture: Any, layout: Any) -> Any:
     """An empty digraph with the picture's direction, fonts, spacing and caption (pinned to ``layout`` if given)."""
     dot = graph_class()(name="microtape")
     dot.attr(
@@ -258,7 +259,7 @@ def _new_digraph(picture, layout):
     return dot
 
 
-def _add_boxes(dot, bodies, picture, layout):
+def _add_boxes(dot: Any, bodies: Any, picture: Any, layout: Any) -> Any:
     """Every shape and fork point, in its cluster's body; returns ``{arrow index: the fork it leaves from}``."""
     for shape in picture.shapes:
         attrs = _shape_attrs(shape, picture.backward)
@@ -278,7 +279,7 @@ def _add_boxes(dot, bodies, picture, layout):
     return fork_of
 
 
-def _add_order_edges(dot, picture):
+def _add_order_edges(dot: Any, picture: Any) -> None:
     """The invisible edges that keep ``dot``'s ranks in recorded order (not needed when a layout pins them)."""
     for row in picture.orders:
         # Invisible edges on one rank keep sibling computations in the order they were recorded.
@@ -293,11 +294,11 @@ def _add_order_edges(dot, picture):
         dot.edge(upper, lower, style="invis", weight="0")
 
 
-def _add_arrows(dot, picture, fork_of, layout):
+def _add_arrows(dot: Any, picture: Any, fork_of: Any, layout: Any) -> None:
     """Every arrow; one that leaves a fork is drawn from the fork (the fork's line in with its first arrow)."""
-    seen = {}
+    seen: dict[Any, Any] = {}
 
-    def draw(arrow, **extra):
+    def draw(arrow: Any, **extra: Any) -> None:
         attrs = {**_arrow_attrs(arrow, picture.backward), **extra}
         if layout is not None:
             k = seen[(arrow.tail, arrow.head)] = seen.get((arrow.tail, arrow.head), -1) + 1
@@ -315,9 +316,9 @@ def _add_arrows(dot, picture, fork_of, layout):
         draw(replace(arrow, tail=fork.id), **({"dir": "none"} if picture.backward else {}))
 
 
-def _clusters(cls, shapes, layout):
+def _clusters(cls: Any, shapes: Any, layout: Any) -> Any:
     """One subgraph per module path (parents before children, in order of first appearance)."""
-    order = {}
+    order: dict[Any, Any] = {}
     for shape in shapes:
         parts = shape.cluster.split(".") if shape.cluster else []
         for k in range(1, len(parts) + 1):
@@ -341,7 +342,7 @@ def _clusters(cls, shapes, layout):
     return bodies
 
 
-def _shape_attrs(shape, backward):
+def _shape_attrs(shape: Any, backward: Any) -> Any:
     fill, line = KIND[shape.kind]
     attrs = {"fillcolor": fill, "color": line}
     style = {"constant": "rounded,filled,dashed", "shape": "rounded,filled,dashed", "parameter": "filled"}
@@ -374,7 +375,7 @@ def _shape_attrs(shape, backward):
     return attrs
 
 
-def _arrow_attrs(arrow, backward):
+def _arrow_attrs(arrow: Any, backward: Any) -> Any:
     attrs = {}
     if arrow.label:
         attrs["label"] = visible(arrow.label)
@@ -401,7 +402,7 @@ def _arrow_attrs(arrow, backward):
     return attrs
 
 
-def _label(shape):
+def _label(shape: Any) -> Any:
     """An HTML-like graphviz label: the name in bold, then smaller lines."""
     rows = []
     for text, role in shape.lines:
@@ -416,7 +417,7 @@ def _label(shape):
     return "<" + "<br/>".join(rows) + ">"
 
 
-def _caption(picture):
+def _caption(picture: Any) -> Any:
     """The graph's label, on top: the title (and note) in one row, the legend below it."""
     rows = []
     text = []

@@ -27,11 +27,12 @@ a running kernel; :meth:`~microtape.viz.BackwardFrames.widget` is that variant.)
 
 import html
 import json
+from typing import Any
 
 __all__ = ["fragment", "page"]
 
 
-def fragment(pictures, captions, focus=None, *, uid, page_keys=False):
+def fragment(pictures: Any, captions: Any, focus: Any = None, *, uid: Any, page_keys: bool = False) -> Any:
     """The player's HTML: ``pictures`` (``<img>`` tags or inline SVGs), one caption and focus per frame.
 
     ``page_keys``: the arrow keys work anywhere on the page (for ``index.html``;
@@ -52,7 +53,7 @@ def fragment(pictures, captions, focus=None, *, uid, page_keys=False):
     )
 
 
-def page(body, title):
+def page(body: Any, title: str) -> Any:
     """A whole HTML page around a player."""
     return _PAGE.format(body=body, title=html.escape(title))
 

@@ -27,13 +27,25 @@ of every output at once (the gradient of ``L = Σ g ⊙ output``).
 """
 
 import contextvars
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..engine import Node, Tape, gradients
 from .text import fmt, peak
 
-__all__ = ["Program", "BackwardTrace", "collect", "trace_backward", "leaf_kind", "parameter_set"]
+__all__ = ["Program", "BackwardTrace", "Recorded", "collect", "trace_backward", "leaf_kind", "parameter_set"]
+
+
+class Recorded(Protocol):
+    """A layer that has run: it keeps the tape of its last forward (None before the first).
+
+    Every ``nn`` layer with a recorded forward is one (MultiHeadAttention, LayerNorm, the Transformer
+    layers …), and so is a model of yours that exposes ``tape``: the pictures draw any of them.
+    """
+
+    @property
+    def tape(self) -> Tape | None: ...
 
 
 class Program:
@@ -48,13 +60,17 @@ class Program:
     docstring).
     """
 
-    def __init__(self, equations, tape, outputs, parameters=(frozenset(), frozenset())):
+    def __init__(self, equations: Any, tape: Any, outputs: Any, parameters: Any = (frozenset(), frozenset())) -> None:
         self.equations = equations
         self.tape = tape
         self.outputs = list(outputs)
         self.output = self.outputs[0] if len(self.outputs) == 1 else None
         self.index = index = {node: i for i, node in enumerate(equations)}
-        self.leaves, self.leaf_index, self.uses = leaves, leaf_index, uses = [], {}, []
+        leaves: list[Any]
+        leaf_index: dict[Any, Any]
+        uses: list[Any]
+        consumers: list[list[Any]]
+        self.leaves, self.leaf_index, self.uses = leaves, leaf_index, uses = [], {}, []  # type: ignore[var-annotated]  # the locals are
         self.consumers = consumers = [[] for _ in equations]
         for i, node in enumerate(equations):  # bound names: once per input of every equation
             for position, x in enumerate(node.inputs):
@@ -73,12 +89,12 @@ class Program:
         # What the gradients are gradients *of*: the output's name, or L = Σ g ⊙ output.
         self.loss_name = self.names[self.output] if self.output is not None else "L"
 
-    def name(self, node):
+    def name(self, node: Any) -> Any:
         """The name a picture prints for ``node`` (a listing name, or one derived from it)."""
         return self.names[node]
 
 
-def _display_names(program):
+def _display_names(program: Any) -> Any:
     """``tape.variable_names()``, plus names for what the listing leaves anonymous.
 
     An unnamed transpose of a named value is ``name^T`` (a Linear's ``W.T``
@@ -95,7 +111,9 @@ def _display_names(program):
         if derived not in taken:
             names[node] = derived
             taken.add(derived)
-    written = {}  # a constant's text by value: a long chain reads the same few constants thousands of times
+    written: dict[
+        Any, Any
+    ] = {}  # a constant's text by value: a long chain reads the same few constants thousands of times
     for leaf in program.leaves:
         if leaf.name or leaf.requires_grad:
             continue
@@ -110,7 +128,7 @@ def _display_names(program):
     return names
 
 
-def _swaps_last_axes(node):
+def _swaps_last_axes(node: Any) -> Any:
     axes = (node.params or {}).get("axes")
     ndim = np.ndim(node.data)
     return axes is None and ndim == 2 or axes is not None and tuple(axes) == (*range(ndim - 2), ndim - 1, ndim - 2)
@@ -119,7 +137,7 @@ def _swaps_last_axes(node):
 # ---------------------------------------------------------------- what is a parameter
 
 
-def parameter_set(parameters):
+def parameter_set(parameters: Any) -> Any:
     """The parameters a caller named, as ``(nodes, names)``: nodes by identity, names as strings.
 
     Accepts a Module (anything with ``parameters()``), a scalar array (its
@@ -151,7 +169,7 @@ def parameter_set(parameters):
     return frozenset(nodes), frozenset(names)
 
 
-def leaf_kind(leaf, parameters=(frozenset(), frozenset())):
+def leaf_kind(leaf: Any, parameters: Any = (frozenset(), frozenset())) -> str:
     """``"constant"``, ``"parameter"`` or ``"input"`` (see the module docstring)."""
     if not leaf.requires_grad:
         return "constant"
@@ -164,10 +182,10 @@ def leaf_kind(leaf, parameters=(frozenset(), frozenset())):
 # ---------------------------------------------------------------- sources
 
 
-def collect(source, output=None, parameters=None):
+def collect(source: Any, output: Any = None, parameters: Any = None) -> "Program":
     """The :class:`Program` of a tape, a result node, a layer's last forward, or a scalar trace."""
     given = parameter_set(parameters)
-    owned = (frozenset(), frozenset())
+    owned: tuple[frozenset[Any], frozenset[Any]] = (frozenset(), frozenset())
     outputs = None
     if isinstance(source, (Tape, Node)):
         tape = source
@@ -224,7 +242,7 @@ class BackwardTrace:
     noise.
     """
 
-    def __init__(self, program, result, seeds):
+    def __init__(self, program: Any, result: Any, seeds: Any) -> None:
         self.program = program
         index = program.index
         steps = [step for step in result.steps if step.equation.output in index]
@@ -235,7 +253,7 @@ class BackwardTrace:
         self.total = {node: result[node] for node in result if node in index or node in program.leaf_index}
         self.seeds = seeds
         self.uses = dict.fromkeys(seeds, 1)
-        self._terms = {}  # node -> the size of the terms its gradient is summed from
+        self._terms: dict[Any, Any] = {}  # node -> the size of the terms its gradient is summed from
         for i, sent in zip(self.order, self.sent, strict=True):
             g = self.grad_out[i]
             for x, gx in zip(program.equations[i].inputs, sent, strict=True):
@@ -247,10 +265,10 @@ class BackwardTrace:
         single = np.asarray(program.outputs[0].data).dtype == np.float32
         self.relative_noise = 1e-5 if single else 1e-12
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.order)
 
-    def noise(self, node):
+    def noise(self, node: Any) -> Any:
         """Below this size an entry of ``node``'s gradient is rounding noise, not a value.
 
         Noise is what cancellation leaves: terms that cancel in exact arithmetic
@@ -264,11 +282,11 @@ class BackwardTrace:
         """
         return self.relative_noise * self._terms.get(node, 0.0)
 
-    def received(self, upto):
+    def received(self, upto: Any) -> Any:
         """``{node: (gradient so far, contributions so far)}`` after engine steps ``0..upto``."""
         return self.received_series([upto])[0]
 
-    def received_series(self, stops):
+    def received_series(self, stops: Any) -> Any:
         """:meth:`received` at each engine step of the sorted list ``stops``, in one sweep."""
         so_far = {node: (g, 1) for node, g in self.seeds.items()}
         snapshots, s = [], 0
@@ -285,7 +303,7 @@ class BackwardTrace:
         return snapshots
 
 
-def trace_backward(program, grad=None):
+def trace_backward(program: Any, grad: Any = None) -> "BackwardTrace":
     """The reverse pass of ``program`` (nothing is written, nothing recorded).
 
     One output: the seed is ``grad`` if given, else the output's ``.grad`` if

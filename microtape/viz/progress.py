@@ -26,11 +26,22 @@ redrawn lines (the caller prints its own summary when the work is done).
 """
 
 import sys
+from collections.abc import Iterator
+from typing import Any, Literal
 
 __all__ = ["progress", "Quiet", "watched"]
 
 
-def progress(iterable=None, *, total=None, desc=None, unit="it", leave=True, at_least=0, stream=None):
+def progress(
+    iterable: Any = None,
+    *,
+    total: Any = None,
+    desc: Any = None,
+    unit: str = "it",
+    leave: bool = True,
+    at_least: int = 0,
+    stream: Any = None,
+) -> Any:
     """A progress bar over ``iterable`` (or to be moved by ``update``): tqdm's, or :class:`Quiet`.
 
     ``total`` is the number of items (taken from ``len(iterable)`` when it has
@@ -55,12 +66,12 @@ def progress(iterable=None, *, total=None, desc=None, unit="it", leave=True, at_
     return tqdm(iterable, total=quiet.total, desc=desc, unit=unit, leave=leave, file=stream, dynamic_ncols=True)
 
 
-def watched(stream):
+def watched(stream: Any) -> Any:
     """Whether someone watches ``stream``: a terminal, or a Jupyter kernel's output."""
     return _in_jupyter() or bool(getattr(stream, "isatty", lambda: False)())
 
 
-def _in_jupyter():
+def _in_jupyter() -> Any:
     # The test tqdm.autonotebook uses: an IPython shell running inside a kernel
     # (a terminal IPython has no IPKernelApp and gets the terminal bar).
     ipython = sys.modules.get("IPython")
@@ -75,33 +86,33 @@ class Quiet:
     prints its text (tqdm's ``write`` prints above the bar).
     """
 
-    def __init__(self, iterable=None, total=None):
+    def __init__(self, iterable: Any = None, total: Any = None) -> None:
         self.iterable = iterable
         self.total = len(iterable) if total is None and hasattr(iterable, "__len__") else total
         self.n = 0
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for item in self.iterable:
             yield item
             self.n += 1
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self.close()
         return False
 
-    def update(self, n=1):
+    def update(self, n: int = 1) -> None:
         """Count ``n`` more items done."""
         self.n += n
 
-    def set_postfix(self, ordered_dict=None, refresh=True, **values):
+    def set_postfix(self, ordered_dict: Any = None, refresh: bool = True, **values: Any) -> None:
         """Nothing to show; kept so a caller need not know which bar it has."""
 
-    def write(self, text, file=None):
+    def write(self, text: str, file: Any = None) -> None:
         """Print ``text`` (to standard output, like ``tqdm.write``)."""
         print(text, file=sys.stdout if file is None else file, flush=True)
 
-    def close(self):
+    def close(self) -> None:
         """Nothing to clear."""

@@ -43,12 +43,14 @@ INSTALL_HINT = (
 class GraphvizNotFound(RuntimeError):
     """Graphviz's ``dot`` program is not on ``PATH``; ``.dot_path`` is where the source went."""
 
-    def __init__(self, message, dot_path=None):
+    paths: dict[str, Path]  # set by the writers of several files (viz.demo): what was written before dot was missed
+
+    def __init__(self, message: str, dot_path: Any = None) -> None:
         super().__init__(message)
         self.dot_path = dot_path
 
 
-def _format_of(path, format):
+def _format_of(path: Any, format: Any) -> Any:
     if format is None:
         suffix = Path(path).suffix.lower().lstrip(".")
         format = suffix if suffix in FORMATS else "svg"
@@ -57,7 +59,7 @@ def _format_of(path, format):
     return format.lower()
 
 
-def _pipe(digraph, format, dpi=None):
+def _pipe(digraph: Any, format: Any, dpi: Any = None) -> Any:
     """Run ``dot`` on the graph and return the bytes; GraphvizNotFound if there is no ``dot``.
 
     A graph whose positions are pinned (a frame of a backward pass) is drawn
@@ -126,7 +128,7 @@ def render(digraph: Any, path: str | os.PathLike[str], format: str | None = None
     return path
 
 
-_DRAWN = {}  # DOT source -> its SVG, for the last few graphs drawn
+_DRAWN: dict[Any, Any] = {}  # DOT source -> its SVG, for the last few graphs drawn
 _KEEP = 16
 
 
@@ -154,7 +156,7 @@ PX_PER_PT = 4 / 3  # an SVG's points at 96 pixels to the inch
 SMALLEST_SHOWN_PX = 8  # a fitted picture never shrinks its smallest text below this (CSS pixels: it grows with zoom)
 
 
-def natural_text_px(svg_text):
+def natural_text_px(svg_text: str) -> float:
     """How tall the smallest text of a Graphviz SVG is at its natural size, in pixels (inf: no text).
 
     A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
@@ -165,7 +167,7 @@ def natural_text_px(svg_text):
     return min(sizes) * (float(zoom.group(1)) if zoom else 1.0) * PX_PER_PT if sizes else float("inf")
 
 
-def fit_svg(text, fit=True):
+def fit_svg(text: str, fit: bool = True) -> Any:
     """An SVG for an HTML page (no XML header); ``fit``: as wide as its container, never wider than drawn.
 
     Wide graphs then fit a Jupyter cell or a browser window; the ``viewBox``
@@ -193,10 +195,10 @@ def fit_svg(text, fit=True):
     )
 
 
-_GRAPH_CLASS = []
+_GRAPH_CLASS: list[Any] = []
 
 
-def graph_class():
+def graph_class() -> Any:
     """``graphviz.Digraph`` that fits the width of a Jupyter cell (``.full_size()`` shows it at 100 %)."""
     if _GRAPH_CLASS:
         return _GRAPH_CLASS[0]
@@ -218,18 +220,18 @@ def graph_class():
         fit = True
         pinned = False
 
-        def copy(self):
+        def copy(self) -> Any:
             copy = super().copy()
             copy.fit, copy.pinned = self.fit, self.pinned
             return copy
 
-        def full_size(self):
+        def full_size(self) -> Any:
             """The same graph, shown at its natural size in Jupyter (scroll to see it all)."""
             copy = self.copy()
             copy.fit = False
             return copy
 
-        def _repr_mimebundle_(self, include=None, exclude=None, **_):
+        def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **_: Any) -> Any:
             try:
                 text = svg(self)
             except GraphvizNotFound as error:

@@ -24,6 +24,8 @@ function, first-derivative steps, second-derivative steps — in every
 graph, with a legend (:func:`microtape.viz.lifetimes.order_of`).
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..engine.lean import NotKept
@@ -33,7 +35,7 @@ from .picture import Arrow, Shape
 __all__ = ["add_saved", "colour_orders", "read_values"]
 
 
-def read_values(node, names):
+def read_values(node: Any, names: Any) -> Any:
     """``[(name, value)]`` the VJP of ``node``'s op reads: read operands, the output, saved residuals."""
     op = node.op
     read = [(names[node.inputs[k]], node.inputs[k].data) for k in op.read_inputs]
@@ -46,7 +48,7 @@ def read_values(node, names):
     return read
 
 
-def _describe(data):
+def _describe(data: Any) -> Any:
     """``(shape and dtype, bytes)`` of a value: ``float64[2, 5, 5]``, ``400 B``; a float is 8 bytes."""
     if data.__class__ is float:
         return "float", 8
@@ -56,12 +58,12 @@ def _describe(data):
     return f"{dtype.name}[{', '.join(map(str, shape))}]", nbytes
 
 
-def add_saved(picture, view):
+def add_saved(picture: Any, view: Any) -> Any:
     """Add the saved-value boxes (and, on a lean tape, the dropped ones) to ``picture``; returns it."""
     program = view.program
     names = program.names
     shapes_by_id = {shape.id: shape for shape in picture.shapes}
-    per_box = {}  # box id -> [(name, data, dropped)] in tape order
+    per_box: dict[Any, Any] = {}  # box id -> [(name, data, dropped)] in tape order
     for i, node in enumerate(program.equations):
         box_id = view.box_of(i)
         if box_id not in shapes_by_id:
@@ -97,7 +99,7 @@ def add_saved(picture, view):
     return picture
 
 
-def _one_entry(name, data, dropped):
+def _one_entry(name: str, data: Any, dropped: Any) -> Any:
     described, nbytes = _describe(data)
     if dropped == "view":
         return "dropped", [(f"✗ {name}", "name"), (f"{described}, a view: 0 B freed", "info")]
@@ -106,9 +108,9 @@ def _one_entry(name, data, dropped):
     return "saved", [(name, "name"), (f"{described}, {human_bytes(nbytes)}", "info")]
 
 
-def _summary_entry(entries):
+def _summary_entry(entries: Any) -> Any:
     """One box for a summary: how many values its steps read, their bytes, the largest three."""
-    kept = {}
+    kept: dict[Any, Any] = {}
     dropped = 0
     for name, data, gone in entries:
         if gone == "view":
@@ -129,7 +131,7 @@ def _summary_entry(entries):
     return "saved", lines
 
 
-def colour_orders(picture, view):
+def colour_orders(picture: Any, view: Any) -> Any:
     """Mark every step box with its order (0 function, 1 first derivative, …) when any is above 0."""
     program = view.program
     if not any(node.module and "∂" in node.module for node in program.equations):

@@ -16,6 +16,10 @@ made, and the figure draws in a second.
 """
 
 import numbers
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 import numpy as np
 
@@ -36,7 +40,7 @@ VARIANTS = {
 _RECORDED_AT = 11  # T₀: a prime, unlike every other dimension here (B, E, H, D, B·H, the block size)
 
 
-def peak_at(ledger, recorded_at, length):
+def peak_at(ledger: Any, recorded_at: Any, length: int) -> Any:
     """The ledger's peak live bytes with every axis of size ``recorded_at`` made ``length`` long."""
     ticks = len(ledger.rows)
     live = np.zeros(ticks + 1)
@@ -53,7 +57,7 @@ def peak_at(ledger, recorded_at, length):
     return int(np.cumsum(live)[:ticks].max())
 
 
-def _ledger(options, batch, embed, heads, dtype, seed):
+def _ledger(options: Any, batch: int, embed: int, heads: int, dtype: Any, seed: int) -> Any:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)
     g = rng.standard_normal((batch, _RECORDED_AT, embed)).astype(dtype)
@@ -62,7 +66,7 @@ def _ledger(options, batch, embed, heads, dtype, seed):
     return lifetimes(attn, g)
 
 
-def _check_lengths(lengths):
+def _check_lengths(lengths: Any) -> Any:
     """``lengths`` as a list of ints, refused unless it holds two distinct whole lengths >= 2 (a slope needs two)."""
     expected = f"expected a sequence of at least two distinct whole lengths >= 2 (and not {_RECORDED_AT})"
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (list, tuple, range, np.ndarray)):
@@ -76,7 +80,15 @@ def _check_lengths(lengths):
     return items
 
 
-def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=16, heads=2, dtype=np.float64, seed=0):
+def memory_scaling(
+    lengths: Any = (128, 256, 512, 1024, 2048, 4096),
+    *,
+    batch: int = 1,
+    embed: int = 16,
+    heads: int = 2,
+    dtype: Any = np.float64,
+    seed: int = 0,
+) -> "Figure":
     """Peak memory against ``T`` for the full tape, lean tape and tiled op (and the numpy reference), log axes.
 
     Returns the figure; ``fig.peaks`` maps each variant to its peaks (bytes,
@@ -114,5 +126,5 @@ def memory_scaling(lengths=(128, 256, 512, 1024, 2048, 4096), *, batch=1, embed=
     axes.set_xticks(lengths, [str(t) for t in lengths])
     axes.set_xticks([], minor=True)  # (log axes label their minor ticks too: 2×10², 3×10³ … among ours)
     axes.legend(fontsize=8, loc="upper left")
-    fig.peaks, fig.slopes, fig.lengths = peaks, slopes, lengths
+    fig.peaks, fig.slopes, fig.lengths = peaks, slopes, lengths  # type: ignore[attr-defined]  # notes on the figure
     return fig

@@ -23,12 +23,15 @@ import os
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import graphviz
 
 from .drawing import check_options, warn_if_collapsed
 from .paint import paint
 from .picture import to_digraph
-from .program import collect, trace_backward
+from .program import Recorded, collect, trace_backward
 from .render import render, svg
 from .saved import colour_orders
 from .view import MAX_NODES, View
@@ -41,7 +44,7 @@ FORMULA_WIDTH = 40  # characters: a longer formula on an edge may be written on 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
 
 
-def slide(layer: Any, *, title: str | None = None, expand: Any = None) -> Any:
+def slide(layer: Recorded, *, title: str | None = None, expand: Any = None) -> graphviz.Digraph:
     """The 16:9 slide of ``layer``'s last forward and backward (a ``graphviz.Digraph``).
 
     ``layer``: a MultiHeadAttention (drawn op by op) or a Transformer
@@ -75,11 +78,11 @@ def slide(layer: Any, *, title: str | None = None, expand: Any = None) -> Any:
                 if stacked:
                     _stack_sublayers(digraph, picture)
                 # Scale the drawing to fit 1920 × 1080, then pad the short side: exactly 16:9, nothing distorted.
-                drawn_width, drawn_height = (float(v) for v in _SIZE.search(svg(digraph)).groups())  # points
+                drawn_width, drawn_height = (float(v) for v in _SIZE.search(svg(digraph)).groups())  # type: ignore[union-attr]  # points
                 zoom = min(pixels_x / drawn_width, pixels_y / drawn_height)
                 if best is None or (zoom, stacked) > best[:2]:
                     best = (zoom, stacked, digraph, drawn_width, drawn_height)
-    zoom, _, digraph, drawn_width, drawn_height = best
+    zoom, _, digraph, drawn_width, drawn_height = best  # type: ignore[misc]  # at least one layout was drawn
     pad_x = max(0.0, (pixels_x / zoom - drawn_width) / 2 / 72)  # inches of the drawing, around it
     pad_y = max(0.0, (pixels_y / zoom - drawn_height) / 2 / 72)
     digraph.attr(dpi=f"{72 * zoom:.4f}", pad=f"{pad_x:.4f},{pad_y:.4f}")

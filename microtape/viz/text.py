@@ -14,6 +14,8 @@ largest magnitude for gradients). A gradient entry smaller than ``noise``
 all noise reads ``≈0 (noise 2e-17)``: it is zero in exact arithmetic.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..engine.lean import NotKept
@@ -39,7 +41,7 @@ SMALL_ENTRIES = 9  # arrays up to 3×3 are printed in full
 MASKED_AT = SUPPRESSED_BELOW  # an additive mask value at or below this counts as "masked"
 
 
-def fmt(value):
+def fmt(value: Any) -> str:
     """A number in 4 significant digits (no ``-0``)."""
     value = float(value)
     if value == 0.0:
@@ -47,27 +49,27 @@ def fmt(value):
     return f"{value:.4g}"
 
 
-def number(value):
+def number(value: Any) -> Any:
     """:func:`fmt`, with negative numbers in parentheses (to sit inside a formula)."""
     text = fmt(value)
     return f"({text})" if text.startswith("-") else text
 
 
-def peak(array):
+def peak(array: Any) -> Any:
     """The largest magnitude in ``array`` (0 for an empty one)."""
     return float(np.max(np.abs(array))) if np.size(array) else 0.0
 
 
-def flatten(arrays):
+def flatten(arrays: Any) -> Any:
     """Several gradients as one flat float64 array (for one norm)."""
     return np.concatenate([np.ravel(np.asarray(a, dtype=np.float64)) for a in arrays])
 
 
-def shape_text(data):
+def shape_text(data: Any) -> Any:
     return "[" + ",".join(str(n) for n in np.shape(data)) + "]"
 
 
-def _rows(array, noise=0.0):
+def _rows(array: Any, noise: float = 0.0) -> Any:
     """A small array as text rows (leading length-1 axes dropped), or None if it is not small."""
     array = np.asarray(array, dtype=np.float64)
     while array.ndim > 2 and array.shape[0] == 1:
@@ -80,12 +82,12 @@ def _rows(array, noise=0.0):
     return ["[" + ", ".join(fmt(v) for v in row) + "]" for row in shown]
 
 
-def masked_cells(array):
+def masked_cells(array: Any) -> Any:
     """Boolean: where an additive-mask value hides a cell (``<= -1e4`` or not finite)."""
     return ~np.isfinite(array) | (array <= MASKED_AT)
 
 
-def value_lines(data, constant=False):
+def value_lines(data: Any, constant: bool = False) -> Any:
     """What a box says about a value: ``['0.7071']``, ``['[1, 2]']`` or ``['mean 0.01 · |max| 1.3']``."""
     if data.__class__ is NotKept:  # a lean tape dropped it
         return ["value not kept"]
@@ -112,7 +114,7 @@ def value_lines(data, constant=False):
     return [text + (f" · {count} masked" if count else "")]
 
 
-def grad_lines(grad, noise=0.0, prefix="grad"):
+def grad_lines(grad: Any, noise: float = 0.0, prefix: str = "grad") -> Any:
     """What a box says about a gradient: ``['grad 0.07']``, rows in full, or ``['‖grad‖ 1.2 · |max| 0.4']``.
 
     A gradient whose every entry is at most ``noise`` (but not all exactly 0)
@@ -133,7 +135,7 @@ def grad_lines(grad, noise=0.0, prefix="grad"):
     return [f"‖{prefix}‖ {fmt(np.linalg.norm(array))} · |max| {fmt(largest)}"]
 
 
-def norm_text(grad, noise=0.0):
+def norm_text(grad: Any, noise: float = 0.0) -> str:
     """``‖grad‖ 1.2`` (or ``≈0 (noise …)``), for summaries and summary edges."""
     array = np.asarray(grad, dtype=np.float64)
     size = float(np.linalg.norm(array))
@@ -142,14 +144,14 @@ def norm_text(grad, noise=0.0):
     return f"‖grad‖ {fmt(size)}"
 
 
-def grad_name(name, scalar, loss):
+def grad_name(name: str, scalar: Any, loss: Any) -> Any:
     """How a gradient is called: ``∂L/∂f`` for a scalar, ``dQ_heads`` or ``d(q_proj.xW^T)`` for a tensor."""
     if scalar:
         return f"∂{loss}/∂{name}"
     return f"d{name}" if name.isidentifier() else f"d({name})"
 
 
-def visible(text):
+def visible(text: str) -> Any:
     """``text`` with control characters shown as their Unicode pictures (``\x01`` → ``␁``, newline → ``␊``).
 
     A node named with a newline or a NUL would otherwise end a DOT label
@@ -161,7 +163,7 @@ def visible(text):
     return "".join(c if c.isprintable() else chr(0x2400 + ord(c)) if ord(c) < 0x20 else "␡" for c in text)
 
 
-def step_text(k, count):
+def step_text(k: Any, count: int) -> str:
     """``step 2 of steps 0–3``: one numbering for ``graph(step=k)``, ``frames[k]``, the slider and the captions.
 
     Steps are counted from 0 like the frames of a list; saying the range

@@ -44,7 +44,7 @@ COMPUTED = "#6baed6"
 SKIPPED = "#d9d9d9"
 
 
-def _tiled_row(attn, what):
+def _tiled_row(attn: Any, what: str) -> Any:
     """The recorded ``tiled_attention`` node of ``attn``'s last forward (clear errors otherwise)."""
     tape = getattr(attn, "tape", None)
     if tape is None:
@@ -57,7 +57,7 @@ def _tiled_row(attn, what):
     return node
 
 
-def _schedule_of(source, what):
+def _schedule_of(source: Any, what: str) -> Any:
     if isinstance(source, tiled.TileSchedule):
         return source
     node = _tiled_row(source, what)
@@ -115,8 +115,8 @@ def tile_schedule(source: Any, order: str = "forward") -> Figure:
     return fig
 
 
-def _check_index(value, size, what):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < size:
+def _check_index(value: Any, size: Any, what: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < size:  # type: ignore[operator]  # an Integral compares
         raise ValueError(f"online_softmax({what}={value!r}): expected an integer in 0..{size - 1}")
     return int(value)
 
@@ -186,7 +186,7 @@ def online_softmax(attn: Any, row: int = 0, head: int = 0, batch: int = 0) -> Fi
     return fig
 
 
-def _mark_rescales(left, right, last_keys, m, l):
+def _mark_rescales(left: Any, right: Any, last_keys: Any, m: Any, l: Any) -> Any:
     """Where a later block raises the running max: an arrow on m, and the factor α that shrinks l there.
 
     Returns the factors ``α = exp(m_old − m_new)``, one per jump.

@@ -29,7 +29,10 @@ fails while ``h``'s gradient is right.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import graphviz
 
 from .drawing import check_options
 from .fit import NOTEBOOK_WIDTH, fitted
@@ -46,7 +49,7 @@ WORSE = ("first", "wrong", "differs", "carried", "depends", "agreed", "right", "
 JUDGED = ("right", "wrong", "carried", "unchecked")
 
 
-def verdicts(program, report):
+def verdicts(program: Any, report: Any) -> Any:
     """``{node: verdict}`` for every equation and leaf of ``program``, from ``report``'s rows.
 
     A node with a row: ``"first"`` (the report's first failure), ``"differs"``
@@ -67,7 +70,7 @@ def verdicts(program, report):
     readers = {leaf: [program.equations[i] for i, _ in program.uses[j]] for j, leaf in enumerate(program.leaves)}
     for i, node in enumerate(program.equations):
         readers[node] = [program.equations[k] for k in program.consumers[i]]
-    verdict = {}
+    verdict: dict[Any, Any] = {}
     # A gradient is computed from the gradients of the nodes that read it: walk the tape backwards.
     for node in [*reversed(program.equations), *program.leaves]:
         tainted = any(verdict.get(reader) in ("first", "differs", "depends") for reader in readers[node])
@@ -83,7 +86,7 @@ def verdicts(program, report):
     return verdict
 
 
-def _edge_verdict(program, verdict, uses):
+def _edge_verdict(program: Any, verdict: Any, uses: Any) -> Any:
     """The verdict of an edge standing for ``uses`` ((equation, operand position) pairs): the worst one."""
     found = []
     for i, position in uses:
@@ -105,7 +108,7 @@ def report_graph(
     title: str | None = None,
     width: int = NOTEBOOK_WIDTH,
     max_nodes: int = MAX_NODES,
-) -> Any:
+) -> graphviz.Digraph:
     """The backward graph of ``layer``'s last forward, each box and edge coloured by ``report``'s verdicts.
 
     ``report``: from :func:`microtape.check.attention_report` (or any
@@ -122,7 +125,7 @@ def report_graph(
     drawn = dict(values=False, title=title, legend=False)
     # Measured with the short labels summary edges get with values (this picture drops theirs).
     view, rankdir = fitted(program, options, trace, width=width, paint_options={**drawn, "values": True})
-    picture = paint(view, trace, rankdir=rankdir, **drawn)
+    picture = paint(view, trace, rankdir=rankdir, **drawn)  # type: ignore[arg-type]  # drawn: paint's options
     verdict = verdicts(program, report)
     named = [row.name for row in rows]
     if not any(name in program.names.values() for name in named):

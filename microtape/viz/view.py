@@ -42,6 +42,7 @@ How a computation becomes boxes
 """
 
 import math
+from typing import Any
 
 from .boxes import Box, Junction, Link
 from .clusters import by_module, equation_clusters, expand_paths, summary_cluster, within
@@ -61,7 +62,15 @@ STRETCHES = 6  # ... and cuts the middle into about this many summaries
 class View:
     """The boxes and links of a picture of ``program`` (see the module docstring)."""
 
-    def __init__(self, program, *, detail="auto", group="module", max_nodes=MAX_NODES, expand=None):
+    def __init__(
+        self,
+        program: Any,
+        *,
+        detail: str = "auto",
+        group: str = "module",
+        max_nodes: Any = MAX_NODES,
+        expand: Any = None,
+    ) -> None:
         self.program = program
         self.detail = detail
         self.clusters = equation_clusters(program, group)
@@ -86,7 +95,7 @@ class View:
 
     # -- planning
 
-    def _count_boxes(self):
+    def _count_boxes(self) -> Any:
         """The boxes of the full ``detail="auto"`` view, counted without planning it (no links, no orders).
 
         Equations whose box stands alone (a shape chain is one box, a chain
@@ -100,7 +109,7 @@ class View:
         folded = fold_into_leaves(program, rep)
         self._merged = (rep, folded)  # the merged plan reuses them
         count = sum(1 for i, r in enumerate(rep) if r == i and i not in folded)
-        groups = {}
+        groups: dict[Any, Any] = {}
         for j, leaf in enumerate(program.leaves):
             if repeated_constant(leaf, program.kinds[j]):
                 key = (one_number(leaf), self.clusters[program.uses[j][0][0]])
@@ -114,7 +123,7 @@ class View:
             count += uses if big and uses > HUB_USES and not shared else 1  # a hub: one box per use
         return count
 
-    def _plan(self, merge, summarise):
+    def _plan(self, merge: Any, summarise: Any) -> None:
         program = self.program
         count = len(program.equations)
         if merge and getattr(self, "_merged", None):
@@ -123,10 +132,12 @@ class View:
             self.rep = merge_shape_chains(program, self.clusters) if merge else list(range(count))
             self.fold_of = fold_into_leaves(program, self.rep) if merge else {}
         self.group_of = self._summary_keys() if summarise else [None] * count
+        self.boxes: list[Any]
+        self.by_id: dict[Any, Any]
         self.boxes, self.by_id = [], {}
-        self.box_of_equation = [None] * count
+        self.box_of_equation: list[Any] = [None] * count
         self.leaf_boxes = [None] * len(program.leaves)
-        self.shared = set()  # the boxes of parameters drawn with junctions
+        self.shared: set[Any] = set()  # the boxes of parameters drawn with junctions
         self._equation_boxes()
         self._leaf_box_plan(summarise)
         self.links = self._links()
@@ -134,12 +145,12 @@ class View:
         self.orders = sibling_rows(self) + junction_rows(self)
         self.below = below_junctions(self)
 
-    def _add(self, box):
+    def _add(self, box: Any) -> Any:
         self.boxes.append(box)
         self.by_id[box.id] = box
         return box
 
-    def _summary_keys(self):
+    def _summary_keys(self) -> Any:
         """Per equation: the summary it belongs to, or None if drawn on its own (expanded).
 
         One summary per module — unless that is still too many boxes (every op
@@ -154,9 +165,9 @@ class View:
             keys = [None if not path else key for path, key in zip(clusters, keys, strict=True)]
         summarised = [i for i, key in enumerate(keys) if key is not None]
         limit = self.max_nodes // 2
-        while len({keys[i] for i in summarised}) > limit and any("." in keys[i] for i in summarised):
+        while len({keys[i] for i in summarised}) > limit and any("." in keys[i] for i in summarised):  # type: ignore[operator]  # not None there
             for i in summarised:
-                keys[i] = keys[i].rpartition(".")[0]
+                keys[i] = keys[i].rpartition(".")[0]  # type: ignore[union-attr]  # not None there
         if len({keys[i] for i in summarised}) > limit:
             for i in summarised:
                 keys[i] = ""
@@ -172,8 +183,10 @@ class View:
                 keys[i] = f"{common}#{k // size}"
         return keys
 
-    def _equation_boxes(self):
+    def _equation_boxes(self) -> None:
         program = self.program
+        groups: dict[Any, Any]
+        chains: dict[Any, Any]
         groups, chains = {}, {}
         for i, r in enumerate(self.rep):
             if self.group_of[i] is None and i not in self.fold_of:
@@ -193,11 +206,11 @@ class View:
             if self.box_of_equation[i] is None and i not in self.fold_of:
                 self.box_of_equation[i] = f"n{self.rep[i]}"
 
-    def _leaf_box_plan(self, summarise):
+    def _leaf_box_plan(self, summarise: Any) -> None:
         program = self.program
         kinds = program.kinds
         group_of = self.group_of
-        groups = {}
+        groups: dict[Any, Any] = {}
         for j, leaf in enumerate(program.leaves):
             uses = program.uses[j]
             user = next((group_of[i] for i, _ in uses if group_of[i] is not None), None) if summarise else None
@@ -239,7 +252,7 @@ class View:
                 for k in leaves:
                     self.leaf_boxes[k] = [box.id]
 
-    def _homes(self, leaves):
+    def _homes(self, leaves: Any) -> Any:
         """The clusters of the boxes that use ``leaves``: a summary's, or an equation's own."""
         clusters, group_of, homes, seen = self.clusters, self.group_of, set(), set()
         for k in leaves:
@@ -252,7 +265,7 @@ class View:
                     homes.add(summary_cluster(group))
         return homes
 
-    def _fed_through_junctions(self, leaves):
+    def _fed_through_junctions(self, leaves: Any) -> Any:
         """True for a parameter's leaves used in 2 to 64 sibling modules, at most 16 times in each.
 
         Such a parameter keeps one box and one line per module (see
@@ -265,14 +278,14 @@ class View:
             2 <= len(modules) <= JUNCTION_MODULES and max(len(uses) for uses in [direct, *modules.values()]) <= HUB_USES
         )
 
-    def _assign_copies(self, leaves, ids):
+    def _assign_copies(self, leaves: Any, ids: Any) -> None:
         """Leaf k's u-th use goes to the next id in order (the main box first)."""
         position = 0
         for k in leaves:
             self.leaf_boxes[k] = ids[position : position + len(self.program.uses[k])]
             position += len(self.program.uses[k])
 
-    def _leaf_cluster(self, leaves):
+    def _leaf_cluster(self, leaves: Any) -> Any:
         """Inputs sit at the top level; parameters and constants in the one module that uses them."""
         program = self.program
         leaf = program.leaves[leaves[0]]
@@ -282,8 +295,9 @@ class View:
         own = leaf.module if any(self.clusters) else ""
         return own or (homes.pop() if len(homes) == 1 else "")
 
-    def _links(self):
+    def _links(self) -> Any:
         program = self.program
+        merged: dict[Any, Any]
         links, merged = [], {}
         use_number = [0] * len(program.leaves)
         # Bound once: this loop runs once per input of every equation (100,000 times for a long chain).
@@ -317,7 +331,7 @@ class View:
                     links.append(Link(tail, head, [(i, position)], constant))
         return links
 
-    def steps(self, trace):
+    def steps(self, trace: Any) -> Any:
         """The picture's steps: for each box the pass passes through, the engine step that finishes it.
 
         Returns a sorted list of engine step indices. Steps inside one box
@@ -328,6 +342,6 @@ class View:
             last[self.box_of(i)] = s
         return sorted(last.values())
 
-    def box_of(self, i):
+    def box_of(self, i: Any) -> Any:
         """The id of the box that shows equation ``i``."""
         return self.box_of_equation[i] if i not in self.fold_of else self.leaf_boxes[self.fold_of[i]][0]

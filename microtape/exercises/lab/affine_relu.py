@@ -5,6 +5,8 @@ CS231n's convention: ``out = relu(x @ w + b)`` with ``w`` stored [D, M]
 Tensors and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -56,7 +58,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)),
@@ -66,7 +68,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     w = Tensor(inputs["w"], requires_grad=True, name="w")
     b = Tensor(inputs["b"], requires_grad=True, name="b")
@@ -92,7 +94,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w, b, grad_out):
+def _with_mistake(mistake: Any, x: Any, w: Any, b: Any, grad_out: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     z = x @ w + b

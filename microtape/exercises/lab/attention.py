@@ -5,6 +5,8 @@ tape's answer comes from the same chain ``MultiHeadAttention`` records —
 ``scores``, ``scale``, ``softmax``, ``context`` — on Tensors.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -66,11 +68,11 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return core.draw_attention(rng, case)
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return core.taped(inputs)[1:]
 
 
@@ -113,7 +115,7 @@ _LINKS = {
 }
 
 
-def _with_mistake(mistake, q, k, v, grad_c):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, grad_c: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     if mistake in ("no_forward_scale", "no_scale_anywhere"):

@@ -6,6 +6,8 @@ attention layer records in training mode — ``softmax``, then
 ``dropout(keep)`` on the weights, then ``context`` — on Tensors.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...check import mistakes as wrong
@@ -67,7 +69,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     inputs = core.draw_attention(rng, case)
     lead, (q_len, k_len) = inputs["q"].shape[:-2], (inputs["q"].shape[-2], inputs["k"].shape[-2])
     inputs["mask"] = trials.dropout_mask(rng, lead + (q_len, k_len), case["p"])
@@ -75,7 +77,7 @@ def make_inputs(rng, case):
     return inputs
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return core.taped(inputs, keep=inputs["mask"] / (1.0 - inputs["p"]))[1:]
 
 
@@ -95,7 +97,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, q, k, v, mask, p, grad_c):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, mask: Any, p: Any, grad_c: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     if mistake == "exp_not_stabilised":
@@ -119,7 +121,7 @@ def _with_mistake(mistake, q, k, v, mask, p, grad_c):
     return {name: every[name] for name in _CHANGES[mistake]}
 
 
-def _t(x):
+def _t(x: Any) -> Any:
     return np.swapaxes(x, -1, -2)
 
 

@@ -9,6 +9,8 @@ reads each step's gradient off the very forward ``MultiHeadAttention``
 records (:func:`record`), node by node.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape, gradients
@@ -55,11 +57,11 @@ HIDDEN = attention.HIDDEN
 NODES = ("weights", "scaled_scores", "q", "k", "v")
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return core.draw_attention(rng, case)
 
 
-def record(inputs):
+def record(inputs: dict[str, Any]) -> Any:
     """The attention core on a new tape, nodes named as the derivation table names them: ``(tape, context)``."""
     q = Tensor(inputs["q"], requires_grad=True, name="q")
     k = Tensor(inputs["k"], requires_grad=True, name="k")
@@ -69,7 +71,7 @@ def record(inputs):
     return tape, context
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     tape, context = record(inputs)
     found = gradients(context, inputs["grad_c"], tape=tape)
     return tuple(found[tape.variable(name)] for name in NODES)
@@ -92,12 +94,12 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, q, k, v, grad_c):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, grad_c: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     scale = core.scale_of(q)
 
-    def t(a):
+    def t(a: Any) -> Any:
         return np.swapaxes(a, -1, -2)
 
     # weights_of computes softmax(Q Kᵀ / √d): q / scale makes that Q Kᵀ, the scale forgotten.

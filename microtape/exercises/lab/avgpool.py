@@ -5,6 +5,8 @@ The tape's answer: the windows cut out by recorded ``take`` (im2col,
 window, and the tape backward — no pooling primitive.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .. import Exercise, Mistake, Output, register
@@ -53,12 +55,12 @@ HIDDEN = (
 )
 
 
-def _mean(windows, kernel):
+def _mean(windows: Any, kernel: Any) -> Any:
     """Each window's mean: ``y`` [N, C, H_out, W_out]."""
     return windows.mean(axis=(3, 5), name="y")
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return taped_pool(inputs, _mean)
 
 
@@ -74,7 +76,7 @@ _MISTAKES = (
 )
 
 
-def _with_mistake(mistake, x, grad_y, kernel, stride):
+def _with_mistake(mistake: Any, x: Any, grad_y: Any, kernel: Any, stride: Any) -> Any:
     """``{"grad_x": …}`` by the spreading with that one thing wrong (any other name is refused)."""
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")

@@ -8,6 +8,8 @@ expression or for thousands. The tape's answer builds every copy from
 :class:`~microtape.Scalar`\\ s and runs ``L.backward()`` on it.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...values.scalar import Scalar
@@ -69,13 +71,13 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     shape = (case["n"],)
     spread = case.get("spread", 1.0)
     return {name: rng.standard_normal(shape) * spread for name in ("a", "b", "c", "g")}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = [inputs[name] for name in ("a", "b", "c", "g")]
     grads = np.empty((len(NODES), leaves[0].size))
     # One small Scalar graph per copy, differentiated by L.backward(), as in the lecture.
@@ -107,7 +109,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, a, b, c, g):
+def _with_mistake(mistake: Any, a: Any, b: Any, c: Any, g: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     d = a * b + c

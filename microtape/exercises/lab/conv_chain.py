@@ -16,6 +16,7 @@ Shapes (one or two spatial axes, written ``...``): ``x [N, C_in, ...]``,
 """
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -40,12 +41,12 @@ __all__ = [
 ]
 
 
-def out_size(size, kernel, stride, padding):
+def out_size(size: Any, kernel: Any, stride: Any, padding: Any) -> Any:
     """The number of window positions along one axis."""
     return (size + 2 * padding - kernel) // stride + 1
 
 
-def draw_conv(rng, case):
+def draw_conv(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     """One trial: ``x``, ``w``, ``grad_y``, ``stride``, ``padding`` and the bias ``b`` the tape needs."""
     batch, c_in, c_out, sizes, kernels, stride, padding = (
         case[key] for key in ("N", "C_in", "C_out", "size", "kernel", "stride", "padding")
@@ -61,7 +62,7 @@ def draw_conv(rng, case):
     }
 
 
-def draw_pool(rng, case):
+def draw_pool(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     """One pooling trial: ``x`` [N, C, H, W], ``grad_y`` of the pooled shape, ``kernel`` and ``stride``."""
     batch, channels, height, width = case["shape"]
     kernel, stride = case["kernel"], case["stride"]
@@ -74,13 +75,13 @@ def draw_pool(rng, case):
     }
 
 
-def _window_indices(size, kernel, stride):
+def _window_indices(size: Any, kernel: Any, stride: Any) -> Any:
     """``[out, kernel]``: the padded positions each window reads (window ``i`` starts at ``stride·i``)."""
     starts = stride * np.arange((size - kernel) // stride + 1)
     return starts[:, None] + np.arange(kernel)[None, :]
 
 
-def taped_windows(tensor, kernels, stride, first_axis=2):
+def taped_windows(tensor: Any, kernels: Any, stride: Any, first_axis: int = 2) -> Any:
     """im2col, recorded: each spatial axis from ``first_axis`` on becomes (window, offset) by ``Tensor.take``.
 
     ``[N, C, H, W]`` with kernels ``(KH, KW)`` becomes ``[N, C, H_out, KH, W_out, KW]``;
@@ -94,7 +95,7 @@ def taped_windows(tensor, kernels, stride, first_axis=2):
     return windows
 
 
-def taped_conv(inputs):
+def taped_conv(inputs: dict[str, Any]) -> Any:
     """``(grad_x, grad_w, grad_b)`` by the tape: im2col by recorded ``take``, then one ``einsum``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     weight = Tensor(inputs["w"], requires_grad=True, name="w")
@@ -115,7 +116,7 @@ def taped_conv(inputs):
     return x.grad, weight.grad, bias.grad
 
 
-def taped_pool(inputs, pool):
+def taped_pool(inputs: dict[str, Any], pool: Any) -> Any:
     """A pooling exercise's answer: ``(grad_x,)`` by the tape, ``y = pool(windows, kernel)`` of ``x``'s windows.
 
     The windows are cut out by recorded ``take`` (:func:`taped_windows`,
@@ -153,12 +154,12 @@ CONV_KINDS = {
 }
 
 
-def _placed(offset, count, stride):
+def _placed(offset: Any, count: int, stride: Any) -> Any:
     """The positions ``offset, offset + stride, …`` (``count`` of them) as a slice."""
     return slice(offset, offset + stride * (count - 1) + 1, stride)
 
 
-def conv_with_mistake(mistake, x, weight, grad_y, stride, padding):
+def conv_with_mistake(mistake: Any, x: Any, weight: Any, grad_y: Any, stride: Any, padding: Any) -> Any:
     """The outputs ``mistake`` changes, computed by the chain with that one thing wrong."""
     if mistake not in CONV_MISTAKES:
         raise ValueError(f"conv_with_mistake(mistake={mistake!r}): expected one of {', '.join(CONV_MISTAKES)}")
@@ -175,10 +176,10 @@ def conv_with_mistake(mistake, x, weight, grad_y, stride, padding):
         tap = tuple(k - 1 - o for o, k in zip(offset, kernels)) if mistake == "kernel_not_flipped" else offset
         reach_x = (slice(None), slice(None)) + tuple(_placed(o, n, step_x) for o, n in zip(offset, outs))
         reach_w = (slice(None), slice(None)) + tuple(_placed(o, n, step_w) for o, n in zip(offset, outs))
-        grad_padded[reach_x] += np.einsum(f"no{letters},oc->nc{letters}", grad_y, weight[(Ellipsis, *tap)])
-        grad_weight[(Ellipsis, *offset)] = np.einsum(f"no{letters},nc{letters}->oc", grad_y, padded[reach_w])
+        grad_padded[reach_x] += np.einsum(f"no{letters},oc->nc{letters}", grad_y, weight[(Ellipsis,) + tap])
+        grad_weight[(Ellipsis,) + offset] = np.einsum(f"no{letters},nc{letters}->oc", grad_y, padded[reach_w])
     if mistake == "w_grad_flipped":
-        grad_weight = grad_weight[(Ellipsis, *(slice(None, None, -1),) * spatial)]
+        grad_weight = grad_weight[(Ellipsis,) + (slice(None, None, -1),) * spatial]
     crop = (slice(None), slice(None)) + tuple(slice(padding, padding + n) for n in x.shape[2:])
     grad_x = grad_padded if mistake == "padding_not_cropped" else grad_padded[crop]
     positions = (0, *range(2, grad_y.ndim))
@@ -187,7 +188,7 @@ def conv_with_mistake(mistake, x, weight, grad_y, stride, padding):
     return {name: every[name] for name in CONV_MISTAKES[mistake]}
 
 
-def conv_exercise(stub, *, title, visible, hidden, hints):
+def conv_exercise(stub: Any, *, title: str, visible: Any, hidden: Any, hints: Any) -> Exercise:
     """The :class:`~microtape.exercises.Exercise` of a convolution's backward (one for the family).
 
     ``stub`` is the student's function, ``visible`` and ``hidden`` its trials,

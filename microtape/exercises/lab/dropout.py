@@ -4,6 +4,8 @@ The tape's answer comes from ``Tensor.dropout(keep)`` — the op the attention
 layer records on its weights — and the tape backward.
 """
 
+from typing import Any
+
 from ...engine import Tape
 from ...values.tensor import Tensor
 from .. import Exercise, Mistake, Output, register, trials
@@ -56,7 +58,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: Any, case: dict[str, Any]) -> Any:
     shape, drop = case["shape"], case["p"]
     return {
         "grad_y": rng.standard_normal(shape),
@@ -66,7 +68,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     keep = inputs["mask"] / (1.0 - inputs["p"])
     with Tape() as tape:
@@ -82,23 +84,23 @@ def tape_gradients(inputs):
 # Each variant returns the output it gets wrong, by name.
 
 
-def _scale_missing(grad_y, mask, p):
+def _scale_missing(grad_y: Any, mask: Any, p: Any) -> Any:
     return {"grad_x": grad_y * mask}
 
 
-def _mask_not_applied(grad_y, mask, p):
+def _mask_not_applied(grad_y: Any, mask: Any, p: Any) -> Any:
     return {"grad_x": grad_y / (1.0 - p)}
 
 
-def _scale_inverted(grad_y, mask, p):
+def _scale_inverted(grad_y: Any, mask: Any, p: Any) -> Any:
     return {"grad_x": grad_y * mask * (1.0 - p)}
 
 
-def _scaled_by_p(grad_y, mask, p):
+def _scaled_by_p(grad_y: Any, mask: Any, p: Any) -> Any:
     return {"grad_x": grad_y * mask / p}
 
 
-def _mask_inverted(grad_y, mask, p):
+def _mask_inverted(grad_y: Any, mask: Any, p: Any) -> Any:
     return {"grad_x": grad_y * ~mask / (1.0 - p)}
 
 

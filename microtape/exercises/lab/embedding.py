@@ -6,6 +6,8 @@ appears several times sends the table row several gradients, and they add up
 answer records the lookup with ``Tensor.take`` and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -59,7 +61,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, length, vocab, depth = case["shape"]
     tokens = rng.integers(0, vocab, size=(batch, length))
     tokens[:, :2] = tokens[0, 0]  # one id repeated in every sequence, whatever the draw
@@ -70,7 +72,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     table = Tensor(inputs["table"], requires_grad=True, name="table")
     with Tape() as tape:
         out = table.take(inputs["tokens"], axis=0, name="out")
@@ -93,7 +95,7 @@ _MISTAKES = (
 )
 
 
-def _with_mistake(mistake, tokens, table, grad_out):
+def _with_mistake(mistake: Any, tokens: Any, table: Any, grad_out: Any) -> Any:
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")
     grad = np.zeros_like(table)

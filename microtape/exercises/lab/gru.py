@@ -4,6 +4,8 @@ The tape's answer: the cell built on Tensors from ``matmul``, slicing,
 ``sigmoid`` and ``tanh``, and the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -58,7 +60,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((batch, features)),
@@ -74,7 +76,7 @@ def make_inputs(rng, case):
 _LEAVES = ("x", "h", "W_ih", "W_hh", "b_ih", "b_hh")
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     t = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in _LEAVES}
     hidden = inputs["h"].shape[1]
     gates = {"r": slice(0, hidden), "z": slice(hidden, 2 * hidden), "n": slice(2 * hidden, 3 * hidden)}
@@ -104,11 +106,11 @@ _CHANGES = {
 }
 
 
-def _sigmoid(a):
+def _sigmoid(a: Any) -> Any:
     return 0.5 * (1.0 + np.tanh(0.5 * a))  # = 1 / (1 + exp(−a)), without overflow
 
 
-def _with_mistake(mistake, x, h, W_ih, W_hh, b_ih, b_hh, grad_h_next):
+def _with_mistake(mistake: Any, x: Any, h: Any, W_ih: Any, W_hh: Any, b_ih: Any, b_hh: Any, grad_h_next: Any) -> Any:
     """The outputs ``mistake`` changes, by the chain with that one thing wrong (any other name is refused)."""
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")

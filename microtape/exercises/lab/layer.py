@@ -18,6 +18,8 @@ the exercise checker and lined up row by row against the tape::
     False
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape, gradients
@@ -53,7 +55,7 @@ def tanh_layer_backward(x, weight, bias, grad_h):
     raise NotImplementedError("tanh_layer_backward: return {'z': ..., 'x': ..., 'weight': ..., 'bias': ...}")
 
 
-def tanh_layer_tape(x, weight, bias):
+def tanh_layer_tape(x: Any, weight: Any, bias: Any) -> Any:
     """Record ``h = tanh(x Wᵀ + b)`` on a new tape, nodes named; returns ``(tape, h)``."""
     x = Tensor(x, requires_grad=True, name="x")
     weight = Tensor(weight, requires_grad=True, name="weight")
@@ -87,7 +89,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)) * case.get("spread", 1.0),
@@ -97,7 +99,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     tape, h = tanh_layer_tape(inputs["x"], inputs["weight"], inputs["bias"])
     taped = gradients(h, inputs["grad_h"], tape=tape)
     return tuple(taped[tape.variable(name)] for name in NODES)
@@ -119,7 +121,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, weight, bias, grad_h):
+def _with_mistake(mistake: Any, x: Any, weight: Any, bias: Any, grad_h: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     z = x @ weight.T + bias

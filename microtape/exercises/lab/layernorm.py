@@ -5,6 +5,8 @@ The tape's answer comes from layer norm built out of primitives — ``mean``,
 about ten equations whose gradients the student folds into one formula.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -44,11 +46,11 @@ def layernorm_backward(x, gamma, grad_y, eps):
 VISIBLE, HIDDEN = norm_chain.LAYER_NORM_VISIBLE, norm_chain.LAYER_NORM_HIDDEN
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     return norm_chain.draw(rng, case, -1)
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     gamma = Tensor(inputs["gamma"], requires_grad=True, name="gamma")
     beta = Tensor(inputs["beta"], requires_grad=True, name="beta")
@@ -84,7 +86,7 @@ _CHANGES = {
 _USUAL_EPS = 1e-5
 
 
-def _with_mistake(mistake, x, gamma, grad_y, eps):
+def _with_mistake(mistake: Any, x: Any, gamma: Any, grad_y: Any, eps: float) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     eps = {"eps_left_out": 0.0, "eps_ignored": _USUAL_EPS}.get(mistake, eps)

@@ -4,6 +4,8 @@ The student returns the three gradients (input, weight, bias). The tape's
 answer comes from ``x.matmul(W.T) + b`` on Tensors and the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -57,7 +59,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, fan_out = case["shape"]
     scale = case.get("scale", 1.0)
     return {
@@ -68,7 +70,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     weight = Tensor(inputs["weight"], requires_grad=True, name="weight")
     bias = Tensor(inputs["bias"], requires_grad=True, name="bias")
@@ -85,23 +87,23 @@ def tape_gradients(inputs):
 # is the answer (the package must not hold it).
 
 
-def _weight_grad_transposed(x, weight, grad_y):
+def _weight_grad_transposed(x: Any, weight: Any, grad_y: Any) -> Any:
     return {"grad_weight": x.T @ grad_y}
 
 
-def _input_grad_with_weight_transposed(x, weight, grad_y):
+def _input_grad_with_weight_transposed(x: Any, weight: Any, grad_y: Any) -> Any:
     return {"grad_x": grad_y @ weight.T}  # only runs when in == out (numpy raises otherwise)
 
 
-def _bias_summed_over_wrong_axis(x, weight, grad_y):
+def _bias_summed_over_wrong_axis(x: Any, weight: Any, grad_y: Any) -> Any:
     return {"grad_bias": grad_y.sum(axis=1)}
 
 
-def _bias_not_summed(x, weight, grad_y):
+def _bias_not_summed(x: Any, weight: Any, grad_y: Any) -> Any:
     return {"grad_bias": grad_y}
 
 
-def _weight_grad_one_row(x, weight, grad_y):
+def _weight_grad_one_row(x: Any, weight: Any, grad_y: Any) -> Any:
     # The outer product of the first row only: forgot that every row contributes.
     return {"grad_weight": np.outer(grad_y[0], x[0])}
 

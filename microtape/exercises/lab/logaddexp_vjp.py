@@ -12,6 +12,8 @@ gradient must be summed back to ``b``'s shape. Notebook 07 then registers the
 student's VJP with ``mt.ops.define`` and runs ``mt.check.gradcheck`` on it.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape, gradients
@@ -21,7 +23,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["logaddexp_vjp", "logaddexp_forward"]
 
 
-def logaddexp_forward(a, b):
+def logaddexp_forward(a: Any, b: Any) -> Any:
     """``y = log(exp(a) + exp(b))``, entry by entry with numpy's broadcasting (numpy's own, stable)."""
     return np.logaddexp(a, b)
 
@@ -68,7 +70,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     a = rng.standard_normal(case["shape"])
     b = rng.standard_normal(case["shape"][-1:] if case.get("shared_b") else case["shape"])
     if case.get("large"):
@@ -78,14 +80,14 @@ def make_inputs(rng, case):
     return {"g": rng.standard_normal(ans.shape), "ans": ans, "a": a, "b": b}
 
 
-def composed_logaddexp(a, b):
+def composed_logaddexp(a: Any, b: Any) -> Any:
     """The same function from built-in ops, so the tape differentiates it (the checker's truth)."""
     peak = a.maximum(b, name="peak")
     total = ((a - peak).exp(name="exp_a") + (b - peak).exp(name="exp_b")).log(name="log_total")
     return (total + peak).reshape(peak.shape, name="y")
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     a = Tensor(inputs["a"], requires_grad=True, name="a")
     b = Tensor(inputs["b"], requires_grad=True, name="b")
     with Tape() as tape:
@@ -100,23 +102,23 @@ def tape_gradients(inputs):
 # any other output from the tape).
 
 
-def _summed_to(grad, like):
+def _summed_to(grad: Any, like: Any) -> Any:
     """``grad`` summed over the axes along which ``like`` was broadcast."""
     extra = grad.ndim - like.ndim
     return grad.sum(axis=tuple(range(extra))) if extra > 0 else grad
 
 
-def _not_normalised(g, ans, a, b):
+def _not_normalised(g: Any, ans: Any, a: Any, b: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         return {"grad_a": g * np.exp(a), "grad_b": _summed_to(g * np.exp(b), b)}  # forgot ÷ (e^a + e^b)
 
 
-def _swapped(g, ans, a, b):
+def _swapped(g: Any, ans: Any, a: Any, b: Any) -> Any:
     # Each input given the other's share of the softmax.
     return {"grad_a": g * np.exp(b - ans), "grad_b": _summed_to(g * np.exp(a - ans), b)}
 
 
-def _b_not_summed(g, ans, a, b):
+def _b_not_summed(g: Any, ans: Any, a: Any, b: Any) -> Any:
     # Right slope, but b's gradient left with a's shape when b was broadcast: the shared row's
     # gradient is the sum of what every row sends it. (Only the shared-b trials differ.)
     grad_b = g * np.exp(b - ans)
@@ -125,13 +127,13 @@ def _b_not_summed(g, ans, a, b):
     return {"grad_b": grad_b}
 
 
-def _exp_not_stabilised(g, ans, a, b):
+def _exp_not_stabilised(g: Any, ans: Any, a: Any, b: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         total = np.exp(a) + np.exp(b)
         return {"grad_a": g * np.exp(a) / total, "grad_b": _summed_to(g * np.exp(b) / total, b)}
 
 
-def _g_forgotten(g, ans, a, b):
+def _g_forgotten(g: Any, ans: Any, a: Any, b: Any) -> Any:
     return {"grad_a": np.exp(a - ans), "grad_b": _summed_to(np.exp(b - ans), b)}
 
 

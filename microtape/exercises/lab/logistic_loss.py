@@ -6,6 +6,8 @@ form from microtape Tensors (``softplus(z) = logaddexp(z, 0)``) and runs the
 tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -61,7 +63,7 @@ HIDDEN = (
 LARGE_LOGIT = 800.0
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     n = case["n"]
     logits = rng.standard_normal(n) * case.get("spread", 1.0)
     if case.get("large"):
@@ -72,7 +74,7 @@ def make_inputs(rng, case):
     return {"logits": logits, "y": labels}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     logits = Tensor(inputs["logits"], requires_grad=True, name="logits")
     with Tape() as tape:
         softplus = logits.logaddexp(0.0, name="softplus")  # log(1 + e^z), stable
@@ -96,11 +98,11 @@ _MISTAKES = (
 )
 
 
-def _stable_sigmoid(z):
+def _stable_sigmoid(z: Any) -> Any:
     return np.exp(-np.logaddexp(0.0, -z))
 
 
-def _with_mistake(mistake, logits, y):
+def _with_mistake(mistake: Any, logits: Any, y: Any) -> Any:
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")
     n = logits.shape[0]

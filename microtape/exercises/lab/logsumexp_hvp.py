@@ -5,6 +5,8 @@ answer comes from ``mt.hvp`` (the gradient recorded on the tape and
 differentiated again), never from a formula.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -52,48 +54,48 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     x = rng.standard_normal(case["shape"])
     if case.get("large"):
         x = trials.shift_rows(rng, x, trials.LARGE)
     return {"x": x, "v": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return (hvp(lambda x: x.logsumexp(axis=-1).sum(), inputs["x"], inputs["v"]),)
 
 
 # ---------------------------------------------------------------- known mistakes
 
 
-def _weights(x):
+def _weights(x: Any) -> Any:
     return ops.softmax.forward(x, axis=-1)  # the op's stable softmax: the gradient of logsumexp
 
 
-def _diagonal_only(x, v):
+def _diagonal_only(x: Any, v: Any) -> Any:
     return {"hv": _weights(x) * v}
 
 
-def _outer_only(x, v):
+def _outer_only(x: Any, v: Any) -> Any:
     p = _weights(x)
     return {"hv": -p * np.sum(p * v, axis=-1, keepdims=True)}
 
 
-def _outer_sign_flipped(x, v):
+def _outer_sign_flipped(x: Any, v: Any) -> Any:
     p = _weights(x)
     return {"hv": p * (v + np.sum(p * v, axis=-1, keepdims=True))}
 
 
-def _rows_mixed(x, v):
+def _rows_mixed(x: Any, v: Any) -> Any:
     p = _weights(x)
     return {"hv": ops.softmax_backward(v, p, row_sum=np.sum(p * v))}  # one sum over every row
 
 
-def _gradient_not_hessian(x, v):
+def _gradient_not_hessian(x: Any, v: Any) -> Any:
     return {"hv": _weights(x)}
 
 
-def _unstable_exp(x, v):
+def _unstable_exp(x: Any, v: Any) -> Any:
     with np.errstate(all="ignore"):
         e = np.exp(x)
         p = e / np.sum(e, axis=-1, keepdims=True)

@@ -6,6 +6,8 @@ attention layer records — ``scores``, ``scale``, ``add_constant(mask)``,
 ``softmax``, ``context`` — on Tensors.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...check import mistakes as wrong
@@ -65,14 +67,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     inputs = core.draw_attention(rng, case)
     q_len, k_len = inputs["q"].shape[-2], inputs["k"].shape[-2]
     inputs["mask"] = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
     return inputs
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return core.taped(inputs, mask=inputs["mask"])
 
 
@@ -94,7 +96,7 @@ _CHANGES = {
 }
 
 
-def _weights(mistake, q, k, mask):
+def _weights(mistake: Any, q: Any, k: Any, mask: Any) -> Any:
     """P, computed right — or the way the mistake computes it."""
     allowed = mask == 0
     if mistake == "mask_ignored":
@@ -111,7 +113,7 @@ def _weights(mistake, q, k, mask):
     return core.weights_of(q, k, mask)
 
 
-def _with_mistake(mistake, q, k, v, mask, grad_c):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, mask: Any, grad_c: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     with np.errstate(over="ignore", invalid="ignore"):

@@ -6,6 +6,8 @@ answer comes from ``Tensor.add_constant(mask).softmax()`` and the tape
 backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -64,7 +66,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     batch, q_len, k_len = case["shape"]
     lead = () if batch is None else (batch,)
     mask = trials.attention_mask(rng, case["mask"], q_len, k_len, case["value"])
@@ -74,7 +76,7 @@ def make_inputs(rng, case):
     return {"s": s, "mask": mask, "grad_p": rng.standard_normal(lead + (q_len, k_len))}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     scores = Tensor(inputs["s"], requires_grad=True, name="s")
     with Tape() as tape:
         weights = scores.add_constant(inputs["mask"], name="masked_scores").softmax(-1, name="p")
@@ -89,33 +91,33 @@ def tape_gradients(inputs):
 # package holds no right one to call.
 
 
-def _allowed(mask):
+def _allowed(mask: np.ndarray) -> np.ndarray:
     return mask == 0
 
 
-def _mask_ignored(s, mask, grad_p):
+def _mask_ignored(s: Any, mask: Any, grad_p: Any) -> Any:
     weights = ops.softmax.forward(s, axis=-1)
     return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
-def _mask_after_softmax(s, mask, grad_p):
+def _mask_after_softmax(s: Any, mask: Any, grad_p: Any) -> Any:
     # Zero the masked weights of the *unmasked* softmax: rows no longer sum to 1.
     weights = ops.softmax.forward(s, axis=-1) * _allowed(mask)
     return {"grad_s": ops.softmax_backward(grad_p, weights)}
 
 
-def _masked_scores_set_to_zero(s, mask, grad_p):
+def _masked_scores_set_to_zero(s: Any, mask: Any, grad_p: Any) -> Any:
     # exp(0) = 1 is not 0: the masked keys still get weight.
     weights = ops.softmax.forward(np.where(_allowed(mask), s, 0.0), axis=-1)
     grad = ops.softmax_backward(grad_p, weights)
     return {"grad_s": grad * _allowed(mask)}
 
 
-def _no_rowsum(s, mask, grad_p):
+def _no_rowsum(s: Any, mask: Any, grad_p: Any) -> Any:
     return {"grad_s": ops.softmax.forward(s + mask, axis=-1) * grad_p}
 
 
-def _exp_not_stabilised(s, mask, grad_p):
+def _exp_not_stabilised(s: Any, mask: Any, grad_p: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(s + mask)  # no max subtracted: overflows above ~709
         weights = e / np.sum(e, axis=-1, keepdims=True)

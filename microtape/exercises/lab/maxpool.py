@@ -5,6 +5,8 @@ The tape's answer: the windows cut out by recorded ``take`` (im2col,
 window, and the tape backward — no pooling primitive.
 """
 
+from typing import Any
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -56,14 +58,14 @@ HIDDEN = (
 )
 
 
-def _max(windows, kernel):
+def _max(windows: Any, kernel: Any) -> Any:
     """Each window's maximum: ``y`` [N, C, H_out, W_out] (the window flattened row by row, then ``max``)."""
     batch, channels, rows, _, cols, _ = windows.shape
     flat = windows.transpose(0, 1, 2, 4, 3, 5).reshape(batch, channels, rows, cols, kernel * kernel)
     return flat.max(axis=-1, name="y")
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     return taped_pool(inputs, _max)
 
 
@@ -79,7 +81,7 @@ _MISTAKES = (
 )
 
 
-def _with_mistake(mistake, x, grad_y, kernel, stride):
+def _with_mistake(mistake: Any, x: Any, grad_y: Any, kernel: Any, stride: Any) -> Any:
     """``{"grad_x": …}`` by the routing with that one thing wrong (any other name is refused)."""
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")

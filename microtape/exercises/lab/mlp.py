@@ -5,6 +5,8 @@ returns every weight, bias and input gradient. The tape's answer records the
 forward from microtape Tensors and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -61,7 +63,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, fan_in, hidden, fan_out = case["shape"]
     return {
         "x": rng.standard_normal((rows, fan_in)) * case.get("spread", 1.0),
@@ -73,7 +75,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w1", "b1", "w2", "b2")}
     with Tape() as tape:
         z = leaves["x"].matmul(leaves["w1"].T) + leaves["b1"]
@@ -99,7 +101,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w1, b1, w2, grad_y):
+def _with_mistake(mistake: Any, x: Any, w1: Any, b1: Any, w2: Any, grad_y: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     z = x @ w1.T + b1

@@ -5,6 +5,8 @@ gradient with respect to both arguments. The tape's answer records the loss
 from microtape Tensors and runs the tape backward.
 """
 
+from typing import Any
+
 from ...engine import Tape
 from ...values.tensor import Tensor
 from .. import Exercise, Mistake, Output, register
@@ -52,11 +54,11 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: Any, case: dict[str, Any]) -> Any:
     return {"pred": rng.standard_normal(case["shape"]), "target": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     pred = Tensor(inputs["pred"], requires_grad=True, name="pred")
     target = Tensor(inputs["target"], requires_grad=True, name="target")
     with Tape() as tape:
@@ -82,7 +84,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, pred, target):
+def _with_mistake(mistake: Any, pred: Any, target: Any) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     error = pred - target

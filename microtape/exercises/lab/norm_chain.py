@@ -16,6 +16,7 @@ what differs between the two is the axis, the trials and the words.
 """
 
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ LAYER_NORM_HIDDEN = (
 )
 
 
-def draw(rng, case, axis):
+def draw(rng: np.random.Generator, case: dict[str, Any], axis: Any) -> Any:
     """One trial: ``x`` [rows, features] (each slice along ``axis`` shifted by its own offset), ``gamma``,
     ``grad_y``, ``eps`` and ``beta``, for ``case = {"shape", "eps", "spread"}``."""
     rows, features = case["shape"]
@@ -76,7 +77,7 @@ def draw(rng, case, axis):
     }
 
 
-def steps(statistic):
+def steps(statistic: Any) -> Any:
     """The six steps, in derivation order; ``statistic`` says the shape of mean and var (as the prompt writes it)."""
     return (
         Step("grad_xhat", "x", node="xhat"),
@@ -88,7 +89,7 @@ def steps(statistic):
     )
 
 
-def record(inputs, axis):
+def record(inputs: dict[str, Any], axis: Any) -> Any:
     """The forward on a new tape, its nodes named as the steps: ``(tape, y)``."""
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     gamma = Tensor(inputs["gamma"], requires_grad=True, name="gamma")
@@ -104,7 +105,7 @@ def record(inputs, axis):
     return tape, y
 
 
-def tape_gradients(inputs, axis):
+def tape_gradients(inputs: dict[str, Any], axis: Any) -> Any:
     """Every step's gradient, in the order of :func:`steps`, by the tape's backward pass from ``grad_y``."""
     tape, y = record(inputs, axis)
     found = gradients(y, inputs["grad_y"], tape=tape)
@@ -124,7 +125,7 @@ CHANGES = {
 }
 
 
-def by_hand(mistake, x, gamma, grad_y, eps, axis):
+def by_hand(mistake: Any, x: Any, gamma: Any, grad_y: Any, eps: float, axis: Any) -> Any:
     """The chain by hand with the one thing ``mistake`` names wrong: the steps it changes (CHANGES)."""
     if mistake not in CHANGES:
         raise ValueError(f"by_hand(mistake={mistake!r}): expected one of {', '.join(CHANGES)}")
@@ -159,7 +160,7 @@ def by_hand(mistake, x, gamma, grad_y, eps, axis):
 
 
 # long on purpose: one table of the eight mistakes, read top to bottom
-def mistakes(with_mistake, over, count_name):
+def mistakes(with_mistake: Any, over: Any, count_name: Any) -> Any:
     """The known mistakes, worded for a norm taken ``over`` ("each row's features", "the batch").
 
     ``count_name`` is how the prompt names the number of values averaged (``F``, ``B``).
@@ -231,7 +232,9 @@ def mistakes(with_mistake, over, count_name):
     )
 
 
-def stepped_exercise(stub, axis, *, title, visible, hidden, statistic, over, count_name):
+def stepped_exercise(
+    stub: Any, axis: Any, *, title: str, visible: Any, hidden: Any, statistic: Any, over: Any, count_name: Any
+) -> Any:
     """The :class:`~microtape.exercises.Exercise` of a norm's stepped backward along ``axis`` (one for the family).
 
     ``stub`` is the student's function, ``visible`` and ``hidden`` its trials;
@@ -241,7 +244,7 @@ def stepped_exercise(stub, axis, *, title, visible, hidden, statistic, over, cou
     chain's, along ``axis``.
     """
 
-    def with_mistake(mistake, x, gamma, grad_y, eps):
+    def with_mistake(mistake: Any, x: Any, gamma: Any, grad_y: Any, eps: float) -> Any:
         return by_hand(mistake, x, gamma, grad_y, eps, axis)
 
     return Exercise(

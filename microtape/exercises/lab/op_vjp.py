@@ -10,6 +10,8 @@ draws it in a graph and runs ``mt.check.gradcheck`` on it — the
 minitorch-style exercise that touches the engine.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -20,7 +22,7 @@ from .. import Exercise, Mistake, Output, register, trials
 __all__ = ["logsumexp_vjp", "logsumexp_forward"]
 
 
-def logsumexp_forward(x):
+def logsumexp_forward(x: Any) -> Any:
     """``y = log Σ_j exp(x_j)`` along the last axis, stable (shifted by the row max)."""
     peak = np.max(x, axis=-1, keepdims=True)
     return np.log(np.sum(np.exp(x - peak), axis=-1)) + peak[..., 0]
@@ -67,7 +69,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     x = rng.standard_normal(case["shape"])
     if case.get("large"):
         x = trials.shift_rows(rng, x, trials.LARGE)
@@ -75,14 +77,14 @@ def make_inputs(rng, case):
     return {"g": rng.standard_normal(ans.shape), "ans": ans, "x": x}
 
 
-def composed_logsumexp(x):
+def composed_logsumexp(x: Any) -> Any:
     """The same function from built-in ops, so the tape differentiates it (the checker's truth)."""
     peak = x.max(axis=-1, keepdims=True, name="peak")
     total = (x - peak).exp(name="exps").sum(axis=-1, keepdims=True, name="total")
     return (total.log(name="log_total") + peak).sum(axis=-1, name="y")  # the sum drops the size-1 axis
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     x = Tensor(inputs["x"], requires_grad=True, name="x")
     with Tape() as tape:
         y = composed_logsumexp(x)
@@ -95,31 +97,31 @@ def tape_gradients(inputs):
 # any other output from the tape).
 
 
-def _softmax(x, axis=-1):
+def _softmax(x: Any, axis: Any = -1) -> Any:
     return ops.softmax.forward(x, axis=axis)  # the op's stable softmax, written once
 
 
-def _not_normalised(g, ans, x):
+def _not_normalised(g: Any, ans: Any, x: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         return {"grad_x": g[..., None] * np.exp(x)}  # forgot to divide by Σ exp = exp(y)
 
 
-def _g_not_expanded(g, ans, x):
+def _g_not_expanded(g: Any, ans: Any, x: Any) -> Any:
     # g [N] against the softmax [N, T]: numpy lines g up with the *last* axis.
     return {"grad_x": g * _softmax(x)}
 
 
-def _softmax_wrong_axis(g, ans, x):
+def _softmax_wrong_axis(g: Any, ans: Any, x: Any) -> Any:
     return {"grad_x": g[..., None] * _softmax(x, axis=0)}
 
 
-def _exp_not_stabilised(g, ans, x):
+def _exp_not_stabilised(g: Any, ans: Any, x: Any) -> Any:
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(x)
         return {"grad_x": g[..., None] * e / np.sum(e, axis=-1, keepdims=True)}
 
 
-def _g_forgotten(g, ans, x):
+def _g_forgotten(g: Any, ans: Any, x: Any) -> Any:
     return {"grad_x": _softmax(x)}
 
 

@@ -7,6 +7,8 @@ records the block from microtape Tensors (the layer norm out of ``mean``,
 backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -63,7 +65,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, features = case["shape"]
     return {
         "x": rng.standard_normal((rows, features)),
@@ -76,7 +78,7 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "w", "b", "gamma", "beta")}
     x = leaves["x"]
     with Tape() as tape:
@@ -108,7 +110,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, w, b, gamma, grad_y, eps):
+def _with_mistake(mistake: Any, x: Any, w: Any, b: Any, gamma: Any, grad_y: Any, eps: float) -> Any:
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")
     r = x + x @ w.T + b

@@ -5,6 +5,8 @@ built step by step on Tensors (the same weights used at every step) and the
 tape backward — it finds the recurrent path and the sum over time by itself.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -58,7 +60,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     steps, batch, features, hidden = case["shape"]
     return {
         "x": rng.standard_normal((steps, batch, features)),
@@ -70,11 +72,11 @@ def make_inputs(rng, case):
     }
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     leaves = {name: Tensor(inputs[name], requires_grad=True, name=name) for name in ("x", "h0", "W_xh", "W_hh", "b")}
     x, state = leaves["x"], leaves["h0"]
     with Tape() as tape:
-        loss = 0.0
+        loss: Any = 0.0  # a Tensor from the first step on
         for t in range(x.shape[0]):
             state = (x[t] @ leaves["W_xh"].T + state @ leaves["W_hh"].T + leaves["b"]).tanh(name=f"h{t}")
             # The loss reaches every h_t directly with grad_h[t]: a weighted sum of the states.
@@ -98,7 +100,7 @@ _CHANGES = {
 }
 
 
-def _with_mistake(mistake, x, h0, W_xh, W_hh, b, grad_h):
+def _with_mistake(mistake: Any, x: Any, h0: Any, W_xh: Any, W_hh: Any, b: Any, grad_h: Any) -> Any:
     """The outputs ``mistake`` changes, by BPTT with that one thing wrong (any other name is refused)."""
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")

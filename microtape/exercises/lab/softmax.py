@@ -5,6 +5,8 @@ The student is given the weights ``p = softmax(s)`` and the incoming gradient
 ``Tensor.softmax`` forward and the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -59,14 +61,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     shape = case["shape"]
     s = rng.standard_normal(shape) * case.get("spread", 1.0)
     p = ops.softmax.forward(s, axis=-1)  # the op's stable softmax
     return {"p": p, "grad_p": rng.standard_normal(shape), "s": s}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     scores = Tensor(inputs["s"], requires_grad=True, name="s")
     with Tape() as tape:
         weights = scores.softmax(-1, name="p")
@@ -82,25 +84,25 @@ def tape_gradients(inputs):
 # variants do: the checker takes any other output from the tape).
 
 
-def _no_rowsum(p, grad_p):
+def _no_rowsum(p: Any, grad_p: Any) -> Any:
     return {"grad_s": p * grad_p}
 
 
-def _rowsum_wrong_axis(p, grad_p):
+def _rowsum_wrong_axis(p: Any, grad_p: Any) -> Any:
     return {"grad_s": ops.softmax_backward(grad_p, p, axis=-2)}
 
 
-def _rowsum_without_keepdims(p, grad_p):
+def _rowsum_without_keepdims(p: Any, grad_p: Any) -> Any:
     # On a square [T, T] input the row sums, shape [T], broadcast as a *row*:
     # entry (i, j) gets the sum of row j. Elsewhere numpy raises.
     return {"grad_s": ops.softmax_backward(grad_p, p, row_sum=np.sum(grad_p * p, axis=-1))}
 
 
-def _rowsum_unweighted(p, grad_p):
+def _rowsum_unweighted(p: Any, grad_p: Any) -> Any:
     return {"grad_s": p * (grad_p - np.sum(grad_p, axis=-1, keepdims=True))}
 
 
-def _rowsum_not_times_p(p, grad_p):
+def _rowsum_not_times_p(p: Any, grad_p: Any) -> Any:
     # The bracket left out: p multiplies grad_p only, the row sum is subtracted bare.
     row_sum = np.sum(grad_p * p, axis=-1, keepdims=True)
     return {"grad_s": p * grad_p - row_sum}

@@ -5,6 +5,8 @@ records it from microtape Tensors (``log_softmax``, a product with the
 one-hot labels, a sum) and runs the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -59,7 +61,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     rows, classes = case["shape"]
     logits = rng.standard_normal((rows, classes)) * case.get("spread", 1.0)
     if case.get("large"):
@@ -69,7 +71,7 @@ def make_inputs(rng, case):
     return {"logits": logits, "y": labels}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     logits = Tensor(inputs["logits"], requires_grad=True, name="logits")
     rows, classes = inputs["logits"].shape
     onehot = np.eye(classes)[inputs["y"]]
@@ -96,7 +98,7 @@ _MISTAKES = (
 )
 
 
-def _with_mistake(mistake, logits, y):
+def _with_mistake(mistake: Any, logits: Any, y: Any) -> Any:
     if mistake not in _MISTAKES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_MISTAKES)}")
     rows, classes = logits.shape

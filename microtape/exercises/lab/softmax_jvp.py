@@ -5,6 +5,8 @@ The student pushes a tangent ``ds`` through ``p = softmax(s)`` and returns
 recorded ``softmax``), never from a formula.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ... import ops
@@ -56,14 +58,14 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     s = rng.standard_normal(case["shape"])
     if case.get("large"):
         s = trials.shift_rows(rng, s, trials.LARGE)
     return {"s": s, "ds": rng.standard_normal(case["shape"])}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     _, tangent = jvp(lambda scores: scores.softmax(-1, name="p"), (inputs["s"],), (inputs["ds"],))
     return (tangent,)
 
@@ -74,36 +76,36 @@ def tape_gradients(inputs):
 # with that one thing wrong (no variant is the answer).
 
 
-def _weights(s):
+def _weights(s: Any) -> Any:
     return ops.softmax.forward(s, axis=-1)  # the op's stable softmax
 
 
-def _no_rowsum(s, ds):
+def _no_rowsum(s: Any, ds: Any) -> Any:
     return {"dp": _weights(s) * ds}
 
 
-def _rowsum_wrong_axis(s, ds):
+def _rowsum_wrong_axis(s: Any, ds: Any) -> Any:
     p = _weights(s)
     return {"dp": ops.softmax_backward(ds, p, axis=-2)}
 
 
-def _rowsum_without_keepdims(s, ds):
+def _rowsum_without_keepdims(s: Any, ds: Any) -> Any:
     p = _weights(s)
     return {"dp": ops.softmax_backward(ds, p, row_sum=np.sum(p * ds, axis=-1))}  # only runs on square inputs
 
 
-def _rowsum_unweighted(s, ds):
+def _rowsum_unweighted(s: Any, ds: Any) -> Any:
     p = _weights(s)
     return {"dp": p * (ds - np.sum(ds, axis=-1, keepdims=True))}
 
 
-def _log_softmax_tangent(s, ds):
+def _log_softmax_tangent(s: Any, ds: Any) -> Any:
     p = _weights(s)
     row_sum = np.sum(p * ds, axis=-1, keepdims=True)
     return {"dp": ds - row_sum}  # the tangent of log p, not of p
 
 
-def _unstable_exp(s, ds):
+def _unstable_exp(s: Any, ds: Any) -> Any:
     with np.errstate(all="ignore"):
         e = np.exp(s)
         p = e / np.sum(e, axis=-1, keepdims=True)

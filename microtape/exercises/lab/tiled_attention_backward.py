@@ -4,6 +4,8 @@ The tape's answer: the ``tiled_attention`` op (:mod:`microtape.ops.tiled_attenti
 recorded on Tensors and the tape backward.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Tape
@@ -61,7 +63,7 @@ HIDDEN = (
 )
 
 
-def make_inputs(rng, case):
+def make_inputs(rng: np.random.Generator, case: dict[str, Any]) -> Any:
     heads, q_len, k_len, depth = case["shape"]
     q = rng.standard_normal((heads, q_len, depth))
     k = rng.standard_normal((heads, k_len, depth))
@@ -71,7 +73,7 @@ def make_inputs(rng, case):
     return {"q": q, "k": k, "v": v, "o": o, "lse": lse, "grad_o": rng.standard_normal(o.shape), "block": case["block"]}
 
 
-def tape_gradients(inputs):
+def tape_gradients(inputs: dict[str, Any]) -> Any:
     q, k, v = (Tensor(inputs[name], requires_grad=True, name=name) for name in ("q", "k", "v"))
     with Tape() as tape:
         out = tiled_attention(q, k, v, inputs["block"])
@@ -93,11 +95,11 @@ _CHANGES = {
 }
 
 
-def _t(x):
+def _t(x: Any) -> Any:
     return np.swapaxes(x, -1, -2)
 
 
-def _with_mistake(mistake, q, k, v, o, lse, grad_o):
+def _with_mistake(mistake: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, grad_o: Any) -> Any:
     """The outputs ``mistake`` changes, by the whole-matrix chain with that one thing wrong."""
     if mistake not in _CHANGES:
         raise ValueError(f"_with_mistake(mistake={mistake!r}): expected one of {', '.join(_CHANGES)}")

@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 # `python -I` puts neither the script's folder nor the current one on the path: the
 # helper folder (wire, the stand-in microtape) and numpy's folder are the only additions.
@@ -52,12 +53,12 @@ class CellTimeLimit(BaseException):
     """A notebook cell ran past its share of the time (raised by SIGALRM)."""
 
 
-def _text(value):
+def _text(value: Any) -> Any:
     text = str(value).replace("\n", " ").strip()
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
-def _statement_starts(source):
+def _statement_starts(source: Any) -> Any:
     """The numbers of the lines that begin a new statement: not inside brackets, a string or a ``\\`` line.
 
     The same rule IPython's input transformers apply: only there can ``%`` or
@@ -98,7 +99,7 @@ def _statement_starts(source):
     return set(starts)
 
 
-def _strip_magics(source):
+def _strip_magics(source: Any) -> Any:
     """A notebook cell without IPython's ``%magic`` and ``!shell`` lines (they are not Python)."""
     lines = source.splitlines()
     starts = _statement_starts(source)
@@ -113,7 +114,7 @@ def _strip_magics(source):
     return "\n".join(kept) + "\n"
 
 
-def _how_it_left(error, seconds=0.0):
+def _how_it_left(error: Any, seconds: float = 0.0) -> str:
     if isinstance(error, SystemExit):
         code = "" if error.code is None else repr(error.code)
         return f"called exit() or sys.exit({code})"
@@ -126,12 +127,12 @@ def _how_it_left(error, seconds=0.0):
     return f"raised {type(error).__name__}: {_text(error)}"
 
 
-def _compile(source, filename):
+def _compile(source: Any, filename: Any) -> Any:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-def load(request, namespace):
+def load(request: Any, namespace: Any) -> Any:
     """Run the submission into ``namespace``; the reply header."""
     cells, mode = request["cells"], request["mode"]
     seconds = float(request.get("load_seconds", 0))
@@ -147,7 +148,7 @@ def load(request, namespace):
         try:
             code = _compile(source if mode == "file" else _strip_magics(source), filename)
         except (SyntaxError, ValueError) as error:
-            line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+            line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""  # type: ignore[union-attr]  # a ValueError has none: getattr
             message = f"{where}{type(error).__name__}{line}: {getattr(error, 'msg', error)}"
             if mode == "file":
                 return {"event": "load_failed", "message": message}
@@ -165,7 +166,7 @@ def load(request, namespace):
             if TIMER:
                 signal.setitimer(signal.ITIMER_REAL, 0)
     absent = sys.modules.get("microtape._absent")
-    noted = []
+    noted: list[Any] = []
     for name in getattr(absent, "USED", []):
         if len(noted) < 5 and not any(name.startswith(f"{parent}.") for parent in noted):  # one line per package
             noted.append(name)
@@ -178,7 +179,7 @@ def load(request, namespace):
     return {"event": "loaded", "defined": defined, "notes": notes[:20]}
 
 
-def _signature(fn):
+def _signature(fn: Any) -> Any:
     """``[[name, kind, has_default], ...]`` or None when Python cannot tell (a builtin)."""
     try:
         parameters = inspect.signature(fn).parameters.values()
@@ -187,7 +188,7 @@ def _signature(fn):
     return [[p.name, int(p.kind), p.default is not p.empty] for p in list(parameters)[:32]]
 
 
-def _as_array(value):
+def _as_array(value: Any) -> Any:
     """``(array, None)`` when ``value`` is numbers, else ``(None, what it is)``."""
     try:
         array = np.asarray(value)
@@ -198,7 +199,7 @@ def _as_array(value):
     return array, None
 
 
-def call(request, arrays, namespace):
+def call(request: Any, arrays: Any, namespace: Any) -> Any:
     """Call one exercise function on the request's arguments; ``(reply header, arrays)``."""
     args = []
     for spec in request["args"]:
@@ -222,6 +223,8 @@ def call(request, arrays, namespace):
         kind, keys, values = type(returned).__name__, None, list(returned)
     else:
         kind, keys, values = "single", None, [returned]
+    items: list[dict[str, Any]]
+    out: list[Any]
     items, out, size = [], [], 0
     for value in values:
         if value is None:
@@ -239,7 +242,7 @@ def call(request, arrays, namespace):
     return {"event": "returned", "kind": kind, "keys": keys, "items": items}, out
 
 
-def _raised(error):
+def _raised(error: Any) -> Any:
     text = f"{_text(error)}: {ONLY}" if isinstance(error, ModuleNotFoundError) else _text(error)
     reply = {"event": "raised", "type": type(error).__name__, "message": text}
     frames = traceback.extract_tb(error.__traceback__)
@@ -252,7 +255,7 @@ def _raised(error):
     return reply
 
 
-def _only_the_first_process():
+def _only_the_first_process() -> None:
     """A copy made by the student's ``os.fork()`` leaves here: only the process the grader started replies."""
     if os.getpid() != FIRST_PID:
         os._exit(0)
@@ -263,7 +266,7 @@ FIRST_PID = os.getpid()
 TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 
 
-def _pipes():
+def _pipes() -> Any:
     """The two pipes: the fds named after ``--fds``, or (``--stdio``, Windows) stdin and stdout.
 
     With ``--stdio`` what the student prints must not reach the reply pipe: fd 1
@@ -282,14 +285,14 @@ def _pipes():
         import msvcrt
 
         for fd in (requests, replies):
-            msvcrt.setmode(fd, os.O_BINARY)
+            msvcrt.setmode(fd, os.O_BINARY)  # type: ignore[attr-defined]  # Windows only
     return os.fdopen(requests, "rb", buffering=0), os.fdopen(replies, "wb", buffering=0)
 
 
-def main():
+def main() -> Any:
     requests, replies = _pipes()
 
-    def read_exactly(n):
+    def read_exactly(n: Any) -> Any:
         data = bytearray(n)  # filled in place: a large array arrives in many pipe-sized pieces
         view, got = memoryview(data), 0
         while got < n:
@@ -299,13 +302,13 @@ def main():
             got += count
         return bytes(data)
 
-    def ring(signum, frame):
+    def ring(signum: Any, frame: Any) -> None:
         raise CellTimeLimit()
 
     if TIMER:
         signal.signal(signal.SIGALRM, ring)
     replies.write(wire.encode({"event": "ready"}))  # Python and numpy are up: the box has started
-    builtins.exit = builtins.quit = sys.exit  # what `site` adds (the box runs without it)
+    builtins.exit = builtins.quit = sys.exit  # type: ignore[assignment]  # what `site` adds (the box runs without it)
     # Not "__main__": an `if __name__ == "__main__":` self-test does not run, as under `import answers`.
     namespace = {"__name__": "submission", "__builtins__": builtins}
     while True:

@@ -18,6 +18,7 @@ import io
 import json
 import re
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class WireError(Exception):
     """A message broke the format or a limit (the other side is not to be believed)."""
 
 
-def encode(header, arrays=()):
+def encode(header: Any, arrays: Any = ()) -> Any:
     """The bytes of one message: ``header`` (a JSON-able dict) and ``arrays``."""
     header = dict(header, arrays=len(arrays))
     head = json.dumps(header).encode("utf-8")
@@ -65,7 +66,7 @@ def encode(header, arrays=()):
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def json_depth(data):
+def json_depth(data: Any) -> Any:
     """How deep ``[`` and ``{`` nest in the JSON bytes ``data`` (strings left out), without recursing."""
     skeleton = np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)
     if not skeleton.size:
@@ -74,7 +75,7 @@ def json_depth(data):
     return int(np.cumsum(steps).max(initial=0))
 
 
-def loads_limited(data, max_depth=MAX_DEPTH):
+def loads_limited(data: Any, max_depth: Any = MAX_DEPTH) -> Any:
     """``json.loads`` of ``data`` (bytes), refusing nesting deeper than ``max_depth`` *before* parsing.
 
     Raises ValueError saying why (too deep, not UTF-8, not JSON); never RecursionError.
@@ -88,7 +89,7 @@ def loads_limited(data, max_depth=MAX_DEPTH):
         raise ValueError("JSON nested too deep") from None
 
 
-def _array(data):
+def _array(data: Any) -> Any:
     """The .npy bytes ``data`` as an array, its declared shape and dtype checked against the bytes first."""
     stream = io.BytesIO(data)
     try:
@@ -112,7 +113,7 @@ def _array(data):
     return array.reshape(shape, order="F" if fortran else "C").copy()
 
 
-def read_message(read_exactly):
+def read_message(read_exactly: Any) -> Any:
     """``(header, arrays)`` from ``read_exactly(n) -> n bytes``; :class:`WireError` on anything malformed."""
     (size,) = struct.unpack(">I", read_exactly(4))
     if size > MAX_HEADER:

@@ -37,6 +37,8 @@ mistakes and the exercises' known mistakes reuse this chain instead of
 copying it.
 """
 
+from typing import Any
+
 # The core's links live with the table; they stay reachable here (analytic.softmax_backward, …).
 from ...ops.attention_links import (  # noqa: F401  (the core's links, reachable here: analytic.softmax_backward, …)
     LINKS,
@@ -56,7 +58,7 @@ __all__ = ["CHAIN", "PROJECTIONS", "attention_core_backward", "attention_backwar
 PROJECTIONS = tuple(projection.module for projection in derivation.PROJECTIONS[1:]) + ("out_proj",)
 
 
-def _chain():
+def _chain() -> Any:
     """The core's rows with every step present: ``(label, tape name, formula, LaTeX)``, in backward order."""
     rows = derivation.gradient_rows(derivation.ATTENTION, {"keep": True})
     return [row[:4] for row in rows]
@@ -69,7 +71,9 @@ CHAIN = _chain()
 # ---------------------------------------------------------------- the chains
 
 
-def attention_core_backward(grad_context, q_heads, k_heads, v_heads, weights, keep=None, links=None):
+def attention_core_backward(
+    grad_context: Any, q_heads: Any, k_heads: Any, v_heads: Any, weights: Any, keep: Any = None, links: Any = None
+) -> Any:
     """The scaled dot-product core, link by link: ``{name: gradient}`` from ``dC``.
 
     Walks the steps of the derivation table (:data:`microtape.nn.attention.derivation.ATTENTION`)
@@ -89,7 +93,7 @@ def attention_core_backward(grad_context, q_heads, k_heads, v_heads, weights, ke
     return grads
 
 
-def attention_backward(grad_output, cache, self_attention=False, links=None):
+def attention_backward(grad_output: Any, cache: Any, self_attention: bool = False, links: Any = None) -> Any:
     """Every gradient of the layer by the hand-derived formulas.
 
     ``cache`` holds the forward's values (``MultiHeadAttention.analytic_cache()``):

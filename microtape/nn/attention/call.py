@@ -15,6 +15,7 @@ causal one) comes after the guard.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class AttentionCall:
     total_mask: np.ndarray | None = None  # their sum
 
 
-def _input_array(layer, value, argument):
+def _input_array(layer: Any, value: Any, argument: str) -> Any:
     data = input_array(value, argument, "MultiHeadAttention.forward", layer.dtype, finite=False)
     if data.ndim != 3:
         raise ValueError(f"MultiHeadAttention.forward: {argument} must be rank 3 [B, T, E], got shape {data.shape}")
@@ -53,7 +54,7 @@ def _input_array(layer, value, argument):
     return input_array(data, argument, "MultiHeadAttention.forward", layer.dtype)  # now the finite check
 
 
-def check_inputs(layer, query, key, value):
+def check_inputs(layer: Any, query: Any, key: Any, value: Any) -> "AttentionCall":
     """Types, shapes and values of query/key/value; an :class:`AttentionCall` without its masks yet."""
     if (key is None) != (value is None):
         raise ValueError("MultiHeadAttention.forward: give both key and value, or neither (self-attention)")
@@ -76,7 +77,7 @@ def check_inputs(layer, query, key, value):
     return AttentionCall(self_attention, (query, key, value), (q_data, k_data, v_data), batch, q_len, k_len)
 
 
-def score_bytes(layer, batch, q_len, k_len):
+def score_bytes(layer: Any, batch: int, q_len: int, k_len: int) -> Any:
     """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
     values = batch * layer.num_heads * q_len * k_len
     # scores, scaled_scores, weights (+ causal/masked scores, + dropout's
@@ -85,7 +86,7 @@ def score_bytes(layer, batch, q_len, k_len):
     return 2 * copies * values * np.dtype(layer.dtype).itemsize
 
 
-def tiled_bytes(layer, batch, q_len, k_len):
+def tiled_bytes(layer: Any, batch: int, q_len: int, k_len: int) -> Any:
     """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile.
 
     Q, K, V heads and their gradients, O and dO, the row statistics L and
@@ -97,7 +98,7 @@ def tiled_bytes(layer, batch, q_len, k_len):
     return (per_head + tile) * np.dtype(layer.dtype).itemsize
 
 
-def check_memory(layer, batch, q_len, k_len):
+def check_memory(layer: Any, batch: int, q_len: int, k_len: int) -> None:
     if layer.block_size is not None:
         _check_tiled_memory(layer, batch, q_len, k_len)
         return
@@ -113,7 +114,7 @@ def check_memory(layer, batch, q_len, k_len):
         )
 
 
-def _check_tiled_memory(layer, batch, q_len, k_len):
+def _check_tiled_memory(layer: Any, batch: int, q_len: int, k_len: int) -> None:
     needed = tiled_bytes(layer, batch, q_len, k_len)
     if needed > layer.max_score_bytes:
         raise MemoryError(
@@ -125,7 +126,7 @@ def _check_tiled_memory(layer, batch, q_len, k_len):
         )
 
 
-def require_score_memory(layer, what, copies):
+def require_score_memory(layer: Any, what: str, copies: Any) -> None:
     """Refuse to materialise ``copies`` score-sized arrays of the last (tiled) forward over the limit."""
     last = layer._last
     values = last.batch * layer.num_heads * last.nodes["Q_heads"].shape[1] * last.nodes["K_heads"].shape[1]
@@ -138,7 +139,7 @@ def require_score_memory(layer, what, copies):
         )
 
 
-def _check_mask(layer, mask, q_len, k_len, argument, where):
+def _check_mask(layer: Any, mask: Any, q_len: int, k_len: int, argument: str, where: str) -> Any:
     if mask is None:
         return None
     if np.asarray(getattr(mask, "data", mask)).dtype == np.bool_:
@@ -156,7 +157,7 @@ def _check_mask(layer, mask, q_len, k_len, argument, where):
     return mask
 
 
-def _check_rows(suppressed, argument, where):
+def _check_rows(suppressed: Any, argument: str, where: str) -> None:
     """Refuse a mask (``suppressed``: booleans ``[Tq, Tk]``, causal part included) that hides a whole row."""
     blocked = np.all(suppressed, axis=-1)
     if np.any(blocked):
@@ -168,7 +169,7 @@ def _check_rows(suppressed, argument, where):
         )
 
 
-def _with_masks(layer, call, mask, argument, where):
+def _with_masks(layer: Any, call: Any, mask: Any, argument: str, where: str) -> "AttentionCall":
     """The call with its masks checked and added up (after the memory guard: they are [Tq, Tk])."""
     user_mask = _check_mask(layer, mask, call.q_len, call.k_len, argument, where)
     if layer.block_size is not None:
@@ -186,7 +187,16 @@ def _with_masks(layer, call, mask, argument, where):
     return AttentionCall(**{**call.__dict__, "causal_mask": causal, "user_mask": user_mask, "total_mask": total})
 
 
-def check_call(layer, query, key=None, value=None, mask=None, *, mask_name="mask", where="MultiHeadAttention.forward"):
+def check_call(
+    layer: Any,
+    query: Any,
+    key: Any = None,
+    value: Any = None,
+    mask: Any = None,
+    *,
+    mask_name: str = "mask",
+    where: str = "MultiHeadAttention.forward",
+) -> Any:
     """Check a forward's arguments exactly as :meth:`forward` does, changing nothing.
 
     ``mask_name`` and ``where`` name the mask in errors as the caller calls it

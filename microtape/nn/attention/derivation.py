@@ -37,6 +37,7 @@ The primitives' derivatives (softmax's VJP) come from the op registry
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ...engine import Node
 from ...ops.attention_links import LINKS
@@ -118,12 +119,12 @@ class Step:
     when: str | None = None
 
 
-def _scores_forward(q_heads, k_heads, c):
+def _scores_forward(q_heads: Any, k_heads: Any, c: Any) -> Any:
     scores = q_heads.matmul(k_heads.swapaxes(-1, -2, name="K_heads^T"), name="scores")
     return scores.scale(c["scale"], name="scaled_scores")
 
 
-def constant_beside(like, array, name):
+def constant_beside(like: Any, array: Any, name: str) -> Any:
     """``array`` (a mask, as the call checked it) as the constant an op of ``like``'s kind reads.
 
     The masks travel as arrays from the call to here; on a tape (``like`` a
@@ -139,7 +140,7 @@ def constant_beside(like, array, name):
     return constant
 
 
-def _weights_forward(scores, c):
+def _weights_forward(scores: Any, c: Any) -> Any:
     # The masks are additive constants: a row of the tape each, when given.
     if c.get("causal_mask") is not None:
         scores = scores.add_constant(constant_beside(scores, c["causal_mask"], "causal_mask"), name="causal_scores")
@@ -225,12 +226,13 @@ CONTEXT_ROW = ("dC", "context", "dC = split_heads(dy W_o)", r"dC = \mathrm{split
 # ---------------------------------------------------------------- reading the table
 
 
-def present_steps(table, constants):
+def present_steps(table: Any, constants: Any) -> Any:
     """The steps that run with these constants, and ``{name: the name it stands for}``.
 
     A step whose ``when`` constant is None is skipped: its name then stands
     for its first input (no dropout: ``dropped_weights`` is ``weights``).
     """
+    alias: dict[Any, Any]
     steps, alias = [], {}
     for step in table:
         if step.when is not None and constants.get(step.when) is None:
@@ -240,7 +242,7 @@ def present_steps(table, constants):
     return steps, alias
 
 
-def step_names(table):
+def step_names(table: Any) -> Any:
     """Every tape name the core's steps record, in forward order."""
     names = []
     for step in table:
@@ -248,7 +250,7 @@ def step_names(table):
     return tuple(names)
 
 
-def run_forward(table, heads, constants):
+def run_forward(table: Any, heads: Any, constants: Any) -> Any:
     """Run the core's steps on the split heads ``{"Q_heads": …}``; returns ``{name: value}``."""
     steps, alias = present_steps(table, constants)
     values = dict(heads)
@@ -257,7 +259,7 @@ def run_forward(table, heads, constants):
     return values
 
 
-def run_backward(table, grad_output, values, constants, links=None):
+def run_backward(table: Any, grad_output: Any, values: Any, constants: Any, links: Any = None) -> Any:
     """Walk the core backwards from the gradient of its last step: ``{name: gradient}``.
 
     ``values`` holds what the forward kept (the heads, ``weights``); a value
@@ -278,19 +280,19 @@ def run_backward(table, grad_output, values, constants, links=None):
     return grads
 
 
-def _symbols(table, alias, latex):
+def _symbols(table: Any, alias: Any, latex: Any) -> Any:
     symbols = {name: (text_latex if latex else text) for name, (_, text, text_latex) in OUTSIDE.items()}
     symbols.update({step.name: (step.symbol_latex if latex else step.symbol) for step in table})
     return {**symbols, **{name: symbols[target] for name, target in alias.items()}}
 
 
-def _labels(table, alias):
+def _labels(table: Any, alias: Any) -> Any:
     labels = {name: label for name, (label, _, _) in OUTSIDE.items()}
     labels.update({step.name: step.label for step in table})
     return {**labels, **{name: labels[target] for name, target in alias.items()}}
 
 
-def gradient_rows(table, constants):
+def gradient_rows(table: Any, constants: Any) -> Any:
     """The core's report rows in backward order: ``(label, name, formula, latex, sources)``.
 
     First dC, then, walking the steps backwards, one row per input of each
@@ -299,9 +301,9 @@ def gradient_rows(table, constants):
     """
     steps, alias = present_steps(table, constants)
     text, latex, labels = _symbols(table, alias, False), _symbols(table, alias, True), _labels(table, alias)
-    rows = [(*CONTEXT_ROW, ())]
+    rows: list[tuple[Any, ...]] = [(*CONTEXT_ROW, ())]
     # A step without a row of its own passes on the dependency of the row it came from.
-    depends = {steps[-1].name: ("dC",)}
+    depends: dict[str, tuple[str, ...]] = {steps[-1].name: ("dC",)}
     for step in reversed(steps):
         sources = (labels[step.name],) if labels[step.name] else depends.get(step.name, ())
         names = [alias.get(n, n) for n in step.inputs]
@@ -316,7 +318,7 @@ def gradient_rows(table, constants):
     return rows
 
 
-def formula_of(table, name, constants=None):
+def formula_of(table: Any, name: str, constants: Any = None) -> Any:
     """The gradient formula of the intermediate called ``name`` (plain text), or None if the table has none.
 
     ``constants`` as for the forward (default: every optional step present).
@@ -329,7 +331,7 @@ def formula_of(table, name, constants=None):
     return None
 
 
-def step_formulas(table, name, recorded=()):
+def step_formulas(table: Any, name: str, recorded: Any = ()) -> Any:
     """What the step called ``name`` sends back to its inputs, as plain-text formulas ([] if no step has that name).
 
     ``recorded`` are its inputs' names as a tape recorded them: one that is a
@@ -360,7 +362,7 @@ class Projection:
     grad_out_latex: str
     source: tuple  # the report rows its output's gradient is computed from
 
-    def parameter_rows(self):
+    def parameter_rows(self) -> Any:
         """``(label, name, formula, latex, sources)`` of dW and db."""
         w, g, g_latex = self.letter, self.grad_out, self.grad_out_latex
         x, x_latex = ("merged", r"C_{\mathrm{merged}}") if self.role == "merged" else (f"x_{w}", f"x_{w}")
@@ -369,7 +371,7 @@ class Projection:
         weight_row = (f"dW_{w}", f"{self.module}.weight", *weight, self.source)
         return [weight_row, (f"db_{w}", f"{self.module}.bias", *bias, self.source)]
 
-    def input_row(self):
+    def input_row(self) -> Any:
         """``(label, name, formula, latex, sources)`` of the gradient this projection sends to its input."""
         w, g, g_latex = self.letter, self.grad_out, self.grad_out_latex
         label = f"d{self.role[0]}"
@@ -385,12 +387,12 @@ PROJECTIONS = (
 )
 
 
-def parameter_rows():
+def parameter_rows() -> Any:
     """Every projection's dW and db rows, out_proj first: ``(label, name, formula, latex, sources)``."""
     return [row for projection in PROJECTIONS for row in projection.parameter_rows()]
 
 
-def input_rows(self_attention):
+def input_rows(self_attention: Any) -> Any:
     """The input rows: one per role (cross), or their sum ``dx`` (self: one input feeds all three)."""
     rows = [projection.input_row() for projection in PROJECTIONS if projection.role != "merged"]
     if not self_attention:
@@ -401,7 +403,7 @@ def input_rows(self_attention):
     return [("dx", "x", f"dx = {text}", f"dx = {latex}", sources)]
 
 
-def attention_rows(self_attention, dropout):
+def attention_rows(self_attention: Any, dropout: bool) -> Any:
     """Every row of an attention report, in backward order: ``(label, name, formula, latex, sources)``.
 
     The core's (from the table, with the dropout steps if ``dropout``), each
@@ -411,9 +413,9 @@ def attention_rows(self_attention, dropout):
     return core + parameter_rows() + input_rows(self_attention)
 
 
-def computed_from():
+def computed_from() -> Any:
     """``{label: sources}`` over every configuration (dropout or not, self or cross); rows from dy alone left out."""
-    found = {}
+    found: dict[Any, Any] = {}
     for self_attention in (True, False):
         for dropout in (False, True):
             for label, _, _, _, sources in attention_rows(self_attention, dropout):

@@ -7,13 +7,15 @@ larger one that recorded its last forward) into the names both routes share
 :func:`gradient_per_input` says what each input node receives.
 """
 
+from typing import Any
+
 from ..two_routes import NamedGradients
 from .chain import step_names
 
 __all__ = ["named_tape_gradients", "backward_order", "gradient_per_input"]
 
 
-def named_tape_gradients(layer, result):
+def named_tape_gradients(layer: Any, result: Any) -> Any:
     """The reverse pass's gradients under the analytic route's names, with the step completing each.
 
     ``result`` is the reverse pass of ``layer``'s tape or of a larger one that
@@ -43,21 +45,21 @@ def named_tape_gradients(layer, result):
     return grads
 
 
-def backward_order(names):
+def backward_order(names: Any) -> Any:
     """Gradient names from the output back to the inputs (the order the pass completes them)."""
     forward = {name: i for i, name in enumerate(step_names())}
     steps = sorted((n for n in names if n in forward), key=lambda n: -forward[n])
     return steps + [n for n in names if n not in forward]
 
 
-def gradient_per_input(last, grads):
+def gradient_per_input(last: Any, grads: Any) -> Any:
     """``[(input node, gradient)]``, each node once: the sum over the roles it played (key and value, say).
 
     Self-attention's one input gets ``x``, what all three projections sent back.
     """
     if last.self_attention:
         return [(last.inputs["query"], grads["x"])]
-    totals = {}  # id(node) -> [node, the sum of its roles' gradients, in role order]
+    totals: dict[Any, Any] = {}  # id(node) -> [node, the sum of its roles' gradients, in role order]
     for role, node in last.inputs.items():
         if id(node) in totals:
             totals[id(node)][1] = totals[id(node)][1] + grads[role]

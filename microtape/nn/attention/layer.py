@@ -126,6 +126,18 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
     kept instead of seven; ``keep`` names steps to keep anyway (settable too).
     """
 
+    # Set in __init__ (declared: the mixins and the reports read them).
+    embed: int
+    num_heads: int
+    head_dim: int
+    dropout: float
+    causal: bool
+    dtype: np.dtype
+    _block_size: int | None
+    _max_score_bytes: float
+    _dropout_key: int
+    _dropout_calls: int
+
     def __init__(
         self,
         embed: int,
@@ -175,7 +187,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         self._dropout_key = int(seeds[-1].generate_state(1, np.uint64)[0])
         self._dropout_calls = 0  # forwards that drew a dropout mask (advanced only on success)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         tiles = "" if self.block_size is None else f", block_size={self.block_size}"
         return (
             f"MultiHeadAttention(embed={self.embed}, num_heads={self.num_heads}, dropout={self.dropout}, "
@@ -183,15 +195,15 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         )
 
     @property
-    def block_size(self):
+    def block_size(self) -> Any:
         """None: the standard chain; an integer: the tiled kernel with blocks of that many queries and keys."""
         return self._block_size
 
     @block_size.setter
-    def block_size(self, value):
+    def block_size(self, value: Any) -> None:
         self._block_size = block_size_or_none(value, "MultiHeadAttention.block_size")
 
-    def twin(self, block_size):
+    def twin(self, block_size: Any) -> Any:
         """A new layer with this one's weights (copied), dropout stream and mode, running with ``block_size``.
 
         ``attn.twin(None)`` is the standard chain of a tiled layer: its next
@@ -208,19 +220,19 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         return other.train(self.training)
 
     @property
-    def max_score_bytes(self):
+    def max_score_bytes(self) -> Any:
         """The score-memory limit of one forward + backward, in bytes (default 4 GiB)."""
         return self._max_score_bytes
 
     @max_score_bytes.setter
-    def max_score_bytes(self, value):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value == float("inf"):
+    def max_score_bytes(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 or value == float("inf"):  # type: ignore[operator]  # a Real compares
             raise ValueError(f"MultiHeadAttention.max_score_bytes = {value!r}: expected a positive, finite number")
-        self._max_score_bytes = value
+        self._max_score_bytes = value  # type: ignore[assignment]  # a Real: checked above
 
     # -- checking a call (microtape/nn/attention_call.py: everything there runs before any state changes)
 
-    def check_call(self, query, key=None, value=None, mask=None, **naming):
+    def check_call(self, query: Any, key: Any = None, value: Any = None, mask: Any = None, **naming: Any) -> Any:
         """Check a forward's arguments exactly as :meth:`forward` does, changing nothing; an ``AttentionCall``.
 
         ``mask_name=`` and ``where=`` say what errors call the mask and the call (a layer that wraps this one
@@ -228,11 +240,11 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         """
         return attention_call.check_call(self, query, key, value, mask, **naming)
 
-    def score_bytes(self, batch, q_len, k_len):
+    def score_bytes(self, batch: int, q_len: int, k_len: int) -> Any:
         """Bytes of the score-sized arrays one forward + backward keeps (an upper bound)."""
         return attention_call.score_bytes(self, batch, q_len, k_len)
 
-    def tiled_bytes(self, batch, q_len, k_len):
+    def tiled_bytes(self, batch: int, q_len: int, k_len: int) -> Any:
         """Bytes the tiled core keeps and works in (an upper bound): ``O(B·H·T·D)`` plus one tile."""
         return attention_call.tiled_bytes(self, batch, q_len, k_len)
 
@@ -257,7 +269,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
             core = attention_core
         else:  # (the tiled kernel makes its causal and dropout masks tile by tile: the call has none)
             core = tiled.tiled_core(self.block_size, self.causal, dropout)
-        record = {}
+        record: dict[Any, Any] = {}
         self._check_lean_call(call)
         # All or nothing: the steps reach enclosing tapes only if the whole chain succeeds.
         # (Lean: the chain reads each step once, in the next step, so values go as it records.)
@@ -278,16 +290,16 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
         nodes = {node.name: node for node in tape.nodes if node.name in names}
         total_mask = call.user_mask if self.block_size is not None else call.total_mask
         self._last = _Forward(
-            tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,
+            tape, output, inputs, record["products"], nodes, call.self_attention, total_mask, keep, call.batch,  # type: ignore[arg-type]  # Tensors in, a Tensor out
             dropout, self.block_size is not None,
         )  # fmt: skip
         if dropout is not None:
             self._dropout_calls += 1  # only now: a failed forward leaves the next mask as it was
-        return output
+        return output  # type: ignore[return-value]  # Tensors in, a Tensor out
 
     # -- what the last forward left (read-only; ``tape`` and ``last_output`` come from RecordedLayer)
 
-    def gradient_names(self):
+    def gradient_names(self) -> Any:
         """The keys of :attr:`last_gradients` for the last forward (both routes give exactly these)."""
         last = self._require_forward("gradient_names()")
         names = [*last.nodes, *(name for name, _ in self.named_parameters()), *ROLES]
@@ -295,7 +307,7 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
 
     # -- backward
 
-    def named_gradients(self, grad_output, method="tape", *, links=None):
+    def named_gradients(self, grad_output: Any, method: str = "tape", *, links: Any = None) -> Any:
         """Every named gradient of the last forward for ``grad_output`` — computed, never stored.
 
         Returns a :class:`NamedGradients` (a dict keyed as :meth:`gradient_names`):
@@ -328,32 +340,32 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
 
     # -- the two routes (the scaffold, TwoRouteLayer, calls these)
 
-    def _backward_names(self):
+    def _backward_names(self) -> Any:
         last = self._last
         return self._lean_backward_names(last, ROLES) if last.tape.lean else self.gradient_names()
 
-    def _taped(self, last, grad_output, complete):
+    def _taped(self, last: Any, grad_output: Any, complete: Any) -> Any:
         if last.tape.lean:
             return self._lean_taped(last, grad_output, complete)
         # Steps are kept even for backward(): each role's gradient is read off its projection's step.
         return self._named_tape_gradients(gradients(last.output, grad_output, tape=last.tape, steps=True))
 
-    def _analytic_gradients(self, grad_output, links):
+    def _analytic_gradients(self, grad_output: Any, links: Any) -> Any:
         if self._last.tiled:
             attention_call.require_score_memory(self, "backward(method='analytic')", 6)
         return analytic.attention_backward(grad_output, self.analytic_cache(), self._last.self_attention, links)
 
-    def _input_gradients(self, grads):
+    def _input_gradients(self, grads: Any) -> Any:
         return gradient_per_input(self._last, grads)
 
-    def _returned_input(self):
+    def _returned_input(self) -> Any:
         return "x" if self._last.self_attention else "query"
 
-    def _named_tape_gradients(self, result):
+    def _named_tape_gradients(self, result: Any) -> Any:
         """The reverse pass ``result`` under the analytic route's names (see :mod:`.attention_gradients`)."""
         return named_tape_gradients(self, result)
 
-    def _check_finite_gradients(self, grads, method):
+    def _check_finite_gradients(self, grads: Any, method: Any) -> None:
         """Refuse a backward whose gradients overflowed, naming the first step (in backward order).
 
         An inf or NaN anywhere along the chain reaches the parameters and inputs
@@ -370,20 +382,22 @@ class MultiHeadAttention(LeanSwitch, AttentionReadouts, TwoRouteLayer):
 
     # -- zoom to scalars, and the PyTorch bridge (in files of their own)
 
-    def trace_scalars(self, query, key=None, value=None, mask=None, max_ops=200_000):
+    def trace_scalars(
+        self, query: Any, key: Any = None, value: Any = None, mask: Any = None, max_ops: int = 200_000
+    ) -> Any:
         """Run the same forward with one Scalar per number (tiny sizes only); see :mod:`.scalar_trace`."""
         from .scalar_trace import trace_scalars
 
         return trace_scalars(self, query, key, value, mask, max_ops=max_ops)
 
     @classmethod
-    def from_torch(cls, module, causal=False, dtype=np.float64):
+    def from_torch(cls, module: Any, causal: bool = False, dtype: Any = np.float64) -> Any:
         """A layer with the weights of a ``torch.nn.MultiheadAttention`` (torch imported there only)."""
         from .torch_bridge import attention_from_torch
 
         return attention_from_torch(cls, module, causal=causal, dtype=dtype)
 
-    def to_torch(self):
+    def to_torch(self) -> Any:
         """An equivalent ``torch.nn.MultiheadAttention(batch_first=True)`` (float64 or float32)."""
         from .torch_bridge import attention_to_torch
 

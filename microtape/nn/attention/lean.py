@@ -10,10 +10,15 @@ step-by-step reports) is refused with a message saying how to keep it.
 ``keep=("weights",)`` lets a lean layer draw the dP heatmap.
 """
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ...engine import gradients
 from ...engine.lean import check_keep
+
+if TYPE_CHECKING:
+    from ...values.tensor import Tensor
 from ...values.tensor import Tensor
 from ..two_routes import NamedGradients
 from .chain import step_names
@@ -24,8 +29,17 @@ __all__ = ["LeanSwitch", "lean_tape_gradients"]
 class LeanSwitch:
     """``lean`` and ``keep`` for a layer with ``_last`` (a mixin of :class:`~microtape.nn.MultiHeadAttention`)."""
 
+    if TYPE_CHECKING:  # what the layer that mixes this in has (MultiHeadAttention)
+        _last: Any
+        num_heads: int
+        causal: bool
+        dtype: np.dtype
+
+        def _require_forward(self, what: str) -> Any: ...
+        def named_parameters(self) -> list[tuple[str, Tensor]]: ...
+
     @property
-    def lean(self):
+    def lean(self) -> Any:
         """Record the next forwards lean: keep only what the backward pass reads (default False).
 
         The gradients ``backward`` gives are the same, bit for bit; the score-sized
@@ -36,18 +50,18 @@ class LeanSwitch:
         return self._lean
 
     @lean.setter
-    def lean(self, value):
+    def lean(self, value: Any) -> None:
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{type(self).__name__}.lean = {value!r}: expected True or False")
         self._lean = bool(value)
 
     @property
-    def keep(self):
+    def keep(self) -> Any:
         """Steps whose values and gradients a lean forward keeps anyway (``("weights",)``: dP for a heatmap)."""
         return self._keep_steps
 
     @keep.setter
-    def keep(self, steps):
+    def keep(self, steps: Any) -> None:
         steps = check_keep(steps, type(self).__name__)
         unknown = [name for name in steps if name not in step_names()]
         if unknown:
@@ -56,12 +70,12 @@ class LeanSwitch:
             )
         self._keep_steps = steps
 
-    def _lean_repr(self):
+    def _lean_repr(self) -> Any:
         if not self.lean:
             return ""
         return f", lean=True, keep={self.keep}" if self.keep else ", lean=True"
 
-    def _check_lean_call(self, call):
+    def _check_lean_call(self, call: Any) -> None:
         """Refuse, before anything changes, a lean cross-attention whose roles share one taped Tensor.
 
         (A lean backward reads each role's gradient off its own input node; arrays get a node per role.)
@@ -73,13 +87,13 @@ class LeanSwitch:
                 "same taped Tensor was given for two of query, key and value. Set attn.lean = False for this call"
             )
 
-    def _lean_backward_names(self, last, roles):
+    def _lean_backward_names(self, last: Any, roles: Any) -> Any:
         """What a lean backward keeps: the kept steps', the parameters' and the inputs' gradients."""
         inputs = ["x"] if last.self_attention else list(roles)
         steps = [name for name in last.tape.keep if name in last.nodes]
         return steps + [name for name, _ in self.named_parameters()] + inputs
 
-    def _lean_taped(self, last, grad_output, complete):
+    def _lean_taped(self, last: Any, grad_output: Any, complete: Any) -> Any:
         if complete:
             raise ValueError(
                 f"{type(self).__name__}.named_gradients(method='tape'): the last forward was recorded lean, so "
@@ -89,7 +103,7 @@ class LeanSwitch:
         return lean_tape_gradients(self, gradients(last.output, grad_output, tape=last.tape))
 
 
-def lean_tape_gradients(layer, result):
+def lean_tape_gradients(layer: Any, result: Any) -> Any:
     """The gradients a lean forward's reverse pass ``result`` keeps: parameters, inputs and ``layer.keep``'s steps.
 
     Self-attention's ``x`` is what its node received: the three projections'

@@ -14,11 +14,18 @@ gradients are recomputed here on request (from ``Q``, ``K``, the saved
 log-sum-exp ``L`` and the dropout counter), within the layer's memory limit.
 """
 
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
 from ...engine.lean import not_kept_error
 from .. import masks
 from ..two_routes import read_only
 from . import analytic, tiled
 from . import call as attention_call
+
+if TYPE_CHECKING:
+    from ...values.tensor import Tensor
 
 __all__ = ["AttentionReadouts"]
 
@@ -26,10 +33,19 @@ __all__ = ["AttentionReadouts"]
 class AttentionReadouts:
     """The read-only views of MultiHeadAttention's last forward and backward (a mixin: the layer holds ``_last``)."""
 
-    def _per_head(self, array):
+    if TYPE_CHECKING:  # what the layer that mixes this in has (MultiHeadAttention)
+        _last: Any
+        num_heads: int
+        causal: bool
+        dtype: np.dtype
+
+        def _require_forward(self, what: str) -> Any: ...
+        def named_parameters(self) -> list[tuple[str, Tensor]]: ...
+
+    def _per_head(self, array: Any) -> Any:
         return read_only(array.reshape(self._last.batch, self.num_heads, *array.shape[1:]))
 
-    def _weights(self, what):
+    def _weights(self, what: str) -> Any:
         """``P [B·H, Tq, Tk]`` of the last forward: the tape's ``weights``, or (tiled) ``exp(S − L)`` recomputed."""
         last = self._require_forward(what)
         if not last.tiled:
@@ -37,7 +53,7 @@ class AttentionReadouts:
         attention_call.require_score_memory(self, what, 2)
         return tiled.recomputed_weights(last.nodes["context"])
 
-    def _keep(self):
+    def _keep(self) -> Any:
         """The dropout mask of the last forward (None without dropout): saved, or (tiled) regenerated."""
         last = self._last
         if last is None or not last.tiled:
@@ -47,7 +63,7 @@ class AttentionReadouts:
         return tiled.recomputed_keep(last.nodes["context"])
 
     @property
-    def attention_weights(self):
+    def attention_weights(self) -> Any:
         """``[B, H, Tq, Tk]``: the softmax weights of the last forward, *before* dropout (read-only).
 
         On the tiled path nothing score-sized was kept: they are recomputed
@@ -56,7 +72,7 @@ class AttentionReadouts:
         return self._per_head(self._weights("attention_weights"))
 
     @property
-    def dropped_attention_weights(self):
+    def dropped_attention_weights(self) -> Any:
         """``[B, H, Tq, Tk]``: the weights *after* dropout (the same as before when it is off)."""
         last = self._require_forward("dropped_attention_weights")
         if last.tiled:
@@ -66,7 +82,7 @@ class AttentionReadouts:
         return self._per_head(node.data)
 
     @property
-    def last_mask(self):
+    def last_mask(self) -> Any:
         """The total additive mask ``[Tq, Tk]`` of the last forward (causal + user), or None.
 
         On the tiled path (which never builds the causal part whole) it is built here.
@@ -78,7 +94,7 @@ class AttentionReadouts:
         return read_only(total if last.mask is None else total + last.mask)
 
     @property
-    def dropout_keep(self):
+    def dropout_keep(self) -> Any:
         """The dropout mask ``[B·H, Tq, Tk]`` (1/(1-p) where kept, 0 where dropped), or None.
 
         Saved by the standard path; regenerated here on the tiled path (it is
@@ -86,7 +102,7 @@ class AttentionReadouts:
         """
         return read_only(self._keep())
 
-    def _last_grad(self, name, what):
+    def _last_grad(self, name: str, what: str) -> Any:
         last = self._require_forward(what)
         grads = last.grads
         if not grads:
@@ -95,7 +111,7 @@ class AttentionReadouts:
             raise not_kept_error(f"{name} (MultiHeadAttention.{what})", "gradient", name)
         return read_only(grads[name])
 
-    def _score_gradient(self, name, what):
+    def _score_gradient(self, name: str, what: str) -> Any:
         """A score-sized gradient of the last backward: kept by the standard path, recomputed when tiled."""
         last = self._require_forward(what)
         if not last.tiled:
@@ -103,29 +119,29 @@ class AttentionReadouts:
         grad_context = self._last_grad("context", what)
         attention_call.require_score_memory(self, what, 5)
         heads = [last.nodes[step].data for step in ("Q_heads", "K_heads", "V_heads")]
-        core = analytic.attention_core_backward(grad_context, *heads, self._weights(what), self._keep())
+        core = analytic.attention_core_backward(grad_context, *heads, self._weights(what), self._keep())  # type: ignore[call-arg]  # three heads
         return core[name]
 
-    def grad_scores(self):
+    def grad_scores(self) -> Any:
         """dS ``[B, H, Tq, Tk]``: the gradient of the (scaled, masked) scores, last backward.
 
         On the tiled path it is recomputed from the last backward's dC and the recomputed weights.
         """
         return self._per_head(self._score_gradient("scaled_scores", "grad_scores()"))
 
-    def grad_weights(self):
+    def grad_weights(self) -> Any:
         """dP ``[B, H, Tq, Tk]``: the gradient of the attention weights, last backward (recomputed when tiled)."""
         return self._per_head(self._score_gradient("weights", "grad_weights()"))
 
-    def grad_key_input(self):
+    def grad_key_input(self) -> Any:
         """dk of the last backward (cross-attention; for self it is part of the returned sum)."""
         return self._last_grad("key", "grad_key_input()")
 
-    def grad_value_input(self):
+    def grad_value_input(self) -> Any:
         """dv of the last backward (cross-attention; for self it is part of the returned sum)."""
         return self._last_grad("value", "grad_value_input()")
 
-    def analytic_cache(self):
+    def analytic_cache(self) -> Any:
         """The numpy values the analytic backward reads, taken from the last forward (read-only)."""
         last = self._require_forward("analytic_cache()")
         cache = {role: read_only(node.data) for role, node in last.inputs.items()}

@@ -17,6 +17,7 @@ number belongs to one head.
 import numbers
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,23 +39,25 @@ class ScalarTrace:
     inputs: dict  # role -> ScalarArray
     params: dict  # "q_proj.weight" -> ScalarArray
 
-    def backward(self, grad_output=None):
+    def backward(self, grad_output: Any = None) -> None:
         """Backpropagate ``sum(grad_output * output)`` through every scalar op."""
         self.output.backward(grad_output)
 
-    def gradients(self):
+    def gradients(self) -> Any:
         """``{name: numpy array}`` for every input and parameter."""
         grads = {name: array.grad for name, array in self.params.items()}
         grads.update({role: array.grad for role, array in self.inputs.items()})
         return grads
 
 
-def scalar_op_estimate(batch, q_len, k_len, embed):
+def scalar_op_estimate(batch: int, q_len: int, k_len: int, embed: int) -> Any:
     """About how many scalar ops the trace records (projections, then the attention core)."""
     return 4 * batch * (q_len + 2 * k_len) * embed * embed + 6 * batch * q_len * k_len * embed
 
 
-def trace_scalars(attn, query, key=None, value=None, mask=None, max_ops=200_000):
+def trace_scalars(
+    attn: Any, query: Any, key: Any = None, value: Any = None, mask: Any = None, max_ops: int = 200_000
+) -> "ScalarTrace":
     """Run ``attn``'s forward with one Scalar per number (tiny sizes only).
 
     Returns a :class:`ScalarTrace`: its ``tape`` has one equation per scalar
@@ -110,7 +113,7 @@ _PER_HEAD = re.compile(r"^(scores|scaled_scores|causal_scores|masked_scores|weig
                        r"\[(\d+),(\d+),(\d+)\]$")  # fmt: skip
 
 
-def _name_by_head(tape, num_heads, batch):
+def _name_by_head(tape: Any, num_heads: int, batch: int) -> None:
     """``scores[5,1,2]`` (row 5 of B·H) becomes ``scores[h1,q1,k2]`` — or ``[b1,h1,q1,k2]`` for a batch.
 
     The core's arrays stack batch and heads on their first axis; a student
@@ -127,7 +130,7 @@ def _name_by_head(tape, num_heads, batch):
         node.name = f"{step}[{where}]"
 
 
-def _tag_heads(tape, heads, num_heads, batch):
+def _tag_heads(tape: Any, heads: Any, num_heads: int, batch: int) -> None:
     """Move each scalar op of the attention core into its head's module ("attention.head1").
 
     At scalar granularity every number belongs to one head: a score of head h

@@ -54,6 +54,8 @@ microtape is imported; its names are reachable from here too): this module
 calls it on Tensors and Plain arrays and reads a recorded row back.
 """
 
+from typing import Any
+
 import numpy as np
 
 # The kernel itself is an op (ops/ sits below nn/): its pieces stay reachable here
@@ -82,7 +84,16 @@ __all__ = ["tiled_attention", "tiled_core", "recomputed_weights", "recomputed_ke
 # ---------------------------------------------------------------- the op
 
 
-def tiled_attention(q_heads, k_heads, v_heads, block_size, causal=False, mask=None, dropout=None, name="context"):
+def tiled_attention(
+    q_heads: Any,
+    k_heads: Any,
+    v_heads: Any,
+    block_size: Any,
+    causal: bool = False,
+    mask: Any = None,
+    dropout: Any = None,
+    name: str = "context",
+) -> Any:
     """The tiled attention core of ``[N, Tq, D]`` queries over ``[N, Tk, D]`` keys and values.
 
     On Tensors it records one ``tiled_attention`` row (its parameters: the
@@ -106,7 +117,7 @@ def tiled_attention(q_heads, k_heads, v_heads, block_size, causal=False, mask=No
     )
 
 
-def tiled_core(block_size, causal=False, dropout=None):
+def tiled_core(block_size: Any, causal: bool = False, dropout: Any = None) -> Any:
     """A core for :func:`~microtape.nn.attention.chain.attention_chain`: the tiled kernel instead of the chain.
 
     The tiled kernel makes its causal mask and its dropout mask tile by tile,
@@ -114,7 +125,9 @@ def tiled_core(block_size, causal=False, dropout=None):
     ``mask`` per call.
     """
 
-    def core(q_heads, k_heads, v_heads, causal_mask=None, mask=None, keep=None):
+    def core(
+        q_heads: Any, k_heads: Any, v_heads: Any, causal_mask: Any = None, mask: Any = None, keep: Any = None
+    ) -> Any:
         if causal_mask is not None or keep is not None:
             raise ValueError("tiled_core: give causal= and dropout= to tiled_core(), not whole masks per call")
         mask = mask.data if isinstance(mask, (Tensor, Plain)) else mask
@@ -126,7 +139,7 @@ def tiled_core(block_size, causal=False, dropout=None):
 # ---------------------------------------------------------------- reading a recorded row back
 
 
-def _recorded(node):
+def _recorded(node: Any) -> Any:
     """``(q, k, v, schedule, mask, dropout)`` of a recorded ``tiled_attention`` node."""
     if node.op is not TILED_ATTENTION:
         raise ValueError(f"expected a node recorded by tiled_attention, got {node!r}")
@@ -136,7 +149,7 @@ def _recorded(node):
     return q, k, v, schedule, params.get("mask"), params.get("dropout")
 
 
-def recomputed_weights(node):
+def recomputed_weights(node: Any) -> Any:
     """``P = exp(S − L)`` ``[N, Tq, Tk]`` of a recorded tiled row: recomputed on request from Q, K and L."""
     q, k, v, schedule, mask, dropout = _recorded(node)
     whole = Tile(0, 0, slice(0, schedule.q_len), slice(0, schedule.k_len))
@@ -145,7 +158,7 @@ def recomputed_weights(node):
     return np.exp(weights, out=weights)
 
 
-def recomputed_keep(node):
+def recomputed_keep(node: Any) -> Any:
     """The dropout mask ``[N, Tq, Tk]`` of a recorded tiled row (None without dropout), regenerated."""
     q, k, v, schedule, mask, dropout = _recorded(node)
     if dropout is None:

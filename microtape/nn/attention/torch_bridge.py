@@ -11,6 +11,8 @@ PyTorch keeps the three input projections in one ``in_proj_weight``
 Both use ``y = x Wᵀ + b``, so the rows copy straight across.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..checks import check_finite
@@ -18,14 +20,14 @@ from ..checks import check_finite
 __all__ = ["attention_from_torch", "attention_to_torch", "torch_array"]
 
 
-def torch_array(tensor, what):
+def torch_array(tensor: Any, what: str) -> Any:
     """A torch parameter as a float64 numpy array; refuses NaN/inf weights."""
     array = tensor.detach().cpu().double().numpy()
     check_finite(array, what, "from_torch")
     return array
 
 
-def attention_from_torch(cls, module, causal=False, dtype=np.float64):
+def attention_from_torch(cls: Any, module: Any, causal: bool = False, dtype: Any = np.float64) -> Any:
     """A ``cls`` (MultiHeadAttention) with the weights of a ``torch.nn.MultiheadAttention``."""
     import torch
 
@@ -60,7 +62,7 @@ def attention_from_torch(cls, module, causal=False, dtype=np.float64):
     return layer
 
 
-def attention_to_torch(layer):
+def attention_to_torch(layer: Any) -> Any:
     """An equivalent ``torch.nn.MultiheadAttention(batch_first=True)`` (float64 or float32)."""
     import torch
 

@@ -14,6 +14,7 @@ pure pass: no ``.grad`` changes), so it shows what the graphs show.
 """
 
 from collections import Counter
+from typing import Any
 
 from ..picture import STATE
 from ..program import collect, trace_backward
@@ -26,7 +27,7 @@ __all__ = ["explore_data", "program_data"]
 PALETTE_STATES = ("done", "partial", "current", "pending", "off")
 
 
-def explore_data(source, *, grad=None, title=None, tangents=None):
+def explore_data(source: Any, *, grad: Any = None, title: str | None = None, tangents: Any = None) -> Any:
     """The explorer's data for ``source`` (see the module docstring); ``grad`` seeds the backward pass.
 
     ``tangents`` (``{leaf or its name: tangent}``) adds forward mode, stepped the same way (:mod:`.forward`).
@@ -38,7 +39,7 @@ def explore_data(source, *, grad=None, title=None, tangents=None):
     return data
 
 
-def _note(overview, count):
+def _note(overview: Any, count: Any) -> Any:
     """What the overview says of itself: how it was collapsed, and that a click opens a module."""
     if overview.drawn_before is None:
         return overview.note or ""
@@ -46,7 +47,7 @@ def _note(overview, count):
     return f"{overview.drawn_before} boxes drawn as {len(overview.boxes)}, one per module: {opens}"
 
 
-def program_data(program, trace, *, title=None):
+def program_data(program: Any, trace: Any, *, title: str | None = None) -> Any:
     """The explorer's data for a collected program and its reverse pass."""
     views, overview = graph_views(program)
     summaries = {}

@@ -13,6 +13,8 @@ are :func:`microtape.transforms.forward_mode.push_forward`'s: the op's own
 JVP rules, not a second implementation.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine import Node
@@ -24,7 +26,7 @@ from .values import show_grad
 __all__ = ["forward_data", "leaf_tangents"]
 
 
-def leaf_tangents(program, tangents):
+def leaf_tangents(program: Any, tangents: Any) -> Any:
     """``{leaf node: tangent}`` from a dict keyed by leaf nodes or their names (clear errors otherwise)."""
     if not isinstance(tangents, dict) or not tangents:
         raise TypeError(f"tangents=...: expected a dict {{leaf or name: tangent}}, got {tangents!r}")
@@ -44,7 +46,7 @@ def leaf_tangents(program, tangents):
     return found
 
 
-def forward_data(program, tangents):
+def forward_data(program: Any, tangents: Any) -> Any:
     """The forward-mode steps and every node's tangent (see the module docstring)."""
     seeds = leaf_tangents(program, tangents)
     pushed = push_forward(program.tape, seeds)
@@ -68,7 +70,7 @@ def forward_data(program, tangents):
     }
 
 
-def _tangent_sum(program, i, pushed):
+def _tangent_sum(program: Any, i: Any, pushed: Any) -> Any:
     """``ẏ = ∂y/∂a·ȧ + ∂y/∂b·ḃ``, with this run's numbers for Scalars."""
     node = program.equations[i]
     terms = []

@@ -22,6 +22,7 @@ import html
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..lifetimes import order_of
 from ..paint import paint
@@ -39,7 +40,7 @@ _FONT = re.compile(r' font-family="([^"]*)"')
 _HUNDREDTHS = re.compile(r"(\d\.\d)\d\b")
 
 
-def _compact(text):
+def _compact(text: str) -> Any:
     """Graphviz's SVG, lighter (a notebook holds it twice): no comments, one font, coordinates to 0.1 pt.
 
     Every text names the same font: it is said once, on the picture, and
@@ -56,7 +57,7 @@ _EDGE = re.compile(r'<g id="(edge\d+)" class="edge">\s*<title>([^<]*)</title>')
 _NODE = re.compile(r'<g id="(node\d+)" class="node">\s*<title>([^<]*)</title>')
 
 
-def box_names(view):
+def box_names(view: Any) -> Any:
     """``{box id: (data-node name, kind, [member names])}`` for every box of ``view``."""
     program = view.program
     boxes = {}
@@ -73,7 +74,7 @@ def box_names(view):
     return boxes
 
 
-def _marked_svg(view, title, orders):
+def _marked_svg(view: Any, title: str | None, orders: Any) -> Any:
     """The view's picture as SVG, each box's group carrying ``data-node``, ``data-kind`` and ``tabindex``.
 
     A recorded derivative's steps (``create_graph=True``) are filled by their order, as in every graph,
@@ -83,7 +84,7 @@ def _marked_svg(view, title, orders):
     text = _compact(text[text.find("<svg") :])
     boxes = box_names(view)
 
-    def mark(match):
+    def mark(match: Any) -> Any:
         box = boxes.get(html.unescape(match.group(2)))
         if box is None:  # a junction point: nothing to click
             return match.group(0)
@@ -94,7 +95,7 @@ def _marked_svg(view, title, orders):
             attributes += f' data-order="{min(order, max(ORDER))}"'
         return match.group(0).replace('class="node">', f'class="node" {attributes}>', 1)
 
-    def mark_edge(match):
+    def mark_edge(match: Any) -> Any:
         tail, _, head = html.unescape(match.group(2)).partition("->")
         if tail not in boxes or head not in boxes:
             return match.group(0)  # (a junction's line)
@@ -104,7 +105,7 @@ def _marked_svg(view, title, orders):
     return _EDGE.sub(mark_edge, _NODE.sub(mark, text))
 
 
-def _view_entry(view, key, title, drawn):
+def _view_entry(view: Any, key: Any, title: str, drawn: Any) -> Any:
     boxes = box_names(view)
     return {
         "key": key,
@@ -115,7 +116,7 @@ def _view_entry(view, key, title, drawn):
     }
 
 
-def graph_views(program, max_expanded=MAX_EXPANDED, max_nodes=None):
+def graph_views(program: Any, max_expanded: Any = MAX_EXPANDED, max_nodes: Any = None) -> Any:
     """The overview and, for each module summary on it (up to ``max_expanded``), the graph with it opened.
 
     ``max_nodes``: above this many boxes the overview is collapsed (default: the graphs' own limit).

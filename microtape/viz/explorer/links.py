@@ -20,6 +20,8 @@ as those. The wrong links are drawn in red; a click on one opens the
 comparison.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..picture import STATE
@@ -40,7 +42,7 @@ PALETTE = {
 }
 
 
-def link_state(state):
+def link_state(state: Any) -> Any:
     """A step's state as a link's: right, carried, wrong or missing."""
     state = _SAID.get(state, state)
     if state not in STATES:
@@ -48,13 +50,13 @@ def link_state(state):
     return state
 
 
-def _largest_difference(a, b):
+def _largest_difference(a: Any, b: Any) -> Any:
     if a is None or b is None or np.shape(a) != np.shape(b):
         return None
     return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)), initial=0.0))
 
 
-def _said(link, state):
+def _said(link: Any, state: Any) -> str:
     step, after = link["step"], ", ".join(link["after"])
     if state == "right":
         return f"{step} is right"
@@ -66,7 +68,7 @@ def _said(link, state):
     return f"the link into {step} is wrong: {step} is not what {upstream} implies"
 
 
-def link_panel(link):
+def link_panel(link: Any) -> Any:
     """The comparison a click on a step's node opens (see the module docstring)."""
     state = link_state(link["state"])
     yours, tape, implied = link.get("yours"), link.get("tape"), link.get("implied")
@@ -83,7 +85,7 @@ def link_panel(link):
     }
 
 
-def checked_data(tape, output, grad, links, *, title=None, note=""):
+def checked_data(tape: Any, output: Any, grad: Any, links: Any, *, title: str | None = None, note: str = "") -> Any:
     """The explorer's data for a recorded exercise, each step's node carrying its link's comparison."""
     program = collect(tape, output)
     data = program_data(program, trace_backward(program, grad), title=title)

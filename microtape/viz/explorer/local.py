@@ -16,6 +16,7 @@ its LaTeX (:attr:`microtape.ops.Op.grads_latex`).
 """
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ _SMALL_POWER = re.compile(r"\*\*(-?\d)(?![\d.])")
 _NUMBER_TIMES_NAME = re.compile(r"(?<![\w.])(\d+)·([A-Za-z_%])")
 
 
-def expression(node, names):
+def expression(node: Any, names: Any) -> Any:
     """The equation's right-hand side as a person writes it: ``a·b``, ``a²``, ``tanh(%2)``."""
     op = node.op
     operands = [_operand(names[x]) for x in node.inputs]
@@ -51,12 +52,12 @@ def expression(node, names):
     return f"{op.name}({', '.join(names[x] for x in node.inputs)})"
 
 
-def _operand(name):
+def _operand(name: str) -> Any:
     """A name inside a formula: bracketed when it is itself an expression (``q_proj.weight^T`` stays)."""
     return f"({name})" if any(c in name for c in " +−-·/") else name
 
 
-def local_template(template):
+def local_template(template: Any) -> Any:
     """The gradient template with the incoming gradient set to 1: ``"{g} * {b}"`` → ``"{b}"``."""
     if template.startswith("{g} * "):
         return template[len("{g} * ") :]
@@ -65,10 +66,10 @@ def local_template(template):
     return template.replace("{g}", "1")
 
 
-def tidy(text):
+def tidy(text: str) -> Any:
     """A filled-in scalar formula, written as on paper: ``2 * a**(2-1)`` → ``2a``, ``b**2`` → ``b²``."""
 
-    def lowered(match):
+    def lowered(match: Any) -> str:
         exponent = float(match.group(1).strip("()"))
         return f"**{fmt(exponent - 1)}"
 
@@ -79,7 +80,7 @@ def tidy(text):
     return _NUMBER_TIMES_NAME.sub(r"\1\2", text)
 
 
-def _fill(op, node, template, names):
+def _fill(op: Any, node: Any, template: Any, names: Any) -> Any:
     values = dict(zip(op.inputs, names[: op.arity], strict=True))
     values[op.output] = names[-1]
     for key, value in (node.params or {}).items():
@@ -88,7 +89,7 @@ def _fill(op, node, template, names):
     return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(1))), template)
 
 
-def local_derivative(program, i, position):
+def local_derivative(program: Any, i: Any, position: Any) -> Any:
     """What use ``position`` of equation ``i`` says about its input: the symbol, the formula, the numbers.
 
     Returns a dict: ``expr`` (the equation written out), ``symbol``
@@ -124,7 +125,7 @@ def local_derivative(program, i, position):
     return entry
 
 
-def _scalar_local(node, position):
+def _scalar_local(node: Any, position: Any) -> Any:
     """∂y/∂input for a Scalar equation: its VJP on this run's numbers with ``g = 1`` (None if not computable)."""
     try:
         inputs = [float(x.data) for x in node.inputs]

@@ -25,6 +25,8 @@ handled and when each share arrives, so the page can colour the graph at
 any step.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..lifetimes import order_of
@@ -40,22 +42,24 @@ __all__ = ["node_panels", "backward_steps", "seed_text", "MAX_USES"]
 MAX_USES = 40  # uses listed one by one on a panel; the rest are counted (their sum is still the gradient)
 
 
-def _uses_of(program):
+def _uses_of(program: Any) -> Any:
     """``{node: [(equation index, operand position), ...]}`` for every value some equation reads."""
-    uses = {}
+    uses: dict[Any, Any] = {}
     for i, node in enumerate(program.equations):
         for position, x in enumerate(node.inputs):
             uses.setdefault(x, []).append((i, position))
     return uses
 
 
-def node_panels(program, trace):
+def node_panels(program: Any, trace: Any) -> Any:
     """``{name: panel}`` for every equation and leaf of ``program`` (see the module docstring)."""
     uses = _uses_of(program)
     orders = order_of(program)
     found = {}
 
-    def local(i, position):  # each use's local derivative, worked out once (a node's panel and its input's)
+    def local(
+        i: Any, position: Any
+    ) -> Any:  # each use's local derivative, worked out once (a node's panel and its input's)
         key = (i, position)
         if key not in found:
             found[key] = local_derivative(program, i, position)
@@ -69,7 +73,7 @@ def node_panels(program, trace):
     return panels
 
 
-def _base(program, trace, node, uses, local):
+def _base(program: Any, trace: Any, node: Any, uses: Any, local: Any) -> Any:
     scalar = node.data.__class__ is float
     grad = trace.total.get(node)
     panel = {
@@ -96,13 +100,13 @@ def _base(program, trace, node, uses, local):
     return panel
 
 
-def _leaf_panel(program, trace, leaf, kind, uses, local):
+def _leaf_panel(program: Any, trace: Any, leaf: Any, kind: Any, uses: Any, local: Any) -> Any:
     panel = _base(program, trace, leaf, uses, local)
     panel.update(kind=kind, op=kind, expr="", step=None, local=[], saved=[], order=0)
     return panel
 
 
-def _equation_panel(program, trace, i, uses, order, local):
+def _equation_panel(program: Any, trace: Any, i: Any, uses: Any, order: Any, local: Any) -> Any:
     node = program.equations[i]
     panel = _base(program, trace, node, uses, local)
     panel.update(kind="op", op=describe(node), expr=expression(node, program.names), order=order)
@@ -116,7 +120,7 @@ def _equation_panel(program, trace, i, uses, order, local):
     return panel
 
 
-def _use_entries(program, trace, node, places, local_of):
+def _use_entries(program: Any, trace: Any, node: Any, places: Any, local_of: Any) -> Any:
     """Each use of ``node``: the chain rule's product there (upstream × local = share), in tape order."""
     entries = []
     shape = np.shape(node.data)
@@ -145,12 +149,12 @@ def _use_entries(program, trace, node, places, local_of):
     return entries, max(0, len(places) - MAX_USES)
 
 
-def _pruned(entry):
+def _pruned(entry: Any) -> Any:
     """``entry`` without its empty fields (a big tape has thousands of these: the page reads a missing one as empty)."""
     return {key: value for key, value in entry.items() if value is not None and value != ""}
 
 
-def backward_steps(program, trace, view):
+def backward_steps(program: Any, trace: Any, view: Any) -> Any:
     """The engine's steps, each ``{"node", "text", "to", "order"}``: who, what happens, who receives."""
     painter = Painter(view, trace)  # the whole pass: its edges' formulas carry this run's numbers
     orders = order_of(program)
@@ -177,7 +181,7 @@ def backward_steps(program, trace, view):
     return steps
 
 
-def seed_text(program, trace):
+def seed_text(program: Any, trace: Any) -> Any:
     """What the pass starts from, before its first step."""
     parts = [f"{program.name(node)} starts with gradient {show_grad(g)['text']}" for node, g in trace.seeds.items()]
     shown = "; ".join(parts[:3]) + (f"; … ({len(parts)} outputs)" if len(parts) > 3 else "")

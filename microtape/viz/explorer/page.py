@@ -16,17 +16,18 @@ import html
 import json
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 __all__ = ["fragment", "page", "asset", "data_json"]
 
 
 @cache
-def asset(name):
+def asset(name: str) -> Any:
     """The text of ``assets/<name>`` (the explorer's script or style)."""
-    return files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+    return files(__package__).joinpath("assets", name).read_text(encoding="utf-8")  # type: ignore[call-arg]  # a path: several parts
 
 
-def data_json(data):
+def data_json(data: Any) -> Any:
     """``data`` as JSON that can sit inside a ``<script>`` element: no ``</`` or ``<!--`` to end it early.
 
     Both can only occur inside JSON strings (the SVG), where ``\\/`` and ``\\u0021`` are the same characters.
@@ -35,7 +36,7 @@ def data_json(data):
     return text.replace("</", "<\\/").replace("<!--", "<\\u0021--")
 
 
-def fragment(data, *, uid, page_keys=False, beside_widget=False):
+def fragment(data: Any, *, uid: Any, page_keys: bool = False, beside_widget: bool = False) -> str:
     """The explorer's HTML: a ``<div>``, its style and the script that fills it from ``data``.
 
     ``beside_widget``: the static copy a notebook keeps above the live widget (see
@@ -54,7 +55,7 @@ def fragment(data, *, uid, page_keys=False, beside_widget=False):
     )
 
 
-def page(data, title):
+def page(data: Any, title: str) -> str:
     """A whole HTML page: the explorer, its keys working anywhere on the page."""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

@@ -13,6 +13,8 @@ array of one node (its value, its gradient, each use's share) is cut by the
 same window, so an entry means the same place in all of them.
 """
 
+from typing import Any
+
 import numpy as np
 
 from ...engine.lean import NotKept
@@ -26,7 +28,7 @@ HEAT = 12  # rows and columns a heatmap shows at most
 CELL_DIGITS = 7
 
 
-def window(shape):
+def window(shape: Any) -> Any:
     """The part of an array of ``shape`` the heatmap shows: ``(prefix, rows, columns)``.
 
     ``prefix``: the index of the leading axes (zeros); rows and columns the
@@ -40,7 +42,7 @@ def window(shape):
     return (0,) * (len(shape) - 2), min(shape[-2], HEAT), min(shape[-1], HEAT)
 
 
-def cells(array, shape, noise=0.0):
+def cells(array: Any, shape: Any, noise: float = 0.0) -> Any:
     """``array``'s entries in the window of ``shape`` as rows of floats (None when there is no array).
 
     Entries at most ``noise`` in size are 0: rounding noise is not coloured as a value.
@@ -62,7 +64,7 @@ def cells(array, shape, noise=0.0):
     return [[_json_number(v, CELL_DIGITS) for v in row] for row in part]
 
 
-def _json_number(value, digits=None):
+def _json_number(value: Any, digits: Any = None) -> Any:
     """A float JSON can carry (to ``digits`` significant digits, or every one); inf and nan as text."""
     value = float(value)
     if np.isfinite(value):
@@ -70,7 +72,7 @@ def _json_number(value, digits=None):
     return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def _heat(array, noise=0.0):
+def _heat(array: Any, noise: float = 0.0) -> Any:
     shape = np.shape(array)
     prefix, rows, columns = window(shape)
     where = ", ".join([*map(str, prefix), ":" if len(shape) > 1 else ""]).strip(", ")
@@ -79,7 +81,7 @@ def _heat(array, noise=0.0):
     return {"cells": cells(array, shape, noise), "note": note + (f" first {rows}×{columns}" if clipped else "")}
 
 
-def show(data, constant=False):
+def show(data: Any, constant: bool = False) -> Any:
     """A value for the panel: ``text``, ``number`` (a Scalar's), ``shape`` and ``heat`` (an array's)."""
     if isinstance(data, NotKept):
         return {"text": "value not kept (a lean tape dropped it)", "number": None, "shape": list(data.shape)}
@@ -90,7 +92,7 @@ def show(data, constant=False):
     return {"text": text, "number": None, "shape": list(array.shape), "heat": _heat(array)}
 
 
-def show_grad(grad, noise=0.0, heat=True):
+def show_grad(grad: Any, noise: float = 0.0, heat: bool = True) -> Any:
     """A gradient for the panel (None: nothing reached this node); ``heat=False``: its text and number only."""
     if grad is None:
         return None

@@ -32,6 +32,7 @@ import html
 import os
 import uuid
 from functools import cache
+from typing import Any
 
 from ..frames import STATIC_PAGES
 from .page import asset, fragment
@@ -66,12 +67,12 @@ export default { render: function (context) { return mtMount(context.model, cont
 """
 
 
-def esm():
+def esm() -> Any:
     """The widget's front end: the page's script and the anywidget entry point."""
     return asset("explore.js") + _WRAPPER % POLL_MS
 
 
-def _static_view(explorer):
+def _static_view(explorer: Any) -> Any:
     """What the output shows where no widget can run: the whole explorer for a built site, else its graph.
 
     A page built from executed notebooks (``MICROTAPE_STATIC_PAGES`` set, as the
@@ -93,7 +94,7 @@ def _static_view(explorer):
 
 # long on purpose: the class is defined inside, on first use, so that importing microtape never imports anywidget
 @cache
-def widget_class():
+def widget_class() -> Any:
     """The widget class (made on first use, so that importing microtape never imports anywidget)."""
     import anywidget
     import traitlets
@@ -107,38 +108,38 @@ def widget_class():
         follow = traitlets.Bool(True).tag(sync=True)
         static_id = traitlets.Unicode("").tag(sync=True)  # the static copy beside the widget (see _ipython_display_)
 
-        def __init__(self, explorer, **kwargs):
+        def __init__(self, explorer: Any, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.explorer = explorer
             self.data = explorer.data
             self.on_msg(self._on_message)
 
-        def update(self, obj):
+        def update(self, obj: Any) -> Any:
             """Show ``obj`` instead (a bad object raises and leaves the view as it was); returns the widget."""
             self.explorer.update(obj)
             self.data = self.explorer.data
             return self
 
-        def refresh(self):
+        def refresh(self) -> Any:
             """Read the object again if it changed (what the front end asks every second); True if it did."""
             changed = self.explorer.refresh()
             if changed:
                 self.data = self.explorer.data
             return changed
 
-        def save(self, path):
+        def save(self, path: Any) -> Any:
             """Write the view as one HTML file (no kernel, no network needed) and return its path."""
             return self.explorer.save(path)
 
-        def html(self):
+        def html(self) -> Any:
             """The page :meth:`save` writes."""
             return self.explorer.html()
 
-        def _on_message(self, _widget, content, _buffers):
+        def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
             if isinstance(content, dict) and content.get("kind") == "poll" and self.follow:
                 self.refresh()
 
-        def _ipython_display_(self, **kwargs):
+        def _ipython_display_(self, **kwargs: Any) -> None:
             # Two outputs: the explorer as a page (static: it needs no kernel), then the widget. Live, the
             # widget hides the page; reopened without a kernel, the page stays and hides the widget's
             # "model not found" (JupyterLab shows a widget's own output type whenever it has one).
@@ -146,10 +147,10 @@ def widget_class():
 
             self.static_id = "mt-explore-" + uuid.uuid4().hex[:8]
             display({"text/html": fragment(self.explorer.data, uid=self.static_id, beside_widget=True)}, raw=True)
-            data, metadata = super()._repr_mimebundle_(**kwargs)
+            data, metadata = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]  # a (data, metadata) pair
             display({**data, "text/html": ""}, metadata=metadata, raw=True)  # (the page above is the fallback)
 
-        def _repr_mimebundle_(self, **kwargs):
+        def _repr_mimebundle_(self, **kwargs: Any) -> Any:
             bundle = super()._repr_mimebundle_(**kwargs)
             static = {"text/html": _static_view(self.explorer)}
             if bundle is None:
@@ -158,7 +159,7 @@ def widget_class():
                 return ({**bundle[0], **static}, bundle[1])
             return {**bundle, **static}
 
-        def __repr__(self):
+        def __repr__(self) -> str:
             return f"<ExploreWidget: {self.explorer!r}>"
 
     return ExploreWidget

@@ -97,7 +97,7 @@ def attention_heatmaps(
     tokens: Sequence[str] | None = None,
     key_tokens: Sequence[str] | None = None,
     mask: bool = True,
-    which: str = "weights",
+    which: Any = "weights",
     annotate: bool | str = "auto",
     vmax: float | None = None,
     norm: str = "auto",
@@ -136,14 +136,14 @@ def attention_heatmaps(
     fig = new_figure(figsize=grid.figsize, layout="constrained")
     scales = shared_scales(maps.whiches, maps.arrays, maps.batch, maps.heads, maps.masked, vmax, norm)
     # One sub-figure per kind of map: its own title, panels and colorbar.
-    blocks = [fig] if len(maps.whiches) == 1 else list(fig.subfigures(len(maps.whiches), 1).flat)
+    blocks = [fig] if len(maps.whiches) == 1 else list(fig.subfigures(len(maps.whiches), 1).flat)  # type: ignore[union-attr]  # an array of two or more
     for block, w, array in zip(blocks, maps.whiches, maps.arrays, strict=True):
         _draw_block(block, maps, grid, w, array[maps.batch][maps.heads], scales[w], annotate, norm)
     fig.suptitle(figure_title(maps, title, norm, annotate, grid.width), fontsize=11)
     return fig
 
 
-def _draw_block(block, maps, grid, which, data, scale, annotate, norm):
+def _draw_block(block: Any, maps: Any, grid: Any, which: Any, data: Any, scale: Any, annotate: Any, norm: Any) -> None:
     """One row of panels (one per head) for the map ``which`` (``data``: ``[heads, Tq, Tk]``), with its colorbar."""
     _, _, Tq, Tk = maps.shape
     hidden = maps.masked[maps.heads]

@@ -7,6 +7,7 @@ Masked cells are hatched; cells dropout zeroed carry a dot in a corner.
 """
 
 import textwrap
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards 
 HATCHED_UP_TO = 64 * 64  # cells; above this, masked and dropped cells are only coloured (the marks would be noise)
 
 
-def short(value, exponent=True):
+def short(value: Any, exponent: bool = True) -> str:
     """A number in at most five characters, to fit a cell at 8 pt: ``.56``, ``-.06``, ``1.00``, ``-12``, ``3e-4``.
 
     ``exponent=False``: a small number keeps two decimals (``.00``, ``-.00``), as a map's cells are written.
@@ -69,7 +70,7 @@ def short(value, exponent=True):
     return f"{mantissa}e{int(power)}"
 
 
-def writes_numbers(which, annotate, rows, keys):
+def writes_numbers(which: Any, annotate: Any, rows: Any, keys: Any) -> Any:
     """Whether the numbers go in the cells of a ``which`` map of ``rows`` × ``keys``."""
     if max(rows, keys) > ANNOTATE_UP_TO:
         return False
@@ -78,7 +79,7 @@ def writes_numbers(which, annotate, rows, keys):
     )
 
 
-def hatch_masked(ax, hidden):
+def hatch_masked(ax: Any, hidden: Any) -> None:
     """Hatch the masked cells (grey already: the colour map's "bad" colour), in maps up to 64 × 64."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
@@ -89,7 +90,7 @@ def hatch_masked(ax, hidden):
         ax.add_collection(PatchCollection(patches, facecolor="none", edgecolor="#8a8a8a", hatch="///", linewidth=0))
 
 
-def mark_dropped(ax, cells, size):
+def mark_dropped(ax: Any, cells: Any, size: Any) -> None:
     """A dot in the top-right corner of each cell dropout zeroed (a zero weight by chance looks the same).
 
     In the corner, not the centre: the centre is where a cell's number is written.
@@ -101,7 +102,7 @@ def mark_dropped(ax, cells, size):
                 color=DROPPED_MARK, gid="dropped")  # fmt: skip
 
 
-def row_sums(ax, data, hidden, image, write):
+def row_sums(ax: Any, data: Any, hidden: Any, image: Any, write: Any) -> None:
     """A margin column Σ: each row's sum over its visible cells, on the map's colour scale (numbers up to 16 rows).
 
     Masked cells are left out: a key hidden from a query is no part of its
@@ -124,7 +125,7 @@ def row_sums(ax, data, hidden, image, write):
                     color=ink(image, total), gid="row-sum")  # fmt: skip
 
 
-def annotate_cells(ax, values, shown, hidden, image):
+def annotate_cells(ax: Any, values: Any, shown: Any, hidden: Any, image: Any) -> None:
     """Write each visible value in its cell (the real value, even when the colours are row-scaled)."""
     for (r, c), v in np.ndenumerate(values):
         if not hidden[r, c]:
@@ -132,7 +133,7 @@ def annotate_cells(ax, values, shown, hidden, image):
                     color=ink(image, shown[r, c]), gid="cell-value")  # fmt: skip
 
 
-def colorbar(block, image, axes, which, data, high, norm):
+def colorbar(block: Any, image: Any, axes: Any, which: Any, data: Any, high: Any, norm: Any) -> None:
     """The colorbar of one row of panels, labelled with what it measures (an arrow when values pass its top)."""
     bar = block.colorbar(
         image,
@@ -146,7 +147,7 @@ def colorbar(block, image, axes, which, data, high, norm):
     bar.ax.tick_params(labelsize=8)
 
 
-def figure_title(maps, title, norm, annotate, width):
+def figure_title(maps: Any, title: str | None, norm: Any, annotate: Any, width: Any) -> Any:
     """The figure's title, wrapped to its width: what is shown, then notes on how (unless ``title`` is given)."""
     if title is None:
         whiches = maps.whiches
@@ -165,7 +166,7 @@ def figure_title(maps, title, norm, annotate, width):
     return textwrap.fill(title, width=max(30, int(width * 72 / (11 * 0.55))))
 
 
-def _kind_title(whiches):
+def _kind_title(whiches: Any) -> Any:
     kinds = set(whiches)
     if kinds <= {"weights", "dropped"}:
         return TITLES[whiches[0]] if len(whiches) == 1 else "attention weights, before and after dropout"

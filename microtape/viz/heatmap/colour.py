@@ -6,6 +6,8 @@ diverging ``RdBu_r`` map centred at 0 with symmetric limits. Masked cells are
 grey and stay out of every limit.
 """
 
+from typing import Any
+
 import numpy as np
 
 from .inputs import GRADIENTS
@@ -17,7 +19,7 @@ LINEAR_UP_TO = 16  # norm="auto": linear up to this many keys, row-scaled above
 MASK_GREY = "#d0d0d0"
 
 
-def shared_scales(whiches, arrays, batch, head_list, masked, vmax, norm):
+def shared_scales(whiches: Any, arrays: Any, batch: int, head_list: Any, masked: Any, vmax: Any, norm: Any) -> Any:
     """``{which: (low, high, cmap, shown)}``: the colour limits, map and displayed values of each row.
 
     Gradients get a diverging map with symmetric limits; weights and dropped
@@ -50,7 +52,7 @@ def shared_scales(whiches, arrays, batch, head_list, masked, vmax, norm):
     return scales
 
 
-def colour_norm(which, norm, low, high):
+def colour_norm(which: Any, norm: Any, low: Any, high: Any) -> Any:
     from matplotlib.colors import LogNorm, Normalize
 
     if norm == "log" and which not in GRADIENTS:
@@ -58,7 +60,7 @@ def colour_norm(which, norm, low, high):
     return Normalize(vmin=low, vmax=high)
 
 
-def ink(image, value):
+def ink(image: Any, value: Any) -> Any:
     """Dark or light text, for contrast with the cell's colour."""
     red, green, blue, _ = image.cmap(image.norm(value))
     return "#1a1a1a" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.55 else "white"

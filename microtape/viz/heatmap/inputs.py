@@ -7,6 +7,7 @@ or raises a ``ValueError``/``TypeError`` naming the argument.
 """
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,17 @@ class Maps:
     for that entry.
     """
 
-    def __init__(self, whiches, arrays, batch, heads, query_labels, key_labels, masked, dropped):
+    def __init__(
+        self,
+        whiches: Any,
+        arrays: Any,
+        batch: int,
+        heads: int,
+        query_labels: Any,
+        key_labels: Any,
+        masked: Any,
+        dropped: Any,
+    ) -> None:
         self.whiches, self.arrays = whiches, arrays
         self.shape = arrays[0].shape
         self.batch, self.heads = batch, heads
@@ -45,7 +56,7 @@ class Maps:
         self.masked, self.dropped = masked, dropped
 
 
-def read_maps(source, which, batch, heads, tokens, key_tokens, mask):
+def read_maps(source: Any, which: Any, batch: int, heads: Any, tokens: Any, key_tokens: Any, mask: Any) -> "Maps":
     """The :class:`Maps` that ``attention_heatmaps(source, which=..., ...)`` draws."""
     whiches = (which,) if isinstance(which, str) else tuple(which)
     if not whiches or any(w not in WHICH for w in whiches):
@@ -73,11 +84,11 @@ def read_maps(source, which, batch, heads, tokens, key_tokens, mask):
     return Maps(whiches, arrays, batch, head_list, query_labels, key_labels, masked, dropped)
 
 
-def is_layer(source):
+def is_layer(source: Any) -> Any:
     return hasattr(source, "attention_weights")
 
 
-def _as_bhqk(array, what):
+def _as_bhqk(array: Any, what: str) -> Any:
     raw = np.asarray(getattr(array, "data", array))
     if raw.dtype.kind not in "fiu":
         raise TypeError(
@@ -96,7 +107,7 @@ def _as_bhqk(array, what):
     return array
 
 
-def array_for(source, which, is_layer):
+def array_for(source: Any, which: Any, is_layer: Any) -> Any:
     if not is_layer:
         if source is None or isinstance(source, (str, bytes, dict)):
             raise TypeError(
@@ -144,7 +155,7 @@ def array_for(source, which, is_layer):
     return np.asarray(grad, dtype=np.float64).reshape(weights.shape)
 
 
-def _tape_value(layer, name, grad, softmax_input=False):
+def _tape_value(layer: Any, name: str, grad: Any, softmax_input: bool = False) -> Any:
     tape = getattr(layer, "tape", None)
     if tape is None:
         return None
@@ -159,7 +170,7 @@ def _tape_value(layer, name, grad, softmax_input=False):
     return node.grad if grad else node.data
 
 
-def masked_cells(source, mask, is_layer, shape):
+def masked_cells(source: Any, mask: Any, is_layer: Any, shape: Any) -> Any:
     """Boolean [B, H, Tq, Tk]: True where the additive mask hides the cell."""
     if mask is False or mask is None:
         return np.zeros(shape, dtype=bool)
@@ -185,7 +196,7 @@ def masked_cells(source, mask, is_layer, shape):
     return hidden | np.broadcast_to(np.isneginf(mask), shape)
 
 
-def dropped_cells(source, is_layer, shape):
+def dropped_cells(source: Any, is_layer: Any, shape: Any) -> Any:
     """Boolean [B, H, Tq, Tk]: True where the layer's last dropout zeroed the weight."""
     keep = getattr(source, "dropout_keep", None) if is_layer else None
     if keep is None or np.size(keep) != np.prod(shape):
@@ -193,7 +204,7 @@ def dropped_cells(source, is_layer, shape):
     return np.asarray(keep).reshape(shape) == 0
 
 
-def _heads(heads, H):
+def _heads(heads: Any, H: int) -> Any:
     if heads is None:
         return list(range(H))
     items = [heads] if isinstance(heads, numbers.Integral) and not isinstance(heads, bool) else heads
@@ -204,12 +215,12 @@ def _heads(heads, H):
     if not items:
         raise ValueError("attention_heatmaps(heads=...): the list of heads is empty")
     for h in items:
-        if isinstance(h, bool) or not isinstance(h, numbers.Integral) or not 0 <= h < H:
+        if isinstance(h, bool) or not isinstance(h, numbers.Integral) or not 0 <= h < H:  # type: ignore[operator]  # an Integral compares
             raise ValueError(f"attention_heatmaps(heads=...): head {h!r} is not in 0..{H - 1}")
     return [int(h) for h in items]
 
 
-def _labels(tokens, n, what):
+def _labels(tokens: Any, n: Any, what: str) -> Any:
     if tokens is None:
         return [str(i) for i in range(n)]
     if isinstance(tokens, str):

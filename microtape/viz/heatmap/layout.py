@@ -4,6 +4,8 @@ A figure is one block of panels per kind of map (one panel per head), as
 many panels side by side as fit a notebook cell (900 px at 100 dpi).
 """
 
+from typing import Any
+
 from .annotation import NUMBER_CELL, writes_numbers
 from .inputs import GRADIENTS
 
@@ -15,7 +17,7 @@ FIGURE_WIDTH = 8.8  # inches: 880 px in Jupyter (100 dpi), shown unscaled in a 9
 class Grid:
     """The panels' arrangement: ``rows`` × ``cols`` per block, and the figure's ``width`` and ``figsize`` (inches)."""
 
-    def __init__(self, maps, ncols, annotate="auto"):
+    def __init__(self, maps: Any, ncols: Any, annotate: Any = "auto") -> None:
         _, _, Tq, Tk = maps.shape
         panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
         written = [which for which in maps.whiches if writes_numbers(which, annotate, Tq, Tk)]
@@ -33,7 +35,7 @@ class Grid:
         self.figsize = (self.width, len(maps.whiches) * block_height + 0.6)
 
 
-def ticks(ax, query_labels, key_labels, first_col, bottom):
+def ticks(ax: Any, query_labels: Any, key_labels: Any, first_col: Any, bottom: Any) -> None:
     """One tick per token (or about eight evenly spaced ones when there are many)."""
     from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator
 

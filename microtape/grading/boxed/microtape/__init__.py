@@ -6,6 +6,8 @@ Tensors, gradients, the exercises — is not in the box: an answer must be
 computed by the student's own numpy.
 """
 
+from typing import Any
+
 from . import _absent, ops
 
 __all__ = ["ops"]
@@ -18,7 +20,7 @@ _MISSING = (
 )
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(_MISSING.format(name=name))
     if f"microtape.{name}" not in _absent.USED:

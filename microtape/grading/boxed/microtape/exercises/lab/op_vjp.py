@@ -4,12 +4,14 @@ Only the forward is here (it is given to every student, and is no answer);
 the VJP is the student's own.
 """
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["logsumexp_forward"]
 
 
-def logsumexp_forward(x):
+def logsumexp_forward(x: Any) -> Any:
     """``y = log Σ_j exp(x_j)`` along the last axis, stable (shifted by the row max)."""
     peak = np.max(x, axis=-1, keepdims=True)
     return np.log(np.sum(np.exp(x - peak), axis=-1)) + peak[..., 0]
