@@ -56,13 +56,16 @@ grade-sample: assignment sandbox
 
 # The site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline; any warning fails it (-W).
 # The notebooks are executed, cached in docs/_build/.jupyter_cache: a rebuild reruns only the
-# pages whose code changed (all of them when microtape/ changed). Then the site is opened in headless Chromium (tests/docs/test_docs_site.py).
+# pages whose code changed (all of them when microtape/ changed). Then every count of exercises, points, sessions
+# and notebooks is checked against the registry (tests/docs/test_counts.py), and the site is opened in headless
+# Chromium (tests/docs/test_docs_site.py).
 $(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[docs]'
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP) dot browser
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_counts.py
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m docs -q -p no:cacheprovider tests/docs/test_docs_site.py
 	@echo "The site: docs/_build/html/index.html"
 

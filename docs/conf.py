@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +32,7 @@ extensions = [
     "sphinxarg.ext",
 ]
 
-exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_kernel", "_templates", "**/.ipynb_checkpoints"]
 
 
 def _copy_notebooks():
@@ -52,7 +53,7 @@ suppress_warnings = []
 # The install page links a wheel of this very source, built here (offline: no build isolation,
 # no dependency downloaded) and copied to the site's root; the page names it through the token
 # MICROTAPE_WHEEL (replaced in setup() below). Each notebook page links its .ipynb (stored without
-# outputs, as in the repository), copied beside the page.
+# outputs, as in the repository), copied beside the page; microtape-notebooks.zip holds them all.
 WHEEL_DIR = HERE / "_build" / "wheel"
 
 
@@ -77,7 +78,19 @@ def _build_wheel():
     return wheel.name
 
 
+def _zip_notebooks():
+    # Every notebook in one archive (as stored: without outputs), beside the wheel at the site's root. Fixed
+    # times and order: the same notebooks make the same bytes.
+    target = WHEEL_DIR / "microtape-notebooks.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for source in [*sorted((HERE.parent / "notebooks").glob("*.ipynb")), HERE.parent / "notebooks" / "README.md"]:
+            entry = zipfile.ZipInfo(f"microtape-notebooks/{source.name}", date_time=(2020, 1, 1, 0, 0, 0))
+            archive.writestr(entry, source.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
+    return target.name
+
+
 microtape_wheel = _build_wheel()
+notebooks_zip = _zip_notebooks()
 html_extra_path = [str(WHEEL_DIR)]
 
 # ---------------------------------------------------------------- MyST and the notebooks
@@ -93,10 +106,19 @@ def _source_digest():
     digest = hashlib.sha256()
     for path in sorted((HERE.parent / "microtape").rglob("*.py")):
         digest.update(path.relative_to(HERE.parent).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update((HERE / "_kernel" / "figures.py").read_bytes())  # the kernel's marker of figures drawn
     return digest.hexdigest()[:16]
 
 
 microtape_source = _source_digest()
+
+# Each cell that makes a matplotlib figure is marked in its outputs (docs/_kernel/figures.py, an IPython
+# startup script of the executing kernel only), so the site's test fails on a figure that was never drawn.
+KERNEL_FIGURES = HERE / "_kernel" / "figures.py"
+_startup = HERE / "_build" / "ipython" / "profile_default" / "startup"
+_startup.mkdir(parents=True, exist_ok=True)
+shutil.copyfile(KERNEL_FIGURES, _startup / "00-microtape-figures.py")
+os.environ["IPYTHONDIR"] = str(_startup.parents[1])
 nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache" / microtape_source)
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True  # a notebook that fails fails the build
@@ -137,6 +159,9 @@ mathjax2_config = {
         "processClass": "tex2jax_process|mathjax_process|math|output_area",
     },
     "messageStyle": "none",
+    # HTML-CSS in every browser, with the bundled STIX-Web fonts: Chromium would otherwise get the native
+    # MathML output, whose styles ask for MathJax's own TeX fonts (MathJax_AMS-Regular.otf), not bundled.
+    "MMLorHTML": {"prefer": "HTML"},
 }
 myst_update_mathjax = False  # it would write a MathJax 3 configuration; the one above is MathJax 2's
 
@@ -145,12 +170,17 @@ html_theme = "pydata_sphinx_theme"
 html_title = "microtape"
 html_static_path = ["_static"]
 html_css_files = ["microtape.css"]
+templates_path = ["_templates"]
+# The left column holds the whole site on every page (docs/_templates/sidebar-site.html): the theme's own
+# starts one level down and was empty on every top-level page. The header then needs no links of its own:
+# the name and the search, one row at any width.
+html_sidebars = {"**": ["sidebar-site"]}
 html_theme_options = {
     "navigation_with_keys": False,
-    "header_links_before_dropdown": 4,
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": [],
+    "navbar_center": [],
     "navbar_end": ["navbar-icon-links"],
 }
 html_show_sourcelink = False

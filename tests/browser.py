@@ -43,6 +43,18 @@ def chromium(profile_dir):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile_dir}")
     options.add_argument(f"--window-size={WIDTH},{HEIGHT}")
+    # The console's messages, for failed_requests(): a missing file is logged there, never raised.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
     chrome.set_window_size(WIDTH, HEIGHT)
     return chrome
+
+
+def failed_requests(driver):
+    """The requests that failed since the last call (a file not found, a refused connection), from the console."""
+    return [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if ("Failed to load resource" in entry["message"] or "ERR_FILE_NOT_FOUND" in entry["message"])
+        and not entry["message"].startswith("about:blank")  # MathJax's own probe of a blank frame, no file
+    ]

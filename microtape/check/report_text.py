@@ -66,10 +66,15 @@ def report_text(report: Any) -> Any:
 
 
 def report_html(report: Any) -> Any:
-    """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip."""
+    """The report as HTML, for Jupyter: failing rows in red, the formula's LaTeX as its tooltip.
+
+    Cells are padded (numbers never run into the next column's text) and wrap (names and formulas
+    anywhere, numbers never), so the table fits a narrow column (JupyterLab's, beside its file browser); wider than
+    that, it scrolls in its box.
+    """
     escape = html.escape
     columns = report._columns()
-    header = "".join(f"<th style='text-align:{_css_align(align)}'>{escape(h)}</th>" for h, _, align in columns)
+    header = "".join(f"<th style='{_cell_style(h, align)}'>{escape(h)}</th>" for h, _, align in columns)
     body = []
     first = report.first_failing_row
     for row in report.rows:
@@ -82,7 +87,7 @@ def report_html(report: Any) -> Any:
                 content = escape(getter(row))
                 if title == "result" and row is first:
                     content += " &#9664; first failure"
-            cells.append(f"<td style='text-align:{_css_align(align)}'>{content}</td>")
+            cells.append(f"<td style='{_cell_style(title, align)}'>{content}</td>")
         style = "" if row.passed else " style='background:#f8d7da;color:#721c24;font-weight:bold'"
         marker = " title='first failure: look here first'" if row is first else ""
         body.append(f"<tr{style}{marker}>{''.join(cells)}</tr>")
@@ -94,9 +99,13 @@ def report_html(report: Any) -> Any:
     notes = "".join(f"<li><b>{escape(r.label)}</b>: {escape(r.note)}</li>" for r in report.rows if r.note)
     notes_html = f"<p>Notes:</p><ul>{notes}</ul>" if notes else ""
     return (
-        "<div class='microtape-report'>"
+        "<div class='microtape-report' style='overflow-x:auto;max-width:100%'>"
         f"<p><b>{escape(report.title)}</b></p><ul>{details}</ul>"
-        "<table><thead><tr>" + header + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+        "<table style='table-layout:auto;width:auto;margin-left:0'><thead><tr>"
+        + header
+        + "</tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table>"
         f"{notes_html}<p style='color:{color};font-weight:bold'>{'OK' if report.ok else 'FAILED'}: "
         f"{escape(report.verdict_text())}</p></div>"
     )
@@ -112,3 +121,12 @@ def _number(value: Any, digits: int = 3) -> Any:
 
 def _css_align(align: Any) -> Any:
     return "right" if align == ">" else "left"
+
+
+def _cell_style(title: str, align: Any) -> str:
+    """A cell's CSS: padded, wrapping; a name or a formula may break anywhere, a number (right-aligned) never."""
+    if align == ">":
+        wrap = ""
+    else:
+        wrap = ";overflow-wrap:anywhere;min-width:" + ("8em" if title == "formula" else "5em")
+    return f"text-align:{_css_align(align)};padding:2px 6px;white-space:normal{wrap}"

@@ -228,6 +228,8 @@ class CheckResult:
         if not self.steps or self.status in ("not started", "not checked") or self.trial_key is None:
             return ""
         try:
-            return self.picture().pipe(format="svg").decode("utf-8")
+            from ..viz.render import fit_svg  # scaled to the cell, never below 8 px text (the cell scrolls)
+
+            return fit_svg(self.picture().pipe(format="svg").decode("utf-8"))
         except Exception:  # no graphviz binary here: the text says everything the picture would
             return ""

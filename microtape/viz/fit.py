@@ -26,7 +26,7 @@ from typing import Any
 
 from .paint import paint
 from .picture import to_digraph
-from .render import GraphvizNotFound, svg
+from .render import PX_PER_PT, GraphvizNotFound, natural_text_px, svg
 from .view import View
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
 NOTEBOOK_WIDTH = 900  # pixels: a Jupyter cell, a slide, the README's column
 SMALLEST_FONT = 8  # points: the smallest text a graph writes (its edge labels)
 READABLE_PX = 7  # the smallest text must stay at least this many pixels tall once scaled
-PX_PER_PT = 4 / 3  # an SVG's points at 96 pixels to the inch
 
 
 def widest_readable(width: Any) -> Any:
@@ -136,21 +135,9 @@ def _summary_view(program: Any, options: Any, width: Any) -> Any:
 
 
 _SVG_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
-_FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
-
-
-_ZOOM = re.compile(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)')
 
 
 def smallest_text_px(svg_text: Any, width: Any = NOTEBOOK_WIDTH) -> Any:
-    """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide.
-
-    A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
-    ``transform``: its text is that much larger than its ``font-size`` says.
-    """
+    """How tall the smallest text of a Graphviz SVG is, in pixels, once shown at most ``width`` pixels wide."""
     natural = float(_SVG_WIDTH.search(svg_text).group(1)) * PX_PER_PT  # type: ignore[union-attr]  # dot's SVG has a width
-    scale = min(1.0, width / natural)
-    zoom = _ZOOM.search(svg_text)
-    sizes = [float(size) for size in _FONT_SIZE.findall(svg_text)]
-    zoomed = float(zoom.group(1)) if zoom else 1.0
-    return min(sizes) * zoomed * PX_PER_PT * scale if sizes else float("inf")
+    return natural_text_px(svg_text) * min(1.0, width / natural)

@@ -13,11 +13,14 @@ they count the same steps (``step k of steps 0–N``). The layout is pinned:
 the caption keeps the height of the tallest caption, so stepping never moves
 the picture, and the picture sits in a stage that fills the window below the
 controls (or, when the frames are smaller, is as tall as the tallest frame)
-and scrolls by itself, so the controls never scroll away. "Fit"
-(the default) scales the picture to the stage, so the whole graph, and with
-it the current step, is in view; "100 %" shows it at its natural size and
-scrolls the stage so the current step's box stays in view (each frame knows
-where that box is: ``focus``, fractions of the picture).
+and scrolls by itself, so the controls never scroll away; in a page with a
+sticky header (a documentation site) the stage fits below it, and scrolling
+the player into view stops under it. "Fit" (the default) scales the picture
+to the stage's width, never below the width at which its smallest text is
+8 px (:func:`~microtape.viz.render.fit_svg`: the stage scrolls instead);
+"100 %" shows it at its natural size; both scroll the stage so the current
+step's box stays in view (each frame knows where that box is: ``focus``,
+fractions of the picture).
 No server and no libraries: the page opens from disk. (ipywidgets would need
 a running kernel; :meth:`~microtape.viz.BackwardFrames.widget` is that variant.)
 """
@@ -62,7 +65,7 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
 #{uid} .mt-caption {{ margin-top: 4px; min-height: 2.6em; }}
 #{uid} .mt-stage {{ overflow: auto; position: relative; }}
 #{uid}.mt-fit .mt-frame img, #{uid}.mt-fit .mt-frame svg {{ max-width: 100%; width: auto; height: auto; }}
-#{uid}:not(.mt-fit) .mt-frame img, #{uid}:not(.mt-fit) .mt-frame svg {{ max-width: none; max-height: none; }}
+#{uid}:not(.mt-fit) .mt-frame img, #{uid}:not(.mt-fit) .mt-frame svg {{ max-width: none !important; max-height: none; }}
 </style>
 <div class="mt-controls">
 <button data-go="prev">&#9664; prev</button>
@@ -90,6 +93,18 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
   var controls = root.querySelector(".mt-controls");
   var timer = null;
   function picture(k) {{ return frames[k].querySelector("img, svg"); }}
+  function headerBottom() {{
+    // A page's sticky or fixed header (a documentation site's) covers the window's top: what is below it.
+    var bottom = 0, seen = document.elementsFromPoint(window.innerWidth / 2, 1);
+    for (var i = 0; i < seen.length; i++) {{
+      var el = seen[i];
+      for (; el && el !== document.body; el = el.parentElement) {{
+        var position = getComputedStyle(el).position;
+        if (position === "sticky" || position === "fixed") bottom = Math.max(bottom, el.getBoundingClientRect().bottom);
+      }}
+    }}
+    return Math.max(0, bottom);
+  }}
   function pin() {{
     // The layout is pinned: the caption is as tall as the tallest caption at this width, so stepping never
     // moves the picture; the stage fills the window below the controls and scrolls by itself at 100 %, so
@@ -104,7 +119,11 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
     caption.style.minHeight = tallest + "px";
     // No taller than the tallest frame as shown now (fitted: at the player's width), so a player of
     // small frames inside a page does not hold a window's height of blank space below them.
-    var room = Math.max(240, window.innerHeight - controls.offsetHeight - 16), drawn = 0;
+    var header = headerBottom();
+    // Scrolled into view, the player stops below the header (less what the page already keeps clear at its top).
+    var padded = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
+    root.style.scrollMarginTop = Math.max(0, header - padded) + "px";
+    var room = Math.max(240, window.innerHeight - header - controls.offsetHeight - 16), drawn = 0;
     for (var j = 0; j < frames.length; j++) {{
       var p = picture(j), display = frames[j].style.display;
       if (!p) continue;
@@ -118,13 +137,15 @@ _FRAGMENT = """<div id="{uid}" class="mt-frames mt-fit" tabindex="0" style="outl
     stage.style.height = (drawn > 0 ? Math.min(room, Math.ceil(drawn) + 8) : room) + "px";
   }}
   function fit(k) {{
-    // Fit: the whole picture inside the stage.
+    // Fit: as wide as the stage (never below the picture's readable min-width); 100 %: its natural size.
     var p = picture(k);
-    if (p) p.style.maxHeight = root.classList.contains("mt-fit") ? stage.clientHeight + "px" : "none";
+    if (!p) return;
+    var natural = p.tagName === "IMG" ? p.naturalWidth + "px" : (p.getAttribute("data-width") || "") + "pt";
+    p.style.width = root.classList.contains("mt-fit") || natural === "pt" ? "" : natural;
   }}
   function keepInView(k) {{
     var p = picture(k), f = focus[k];
-    if (!p || !f || root.classList.contains("mt-fit")) return;
+    if (!p || !f) return;
     var box = p.getBoundingClientRect(), room = stage.getBoundingClientRect();
     stage.scrollLeft += box.left - room.left + f[0] * box.width - stage.clientWidth / 2;
     stage.scrollTop += box.top - room.top + f[1] * box.height - stage.clientHeight / 2;

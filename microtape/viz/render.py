@@ -18,6 +18,7 @@ shows itself as SVG scaled to the cell's width (``.full_size()`` at 100 %).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -149,20 +150,46 @@ def svg(digraph: Any) -> str:
 
 
 _SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
+_FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
+_ZOOM = re.compile(r'<g id="graph0" class="graph" transform="scale\(([\d.]+)')
+PX_PER_PT = 4 / 3  # an SVG's points at 96 pixels to the inch
+SMALLEST_SHOWN_PX = 8  # a fitted picture never shrinks its smallest text below this (CSS pixels: it grows with zoom)
+
+
+def natural_text_px(svg_text: str) -> float:
+    """How tall the smallest text of a Graphviz SVG is at its natural size, in pixels (inf: no text).
+
+    A graph drawn at another ``dpi`` (a slide) is scaled by its top group's
+    ``transform``: its text is that much larger than its ``font-size`` says.
+    """
+    zoom = _ZOOM.search(svg_text)
+    sizes = [float(size) for size in _FONT_SIZE.findall(svg_text)]
+    return min(sizes) * (float(zoom.group(1)) if zoom else 1.0) * PX_PER_PT if sizes else float("inf")
 
 
 def fit_svg(text: str, fit: bool = True) -> Any:
     """An SVG for an HTML page (no XML header); ``fit``: as wide as its container, never wider than drawn.
 
     Wide graphs then fit a Jupyter cell or a browser window; the ``viewBox``
-    keeps the proportions. ``fit=False`` keeps the natural size.
+    keeps the proportions. It never shrinks below the width at which its
+    smallest text is :data:`SMALLEST_SHOWN_PX` tall (``min-width`` in CSS
+    pixels, so the text grows with the browser's zoom): a narrower column
+    scrolls sideways instead. ``fit=False`` keeps the natural size.
     """
     start = text.find("<svg")
     text = text[start:] if start >= 0 else text
     if not fit:
         return text
+    size = _SIZE.search(text)
+    if size is None:
+        return text
+    natural = float(size.group(1)) * PX_PER_PT
+    readable = natural * min(1.0, SMALLEST_SHOWN_PX / natural_text_px(text))
     return _SIZE.sub(
-        lambda m: f'<svg width="100%" style="max-width:{m.group(1)}pt;height:auto" data-width="{m.group(1)}"',
+        lambda m: (
+            f'<svg width="100%" style="max-width:{m.group(1)}pt;min-width:{math.ceil(readable)}px;height:auto"'
+            f' data-width="{m.group(1)}"'
+        ),
         text,
         count=1,
     )

@@ -17,6 +17,7 @@ What must hold:
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -453,3 +454,18 @@ def test_a_taped_float64_input_into_a_float32_layer():
     report = attention_report(attn, x)
     assert report.ok, str(report)
     assert x.grad is None
+
+
+def test_html_table_cells_are_padded_and_wrap_names_and_formulas_never_numbers():
+    """Numbers never run into the next column ('0.000e+00ok'); a narrow column wraps the text, never a number."""
+    attn, args = build()
+    html = attention_report(attn, *args)._repr_html_()
+    cells = re.findall(r"<t([dh]) style='([^']*)'", html)
+    assert cells and all("padding:2px 6px" in style and "white-space:normal" in style for _, style in cells)
+    columns = attention_report(attn, *args)._columns()
+    header = re.findall(r"<th style='([^']*)'>([^<]*)</th>", html)
+    assert [title for _, title in header] == [title for title, _, _ in columns]
+    for (style, title), (_, _, align) in zip(header, columns, strict=True):
+        assert ("overflow-wrap:anywhere" in style) == (align != ">"), title
+    assert "min-width:8em" in dict((title, style) for style, title in header)["formula"]
+    assert "table-layout:auto" in html and "overflow-x:auto" in html

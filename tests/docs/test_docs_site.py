@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from browser import chromium
+from browser import HEIGHT, WIDTH, chromium, failed_requests
 
 pytestmark = pytest.mark.docs
 
@@ -72,13 +72,40 @@ def maths(browser):
     )
 
 
-def test_the_landing_page_says_what_it_is_with_its_picture_and_the_two_commands(browser):
+def readme_first_example():
+    return re.search(
+        r"## A first look\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S
+    ).group(1)
+
+
+def test_the_landing_page_starts_with_the_sites_wheel_and_the_readmes_first_example_then_the_clone(browser):
     open_page(browser, "index.html")
     assert browser.title.startswith("microtape")
     text = browser.find_element("css selector", "main").text
-    assert "autograd engine" in text and "make demo" in text and "make test" in text
+    assert "autograd engine" in text
+    wheel = browser.find_element("css selector", "main a[href$='.whl']").get_attribute("href")
+    name = Path(unquote(urlsplit(wheel).path)).name
+    install, example = text.find(f'pip install "{name}[notebooks]"'), text.find(readme_first_example().strip())
+    clone = text.find("make demo")
+    assert 0 < install < example < clone and text.find("make test") > clone, (install, example, clone)
+    assert text.find("pip install") == install  # the first install line a reader meets is the wheel's
     loaded, broken = images(browser)
     assert not broken and any("attention_backward_graph" in src for src in loaded)
+
+
+def test_one_archive_holds_every_notebook(browser):
+    import zipfile
+
+    for page in ("index.html", "notebooks/index.html", "install.html"):
+        open_page(browser, page)
+        links = browser.find_elements("css selector", "main a[href$='microtape-notebooks.zip']")
+        assert links, f"{page} offers no archive of the notebooks"
+        archive = Path(unquote(urlsplit(links[0].get_attribute("href")).path))
+        assert archive == SITE / "microtape-notebooks.zip"
+    with zipfile.ZipFile(SITE / "microtape-notebooks.zip") as archive:
+        held = {Path(name).name: archive.read(name) for name in archive.namelist()}
+    stored = {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert {name: data for name, data in held.items() if name.endswith(".ipynb")} == stored
 
 
 def test_a_notebook_page_has_its_pictures_and_its_formulas_rendered(browser):
@@ -331,6 +358,172 @@ def test_no_formula_or_table_is_clipped_at_any_width(browser, width):
                 assert column >= min(width - 60, 800), (width, column)
         assert not clipped, clipped
     finally:
-        from browser import HEIGHT, WIDTH
-
         browser.set_window_size(WIDTH, HEIGHT)
+
+
+# ---------------------------------------------------------------- round 3 (#48): read at 900, 1280 and 1920 px
+
+WIDTHS = [900, 1280, 1920]
+SMALLEST_PX = 8
+
+PAGE_STATE = """
+// Every measure a page's reader depends on, in one pass: graph text, pictures, navigation, header.
+const main = document.querySelector('main') || document.body;
+const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+const small = [];
+for (const svg of main.querySelectorAll('svg')) {
+  if (!shown(svg)) continue;  // a player's frames not on show
+  for (const t of svg.querySelectorAll('text')) {
+    const m = t.getScreenCTM();
+    if (!m || !t.textContent.trim()) continue;
+    const size = parseFloat(t.getAttribute('font-size') || getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+    if (size < arguments[0]) small.push(size.toFixed(1) + ' px: ' + t.textContent.trim().slice(0, 30));
+  }
+}
+const shrunk = [];
+for (const img of main.querySelectorAll('.cell_output img')) {
+  if (!shown(img) || !img.naturalWidth) continue;
+  const scale = img.getBoundingClientRect().width / img.naturalWidth;
+  // Figures are drawn at 100 dpi with 8 pt (11 px) text at least: shown under 3/4 of their size it is under 8 px.
+  if (scale < 0.75) shrunk.push(img.src.split('/').pop().slice(0, 40) + ' at ' + scale.toFixed(2));
+}
+const primary = document.querySelector('.bd-sidebar-primary');
+const secondary = document.querySelector('.bd-sidebar-secondary');
+const header = document.querySelector('.bd-header');
+const titles = Array.from(document.querySelectorAll('.bd-links__title')).filter(shown).map(t => t.textContent);
+return {
+  small: small.slice(0, 5), smallCount: small.length, shrunk,
+  primaryShown: !!primary && shown(primary),
+  primaryLinks: primary ? primary.querySelectorAll('a.reference').length : 0,
+  titles,
+  secondaryShown: !!secondary && shown(secondary) && secondary.querySelectorAll('a').length > 0,
+  headerHeight: header ? header.getBoundingClientRect().height : 0,
+};
+"""
+
+
+def site_pages():
+    return [
+        page.relative_to(SITE).as_posix()
+        for page in sorted(SITE.rglob("*.html"))
+        if not page.relative_to(SITE).parts[0].startswith("_")
+        and page.relative_to(SITE).parts[0] != "api"
+        and page.name not in ("search.html", "genindex.html", "py-modindex.html")
+    ]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_reads_at_every_width(browser, width):
+    """No graph text under 8 px, no figure shrunk, a sidebar never empty, no failed request, the header one row."""
+    pages = site_pages()
+    assert "memory.html" in pages and "notebooks/13_memory.html" in pages
+    browser.set_window_size(width, 1000)
+    failed_requests(browser)  # forget what came before
+    try:
+        problems = {}
+        for page in pages:
+            open_page(browser, page)
+            state = browser.execute_script(PAGE_STATE, SMALLEST_PX)
+            found = (
+                [f"{state['smallCount']} graph texts under {SMALLEST_PX} px: {state['small']}"]
+                if state["small"]
+                else []
+            )
+            found += [f"pictures shrunk: {state['shrunk']}"] if state["shrunk"] else []
+            if width >= 960 and not (state["primaryShown"] and state["primaryLinks"] >= 10):
+                found.append(f"the navigation column is empty or missing ({state['primaryLinks']} links)")
+            if "Section Navigation" in state["titles"]:
+                found.append("a 'Section Navigation' title")
+            if width >= 960 and state["headerHeight"] > 80:
+                found.append(f"the header is {state['headerHeight']:.0f} px tall (two rows)")
+            failed = failed_requests(browser)
+            found += [f"failed request: {message[:160]}" for message in failed]
+            if found:
+                problems[page] = found
+        assert not problems, "\n".join(f"{page}: {found}" for page, found in problems.items())
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_on_this_page_from_1200_px(browser, width):
+    browser.set_window_size(width, 1000)
+    try:
+        open_page(browser, "notebooks/07_exercises.html")  # the longest page
+        state = browser.execute_script(PAGE_STATE, SMALLEST_PX)
+        assert state["secondaryShown"] == (width >= 1200), state
+        column = browser.execute_script("return document.querySelector('.bd-article').clientWidth")
+        assert column >= min(width - 60, 700), (width, column)  # the text keeps its room
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)
+
+
+PLAYER_STATE = """
+const root = arguments[0];
+const next = root.querySelector('[data-go="next"]').getBoundingClientRect();
+const hit = document.elementFromPoint(next.left + next.width / 2, next.top + next.height / 2);
+const button = root.querySelector('[data-go="next"]');
+const stage = root.querySelector('.mt-stage').getBoundingClientRect();
+const header = document.querySelector('.bd-header').getBoundingClientRect();
+const frame = Array.from(root.querySelectorAll('.mt-frame')).find(f => f.style.display !== 'none');
+const picture = frame.querySelector('svg, img');
+return {
+  nextIsHit: !!hit && (hit === button || button.contains(hit)),
+  top: root.getBoundingClientRect().top, headerBottom: header.bottom,
+  stageBottom: stage.bottom, windowHeight: window.innerHeight,
+  width: picture.getBoundingClientRect().width, natural: parseFloat(picture.getAttribute('data-width')) * 4 / 3,
+  stageWidth: root.querySelector('.mt-stage').clientWidth, label: root.querySelector('[data-go="zoom"]').textContent,
+};
+"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_player_sits_below_the_sticky_header_and_its_100_percent_button_works(browser, width):
+    browser.set_window_size(width, 900)
+    try:
+        open_page(browser, "notebooks/04_attention_step_by_step.html")
+        player = browser.find_element("css selector", "main .mt-frames")
+        browser.execute_script("arguments[0].scrollIntoView()", player)
+        state = browser.execute_script(PLAYER_STATE, player)
+        assert state["top"] >= state["headerBottom"] - 1, state  # not under the header
+        assert state["stageBottom"] <= state["windowHeight"] + 1, state  # not cut at the window's bottom
+        assert state["nextIsHit"], state  # a click on "next" reaches it
+        player.find_element("css selector", '[data-go="next"]').click()
+        assert player.get_attribute("data-step") == "1"
+        fitted = state["width"]
+        assert fitted <= state["stageWidth"] + 1 or fitted <= state["natural"] + 1
+        player.find_element("css selector", '[data-go="zoom"]').click()
+        zoomed = browser.execute_script(PLAYER_STATE, player)
+        assert zoomed["label"] == "fit" and abs(zoomed["width"] - zoomed["natural"]) <= 2, zoomed  # its natural size
+        player.find_element("css selector", '[data-go="zoom"]').click()
+        back = browser.execute_script(PLAYER_STATE, player)
+        assert back["label"] == "100 %" and abs(back["width"] - fitted) <= 2, (back, fitted)
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)
+
+
+def test_every_cell_that_made_a_figure_shows_it():
+    """The executing kernel marks each cell in which pyplot made a figure (docs/_kernel/figures.py): it shows one."""
+    from bs4 import BeautifulSoup
+
+    marked, missing = 0, []
+    for page in site_pages():
+        soup = BeautifulSoup((SITE / page).read_text(encoding="utf-8"), "html.parser")
+        for cell in soup.select("div.cell"):
+            if not cell.select("span.mt-drew"):
+                continue
+            marked += 1
+            if not cell.select(".cell_output img, .cell_output svg"):
+                missing.append(f"{page}: {cell.get_text(' ', strip=True)[:80]}")
+    assert marked >= 3 and not missing, missing  # notebooks 3, 11 and 12 draw with pyplot
+
+
+def test_the_memory_page_shows_its_second_order_graph_and_timeline():
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((SITE / "memory.html").read_text(encoding="utf-8"), "html.parser")
+    section = soup.find(id="second-order")
+    assert section is not None
+    outputs = section.select(".cell_output")
+    assert any(o.select("svg .node") for o in outputs), "no graph"
+    assert any(o.select("img") for o in outputs), "no timeline"

@@ -123,3 +123,24 @@ def test_the_drawing_made_to_measure_is_the_one_shown(monkeypatch):
     digraph.attr(label="changed")  # a changed graph is drawn anew
     mt.viz.svg(digraph)
     assert calls == ["svg", "svg"]
+
+
+@needs_dot
+def test_a_fitted_graph_never_shrinks_its_smallest_text_below_8_px():
+    """Shown in a narrow column (or zoomed in), a graph keeps a min-width in CSS pixels and scrolls instead."""
+    from microtape.viz.render import SMALLEST_SHOWN_PX, fit_svg
+
+    attn, _ = attention()
+    drawn = mt.viz.svg(mt.viz.graph(attn, backward=True, width=None))  # wide: far over a cell's width
+    shown = fit_svg(drawn)
+    natural_pt = float(re.search(r'<svg width="([\d.]+)pt"', drawn).group(1))
+    least = float(re.search(r"min-width:(\d+)px", shown).group(1))
+    assert least < natural_pt * 4 / 3  # it may shrink ...
+    assert smallest_text_px(drawn, width=least) >= SMALLEST_SHOWN_PX - 0.05  # ... down to 8 px text, no further
+    assert smallest_text_px(drawn, width=least - 10) < SMALLEST_SHOWN_PX
+    # A small graph is never shrunk at all below its natural size's 8 px text (its text is larger).
+    a = mt.Scalar(2.0, name="a")
+    with mt.Tape() as tape:
+        a.tanh()
+    small = mt.viz.svg(mt.viz.graph(tape))
+    assert smallest_text_px(small, width=float(re.search(r"min-width:(\d+)px", fit_svg(small)).group(1))) >= 8 - 0.05

@@ -13,6 +13,7 @@ pytest.importorskip("matplotlib")
 import microtape as mt  # noqa: E402
 from microtape.viz import attention_heatmaps  # noqa: E402
 from microtape.viz.heatmap import DOT_OFFSET  # noqa: E402
+from microtape.viz.heatmap.annotation import SUM_WIDTH, short  # noqa: E402
 
 CAUSAL = np.triu(np.full((5, 5), -1e9), 1)
 
@@ -383,3 +384,35 @@ def test_numbers_are_written_as_the_readme_promises(size, which, annotate, writt
     assert len(cells) == (size * size if written else 0)
     if size > 16:
         assert f"numbers not written: {size}×{size} is more than 16×16" in fig._suptitle.get_text().replace("\n", " ")
+
+
+@pytest.mark.parametrize("size, annotate", [(10, "auto"), (16, True)])
+def test_numbers_are_8_points_and_each_fits_its_cell_or_column(size, annotate):
+    """Cell values and row sums at 8 pt or more, none wider than its cell (or the Σ column): none run together."""
+    attn = mt.nn.MultiHeadAttention(16, 4, causal=True, seed=0)
+    x = np.random.default_rng(0).standard_normal((1, size, 16))
+    attn(x)
+    attn.backward(np.random.default_rng(1).standard_normal((1, size, 16)) * 30)  # row sums of every magnitude
+    fig = attention_heatmaps(attn, which=("weights", "grad_weights"), annotate=annotate)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    written = 0
+    for ax in image_axes(fig):
+        cell = ax.transData.transform((1, 0))[0] - ax.transData.transform((0, 0))[0]
+        for text in ax.texts:
+            if text.get_gid() not in ("cell-value", "row-sum"):
+                continue
+            written += 1
+            assert text.get_fontsize() >= 8, text.get_text()
+            room = cell * (SUM_WIDTH if text.get_gid() == "row-sum" else 1)
+            assert text.get_window_extent(renderer).width < room, (text.get_text(), room)
+    assert written >= 4 * size * (size + 1) // 2  # every weight of the causal maps, and the sums
+
+
+def test_short_numbers():
+    assert [short(v) for v in (0.0, 0.56, -0.06, 1.0, 3e-4, -0.0031, 12.5, -4.41)] == [
+        "0", ".56", "-.06", "1.00", "3e-4", "-3e-3", "12", "-4.41",
+    ]  # fmt: skip
+    assert [short(v, exponent=False) for v in (0.0, -0.0031, 0.5)] == [".00", "-.00", ".50"]

@@ -132,7 +132,7 @@ def attention_heatmaps(
     if norm == "auto":
         norm = "linear" if Tk <= LINEAR_UP_TO or vmax is not None else "row"
 
-    grid = Grid(maps, ncols)
+    grid = Grid(maps, ncols, annotate)
     fig = new_figure(figsize=grid.figsize, layout="constrained")
     scales = shared_scales(maps.whiches, maps.arrays, maps.batch, maps.heads, maps.masked, vmax, norm)
     # One sub-figure per kind of map: its own title, panels and colorbar.

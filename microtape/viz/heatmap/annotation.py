@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from ..text import fmt
 from .colour import ink
 from .inputs import GRADIENTS
 
@@ -24,10 +23,18 @@ __all__ = [
     "figure_title",
     "TITLES",
     "ANNOTATE_UP_TO",
+    "ANNOTATE_AUTO_UP_TO",
+    "NUMBER_FONT",
+    "NUMBER_CELL",
+    "short",
     "DOT_OFFSET",
 ]
 
 ANNOTATE_UP_TO = 16  # numbers are written in maps of at most this many queries and keys
+ANNOTATE_AUTO_UP_TO = 10  # annotate="auto": weight maps of at most this many queries and keys
+NUMBER_CELL = 0.27  # inches: a cell that holds a number at NUMBER_FONT (four characters)
+SUM_WIDTH = 1.6  # cells: the Σ column, wide enough for a row sum's five characters
+NUMBER_FONT = 8  # points: cell values and row sums (8 pt at 100 dpi stays over 10 px in an 833 px column)
 TITLES = {
     "weights": "attention weights  P = softmax(S)",
     "dropped": "attention weights after dropout",
@@ -45,11 +52,31 @@ DOT_OFFSET = 0.3  # a dropped cell's dot sits this far from the centre, towards 
 HATCHED_UP_TO = 64 * 64  # cells; above this, masked and dropped cells are only coloured (the marks would be noise)
 
 
+def short(value: Any, exponent: bool = True) -> str:
+    """A number in at most five characters, to fit a cell at 8 pt: ``.56``, ``-.06``, ``1.00``, ``-12``, ``3e-4``.
+
+    ``exponent=False``: a small number keeps two decimals (``.00``, ``-.00``), as a map's cells are written.
+    """
+    value = float(value)
+    if value == 0.0 and exponent:
+        return "0"
+    if abs(value) < 1 and (not exponent or abs(value) >= 0.005):
+        return f"{value:.2f}".replace("0.", ".", 1)
+    if 1 <= abs(value) < 10:
+        return f"{value:.2f}"
+    if 10 <= abs(value) < 1000:
+        return f"{value:.0f}"
+    mantissa, power = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(power)}"
+
+
 def writes_numbers(which: Any, annotate: Any, rows: Any, keys: Any) -> Any:
     """Whether the numbers go in the cells of a ``which`` map of ``rows`` × ``keys``."""
     if max(rows, keys) > ANNOTATE_UP_TO:
         return False
-    return annotate is True or (annotate == "auto" and which not in GRADIENTS and max(rows, keys) <= 10)
+    return annotate is True or (
+        annotate == "auto" and which not in GRADIENTS and max(rows, keys) <= ANNOTATE_AUTO_UP_TO
+    )
 
 
 def hatch_masked(ax: Any, hidden: Any) -> None:
@@ -87,22 +114,23 @@ def row_sums(ax: Any, data: Any, hidden: Any, image: Any, write: Any) -> None:
     # A row sum that is 0 in exact arithmetic (each row of dS) comes out as rounding noise.
     sums = np.where(np.abs(sums) <= 1e-12 * np.max(np.abs(visible), axis=-1), 0.0, sums)
     left = keys - 0.5 + 0.35
-    ax.imshow(sums[:, None], cmap=image.cmap, norm=image.norm, extent=(left, left + 1, rows - 0.5, -0.5),
+    ax.imshow(sums[:, None], cmap=image.cmap, norm=image.norm, extent=(left, left + SUM_WIDTH, rows - 0.5, -0.5),
               interpolation="nearest", aspect="auto")  # fmt: skip
-    ax.set_xlim(-0.5, left + 1)
+    ax.set_xlim(-0.5, left + SUM_WIDTH)
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.text(left + 0.5, -0.55, "Σ", ha="center", va="bottom", fontsize=8, gid="row-sum-title")
+    ax.text(left + SUM_WIDTH / 2, -0.55, "Σ", ha="center", va="bottom", fontsize=8, gid="row-sum-title")
     if write:
         for r, total in enumerate(sums):
-            ax.text(left + 0.5, r, fmt(total), ha="center", va="center", fontsize=6, color=ink(image, total),
-                    gid="row-sum")  # fmt: skip
+            ax.text(left + SUM_WIDTH / 2, r, short(total), ha="center", va="center", fontsize=NUMBER_FONT,
+                    color=ink(image, total), gid="row-sum")  # fmt: skip
 
 
 def annotate_cells(ax: Any, values: Any, shown: Any, hidden: Any, image: Any) -> None:
     """Write each visible value in its cell (the real value, even when the colours are row-scaled)."""
     for (r, c), v in np.ndenumerate(values):
         if not hidden[r, c]:
-            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color=ink(image, shown[r, c]))
+            ax.text(c, r, short(v, exponent=False), ha="center", va="center", fontsize=NUMBER_FONT,
+                    color=ink(image, shown[r, c]), gid="cell-value")  # fmt: skip
 
 
 def colorbar(block: Any, image: Any, axes: Any, which: Any, data: Any, high: Any, norm: Any) -> None:

@@ -6,6 +6,7 @@ many panels side by side as fit a notebook cell (900 px at 100 dpi).
 
 from typing import Any
 
+from .annotation import NUMBER_CELL, writes_numbers
 from .inputs import GRADIENTS
 
 __all__ = ["Grid", "ticks", "FIGURE_WIDTH"]
@@ -16,11 +17,15 @@ FIGURE_WIDTH = 8.8  # inches: 880 px in Jupyter (100 dpi), shown unscaled in a 9
 class Grid:
     """The panels' arrangement: ``rows`` × ``cols`` per block, and the figure's ``width`` and ``figsize`` (inches)."""
 
-    def __init__(self, maps: Any, ncols: Any) -> None:
+    def __init__(self, maps: Any, ncols: Any, annotate: Any = "auto") -> None:
         _, _, Tq, Tk = maps.shape
         panel = 2.3 if max(Tq, Tk) <= 12 else 3.2
+        written = [which for which in maps.whiches if writes_numbers(which, annotate, Tq, Tk)]
+        if written:  # each number inside its cell; a gradient's (a sign, four characters more) needs a third more
+            cell = NUMBER_CELL * (1.35 if set(written) & set(GRADIENTS) else 1)
+            panel = max(panel, cell * max(Tq, Tk))
         label_room = 0.3 + 0.06 * max(len(s) for s in maps.query_labels + maps.key_labels)
-        margin = 0.45 if set(maps.whiches) & set(GRADIENTS) else 0.0  # the row-sum column
+        margin = 0.6 if set(maps.whiches) & set(GRADIENTS) else 0.0  # the row-sum column
         if ncols is None:  # as many panels side by side as fit a notebook cell
             ncols = max(1, int((FIGURE_WIDTH - 1.3) // (panel + label_room + margin)))
         self.cols = min(len(maps.heads), int(ncols))
