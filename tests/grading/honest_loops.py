@@ -24,16 +24,19 @@ def affine_relu_backward(x, w, b, grad_out):
         grad_x[n] = w @ grad_z
         grad_w += np.outer(x[n], grad_z)
         grad_b += grad_z
-    return grad_x, grad_w, grad_b
+    return {"grad_z": grad_out * (x @ w + b > 0), "grad_x": grad_x, "grad_w": grad_w, "grad_b": grad_b}
 
 
 def softmax_cross_entropy_backward(logits, y):
-    grad = np.zeros(logits.shape)
-    for n in range(logits.shape[0]):
+    rows = logits.shape[0]
+    grad_log_p, grad_p, grad_logits = np.zeros(logits.shape), np.zeros(logits.shape), np.zeros(logits.shape)
+    for n in range(rows):
         row = np.exp(logits[n] - logits[n].max())
-        grad[n] = row / row.sum()
-        grad[n, y[n]] -= 1.0
-    return grad / logits.shape[0]
+        p = row / row.sum()
+        grad_log_p[n, y[n]] = -1.0 / rows  # L = −mean of log_p at the labels
+        grad_p[n] = grad_log_p[n] / p  # log's derivative: 1/p
+        grad_logits[n] = p * (grad_p[n] - grad_p[n] @ p)  # the softmax's VJP
+    return {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
 
 
 def logaddexp_vjp(g, ans, a, b):

@@ -4,7 +4,7 @@ The complex step (exact to float64) on the forward alone, perturbing at once all
 the entries that never meet in one output (a colouring): the entries of a row
 for row-wise maps, a weight's input column for a linear map, every entry of an
 elementwise map. One forward per colour. Used by tests/grading/test_grading_round3.py:
-it must earn at most 10 of 92 points and be flagged.
+it earns only the elementwise maps' points (about a ninth of the lab's) and is flagged.
 """
 
 import numpy as np
@@ -69,16 +69,23 @@ def affine_relu_backward(x, w, b, grad_out):
     relu = lambda z: z * (z.real > 0)  # noqa: E731
     forward = lambda x, w, b: relu(x @ w + b)  # noqa: E731
     args = [x, w, b]
-    return (_vjp(forward, args, 0, grad_out, [(0, 0)]), _vjp(forward, args, 1, grad_out, [(1, 1)]),
-            _vjp(forward, args, 2, grad_out, [(0, 1)]))  # fmt: skip
+    everything = [(0, 0), (1, 1)]
+    return {"grad_z": _vjp(relu, [x @ w + b], 0, grad_out, everything),
+            "grad_x": _vjp(forward, args, 0, grad_out, [(0, 0)]), "grad_w": _vjp(forward, args, 1, grad_out, [(1, 1)]),
+            "grad_b": _vjp(forward, args, 2, grad_out, [(0, 1)])}  # fmt: skip
 
 
 def mlp_backward(x, w1, b1, w2, grad_y):
+    # each step is the loss's forward written from that intermediate on
     forward = lambda x, w1, b1, w2, b2: np.tanh(x @ w1.T + b1) @ w2.T + b2  # noqa: E731
+    from_h = lambda h: h @ w2.T  # noqa: E731
+    from_z = lambda z: np.tanh(z) @ w2.T  # noqa: E731
+    z = x @ w1.T + b1
     args = [x, w1, b1, w2, np.zeros(w2.shape[0])]
-    return (_vjp(forward, args, 0, grad_y, [(0, 0)]), _vjp(forward, args, 1, grad_y, []),
-            _vjp(forward, args, 2, grad_y, []), _vjp(forward, args, 3, grad_y, [(0, 1)]),
-            _vjp(forward, args, 4, grad_y, [(0, 1)]))  # fmt: skip
+    return {"grad_w2": _vjp(forward, args, 3, grad_y, [(0, 1)]), "grad_b2": _vjp(forward, args, 4, grad_y, [(0, 1)]),
+            "grad_h": _vjp(from_h, [np.tanh(z)], 0, grad_y, [(0, 0)]), "grad_z": _vjp(from_z, [z], 0, grad_y, [(0, 0)]),
+            "grad_x": _vjp(forward, args, 0, grad_y, [(0, 0)]), "grad_w1": _vjp(forward, args, 1, grad_y, []),
+            "grad_b1": _vjp(forward, args, 2, grad_y, [])}  # fmt: skip
 
 
 def dropout_backward(grad_y, mask, p):
@@ -111,12 +118,19 @@ def logistic_loss_backward(logits, y):
 
 
 def softmax_cross_entropy_backward(logits, y):
-    def terms(s):
-        shifted = s - np.max(s.real, axis=-1, keepdims=True)
-        log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        return -log_p[np.arange(s.shape[0]), y] / s.shape[0]
+    rows = np.arange(logits.shape[0])
+    from_log_p = lambda log_p: -log_p[rows, y] / log_p.shape[0]  # noqa: E731
+    from_p = lambda p: from_log_p(np.log(p))  # noqa: E731
 
-    return _vjp(terms, [logits], 0, np.ones(logits.shape[0]), [(0, 0)])
+    def from_logits(s):
+        shifted = s - np.max(s.real, axis=-1, keepdims=True)
+        return from_log_p(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)))
+
+    p = _softmax(logits)
+    ones = np.ones(logits.shape[0])
+    return {"grad_log_p": _vjp(from_log_p, [np.log(p)], 0, ones, [(0, 0)]),
+            "grad_p": _vjp(from_p, [p], 0, ones, [(0, 0)]),
+            "grad_logits": _vjp(from_logits, [logits], 0, ones, [(0, 0)])}  # fmt: skip
 
 
 def logsumexp_vjp(g, ans, x):
