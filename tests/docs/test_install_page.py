@@ -34,6 +34,21 @@ def lines():
     return [line for line in found if line]
 
 
+def test_the_landing_pages_lines_are_the_install_pages():
+    """The landing page (docs/index.md) shows the wheel's first three lines: the install page's own, run here,
+    and the interpreter they installed (in which the README's first example runs, as tests/docs/test_readme.py
+    runs it)."""
+    landing = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    start = landing.index("## Start here")
+    block = re.search(r"^```\n(.*?)^```$", landing[start:], flags=re.S | re.M)
+    assert block, "the landing page shows its install lines"
+    shown = [line.strip() for line in block.group(1).splitlines() if line.strip()]
+    assert len(shown) == 3, shown
+    install = set(lines())
+    for line in shown:
+        assert line in install or line == "mt-env/bin/python", line
+
+
 def posix(line):
     """A Windows line as the same command elsewhere: `X\\Scripts\\` is `X/bin/`, `py` is `python`."""
     line = re.sub(r"([\w.-]+)\\Scripts\\", r"\1/bin/", line)

@@ -33,6 +33,7 @@ RUN_ELSEWHERE = {
     "docs/transformer.md": "test_train.py",
     "docs/grading.md": "test_readme_grading.py",
     "docs/install.md": "test_install_page.py",
+    "docs/index.md": "test_install_page.py",
     "docs/own-exercises.md": "test_own_exercises_page.py",
 }
 
