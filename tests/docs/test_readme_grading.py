@@ -58,9 +58,11 @@ def test_the_teachers_grade_command(tmp_path, monkeypatch, capsys):
     assert "1 submission graded" in capsys.readouterr().out
     rows = (tmp_path / "grades.csv").read_text().splitlines()
     hidden_trials = len(get("dropout_backward").cases(hidden=True))
-    assert rows == ["student,exercise,points,max,message",
+    # The flags column (a teacher's, never the student's) is empty for an honest answer.
+    assert rows == ["student,exercise,points,max,message,flags",
                     f"ada,dropout_backward,1,1,✓ dropout_backward: correct on {hidden_trials} hidden random inputs "
                     + rows[1].split("hidden random inputs ", 1)[1],
-                    "ada,(total),1,1,"]  # fmt: skip
+                    "ada,(total),1,1,,"]  # fmt: skip
+    assert rows[1].endswith(",")
     (run,) = (tmp_path / "grades").iterdir()
     assert json.loads((run / "ada.json").read_text())["total"] == 1
