@@ -163,8 +163,8 @@ def _repeats_dropped(xb, yb, C, W1, b1, bngain, bnbias, W2, b2):
     # the whole right chain down to emb (batch norm's backward in one line), then a plain assignment
     grad_bnraw = bngain * v["grad_hpreact"]
     n = v["n"]
-    grad_hprebn = v["bnvar_inv"] / n * (n * grad_bnraw - grad_bnraw.sum(0) - n / (n - 1) * v["bnraw"] * (
-        grad_bnraw * v["bnraw"]).sum(0))  # fmt: skip
+    along_bnraw = (grad_bnraw * v["bnraw"]).sum(0)  # the part of the gradient along bnraw, per feature
+    grad_hprebn = v["bnvar_inv"] / n * (n * grad_bnraw - grad_bnraw.sum(0) - n / (n - 1) * v["bnraw"] * along_bnraw)
     grad_emb = (grad_hprebn @ W1.T).reshape(v["emb"].shape)
     grad_C = np.zeros_like(C)
     grad_C[v["xb"]] = grad_emb  # a row used twice keeps only its last gradient

@@ -149,7 +149,7 @@ def _with_mistake(mistake: Any, logits: Any, y: Any) -> Any:
     elif mistake == "rowsum_missing":
         grad_logits = p * grad_p
     else:
-        grad_logits = p * (grad_p - (grad_p * p).sum(axis=1, keepdims=True))
+        grad_logits = ops.softmax_backward(grad_p, p, axis=1)
     every = {"grad_log_p": grad_log_p, "grad_p": grad_p, "grad_logits": grad_logits}
     return {name: every[name] for name in _CHANGES[mistake]}
 
