@@ -320,6 +320,7 @@ class Sandbox:
         self.process: subprocess.Popen[bytes] | None = None
         self.output: Any = None  # the child's stdout and stderr (a capped temporary file)
         self._lib: str | None = None
+        self._scratch: str | None = None  # without bubblewrap: the child's own folder, all it may write
         self._requests: Any = None
         self._replies: Any = None
         self._stdio: Any = None  # the pipes on Windows (see _popen_stdio)
@@ -467,7 +468,7 @@ class Sandbox:
             stdout=self.output,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=tempfile.gettempdir() if not bwrap else "/",
+            cwd="/" if bwrap else self._scratch_folder(user),
             start_new_session=True,
             pass_fds=inherited,
             user=user,
@@ -493,11 +494,21 @@ class Sandbox:
             stderr=self.output,
             bufsize=0,
             env=env,
-            cwd=tempfile.gettempdir(),
+            cwd=self._scratch_folder(None),
             start_new_session=os.name == "posix",
             preexec_fn=preexec,
         )
         self._stdio = _StdioPipes(self.process.stdin, self.process.stdout)
+
+    def _scratch_folder(self, user: Any) -> str:
+        """A fresh folder of the child's own: without bubblewrap it is where the child runs, and (Landlock) the
+        only folder it may write — not the whole temporary directory, which may hold the installed package."""
+        if self._scratch:  # a restarted child starts with an empty folder
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        self._scratch = tempfile.mkdtemp(prefix="microtape-scratch-")
+        if user is not None:
+            os.chown(self._scratch, user, user)
+        return self._scratch
 
     def close(self) -> None:
         """Kill the child (and its whole box) and forget it; safe to call twice."""
@@ -520,6 +531,9 @@ class Sandbox:
         if self._lib:
             shutil.rmtree(self._lib, ignore_errors=True)
             self._lib = None
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     @property
     def running(self) -> bool:

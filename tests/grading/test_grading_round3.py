@@ -336,6 +336,12 @@ def test_an_ordinary_user_gets_a_working_bubblewrap_box(tmp_path, monkeypatch):
     """bubblewrap 0.8 refuses --disable-userns without --unshare-user: the grader's command, run as nobody."""
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setattr(sys, "base_prefix", "/usr")
+    # The box binds this Python's packages read-only: an ordinary user must be able to reach them. A checkout
+    # inside a private folder (mkdtemp's 0700) is not, so there the claim cannot be tried.
+    reach = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "test", "-r",
+                            np.__file__], capture_output=True)  # fmt: skip
+    if reach.returncode != 0:
+        pytest.skip(f"numpy ({np.__file__}) is not readable by an ordinary user in this checkout's environment")
     command, _ = box._bwrap_command(box._bwrap(), "/usr/bin/python3", box.Limits(), box.fresh_uid(), None)
     assert "--unshare-user" in command
     at = command.index("/usr/bin/python3")
